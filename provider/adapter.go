@@ -1,0 +1,130 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"io"
+	"iter"
+	"strings"
+	"time"
+)
+
+// Adapter is one configured provider endpoint: the Go form of the spec's
+// ProviderAdapter. Implementations are safe for concurrent use, never retry
+// (the orchestrator owns retries) and return failures as [*Error].
+type Adapter interface {
+	// Name is the instance name from the configuration ("anthropic",
+	// "ollama-local").
+	Name() string
+	// Invoke runs one request to completion.
+	Invoke(ctx context.Context, req *Request) (*Result, error)
+	// Stream starts one request and returns its chunks as they arrive.
+	// Cancelling ctx or calling Close ends the stream and releases the
+	// connection.
+	Stream(ctx context.Context, req *Request) (Stream, error)
+	// EstimateCost returns an upper bound of what req can cost: the prompt
+	// counted offline, the output bounded by req's max tokens. An error
+	// means the request cannot be priced.
+	EstimateCost(req *Request) (Money, error)
+	// Capabilities returns what this endpoint can do with at least one of its
+	// models; see [ModelCapabler] for per-model sets.
+	Capabilities() CapabilitySet
+	// RateLimitStatus returns what the provider last reported.
+	RateLimitStatus(ctx context.Context) RateLimitStatus
+	// HealthCheck probes the endpoint without spending tokens where the
+	// provider allows.
+	HealthCheck(ctx context.Context) HealthStatus
+}
+
+// ModelCapabler is implemented by adapters whose models differ in
+// capabilities (context window, vision).
+type ModelCapabler interface {
+	ModelCapabilities(model string) CapabilitySet
+}
+
+// TierMapper is implemented by adapters that map tiers to models; the router
+// uses it to explain its choices.
+type TierMapper interface {
+	ModelFor(t Tier) string
+}
+
+// Stream is an invocation in progress. Recv returns chunks in order; after
+// the final chunk (Chunk.Final, carrying the assembled Result) it returns
+// io.EOF. A failure midway is an [*Error] whose Usage holds what was billed.
+// Close may be called at any time, more than once, and releases the
+// connection.
+type Stream interface {
+	Recv() (Chunk, error)
+	Close() error
+}
+
+// Chunk is one piece of a streamed answer.
+type Chunk struct {
+	// Text is new answer text.
+	Text string `json:"delta_text,omitempty"`
+	// ToolCall is a fragment of a tool call.
+	ToolCall *ToolCallDelta `json:"delta_tool_call,omitempty"`
+	// Final marks the last chunk; Result then holds the whole answer, its
+	// usage, cost and stop reason.
+	Final  bool    `json:"is_final"`
+	Result *Result `json:"result,omitempty"`
+}
+
+// ToolCallDelta is a fragment of a streamed tool call. Index identifies the
+// call within the answer; ID and Name arrive with the first fragment;
+// Arguments fragments concatenate to the JSON arguments.
+type ToolCallDelta struct {
+	Index     int    `json:"index"`
+	ID        string `json:"id,omitempty"`
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments,omitempty"`
+}
+
+// Chunks adapts s to a range loop. It closes s when the loop ends, also on
+// break, and yields a final non-nil error if the stream failed.
+func Chunks(s Stream) iter.Seq2[Chunk, error] {
+	return func(yield func(Chunk, error) bool) {
+		defer s.Close()
+		for {
+			c, err := s.Recv()
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			if err != nil {
+				yield(Chunk{}, err)
+				return
+			}
+			if !yield(c, nil) {
+				return
+			}
+		}
+	}
+}
+
+// Collect reads s to the end, closes it and returns the final Result. A
+// stream that ends without a final chunk is a network error (truncated).
+func Collect(s Stream) (*Result, error) {
+	var text strings.Builder
+	for c, err := range Chunks(s) {
+		if err != nil {
+			return nil, err
+		}
+		text.WriteString(c.Text)
+		if c.Final {
+			if c.Result == nil {
+				return nil, &Error{Kind: KindServer, Diagnostic: Diagnostic{Message: "final stream chunk carries no result"}}
+			}
+			return c.Result, nil
+		}
+	}
+	return nil, &Error{Kind: KindNetwork, Diagnostic: Diagnostic{Message: "stream ended before its final chunk"}}
+}
+
+// Pricer prices usage and estimates requests; pricing.Catalog implements it.
+// Adapters receive one in [Settings].
+type Pricer interface {
+	// Cost prices u for model served by an adapter of providerType.
+	Cost(providerType, model string, u Usage, at time.Time) (Money, error)
+	// Estimate returns an upper bound of the cost of req on model.
+	Estimate(providerType, model string, req *Request, at time.Time) (Money, error)
+}

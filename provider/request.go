@@ -1,0 +1,276 @@
+package provider
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Defaults applied by [Request] when a field is left at its zero value; they
+// are the spec's defaults.
+const (
+	DefaultMaxTokens = 4096
+	DefaultTimeout   = 300 * time.Second
+)
+
+// ToolDef declares a tool the model may call. InputSchema is a JSON Schema
+// object describing the arguments; adapters translate it to each vendor's
+// tool format.
+type ToolDef struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// Role is the speaker of a [Message].
+type Role string
+
+// The two conversational roles. System instructions go in [Request.System].
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+)
+
+// PartType says what a [Part] holds.
+type PartType string
+
+// Part types.
+const (
+	PartText       PartType = "text"        // Text
+	PartToolCall   PartType = "tool_call"   // ToolCall (assistant turns)
+	PartToolResult PartType = "tool_result" // ToolResult (user turns)
+	PartReasoning  PartType = "reasoning"   // model reasoning (Text, with signatures in Meta)
+)
+
+// Part is one piece of a message, in order. Meta carries provider data that
+// must be sent back unchanged on the next turn (thinking signatures, opaque
+// reasoning, cache-control marks); adapters read only their own keys.
+type Part struct {
+	Type       PartType    `json:"type"`
+	Text       string      `json:"text,omitempty"`
+	ToolCall   *ToolCall   `json:"tool_call,omitempty"`
+	ToolResult *ToolResult `json:"tool_result,omitempty"`
+	Meta       Metadata    `json:"meta,omitempty"`
+}
+
+// Message is one turn of a conversation.
+type Message struct {
+	Role  Role   `json:"role"`
+	Parts []Part `json:"parts"`
+}
+
+// UserText returns a user message holding text.
+func UserText(text string) Message {
+	return Message{Role: RoleUser, Parts: []Part{{Type: PartText, Text: text}}}
+}
+
+// ToolResults returns the user message that answers tool calls.
+func ToolResults(results ...ToolResult) Message {
+	m := Message{Role: RoleUser}
+	for i := range results {
+		m.Parts = append(m.Parts, Part{Type: PartToolResult, ToolResult: &results[i]})
+	}
+	return m
+}
+
+// ToolCall is a model's request to run a tool. Arguments is always a JSON
+// object (adapters normalise vendors that send a string or fragments). Meta
+// carries provider data tied to the call, such as a thought signature.
+type ToolCall struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	Meta      Metadata        `json:"meta,omitempty"`
+}
+
+// ToolResult is the outcome of running a tool, sent back in a user turn.
+// Name repeats the tool's name (some providers need it).
+type ToolResult struct {
+	CallID  string `json:"call_id"`
+	Name    string `json:"name,omitempty"`
+	Content string `json:"content"`
+	IsError bool   `json:"is_error,omitempty"`
+}
+
+// Metadata is provider-owned data that must round-trip unchanged. Keys are
+// namespaced by provider ("anthropic.signature", "gemini.thought_signature").
+type Metadata map[string]json.RawMessage
+
+// ToolChoice constrains tool use: "" or "auto" lets the model decide, "none"
+// forbids tools, "required" forces some tool, and any other value forces the
+// tool of that name.
+type ToolChoice string
+
+// Tool choices with fixed meanings.
+const (
+	ToolChoiceAuto     ToolChoice = "auto"
+	ToolChoiceNone     ToolChoice = "none"
+	ToolChoiceRequired ToolChoice = "required"
+)
+
+// PromptCache asks the provider to cache the stable prefix of a request
+// (tools, then system). "" leaves caching to the provider's defaults.
+type PromptCache string
+
+// Prompt-cache lifetimes.
+const (
+	PromptCacheOff PromptCache = ""
+	PromptCache5m  PromptCache = "5m"
+	PromptCache1h  PromptCache = "1h"
+)
+
+// Request is one model invocation: the spec's parameters plus a multi-turn
+// conversation. The zero value of each optional field takes the default
+// named in its comment.
+type Request struct {
+	// Prompt, when set, is sent as a final user turn after Messages.
+	Prompt string `json:"prompt,omitempty"`
+	// System is the system prompt.
+	System string `json:"system,omitempty"`
+	// Messages is the conversation so far (user and assistant turns, tool
+	// calls and tool results).
+	Messages []Message `json:"messages,omitempty"`
+	// Tools the model may call.
+	Tools []ToolDef `json:"tools,omitempty"`
+	// ToolChoice; "" means auto.
+	ToolChoice ToolChoice `json:"tool_choice,omitempty"`
+	// Tier is the model hint; "" means balanced.
+	Tier Tier `json:"tier,omitempty"`
+	// Model names an exact model and overrides Tier; "" lets the adapter map
+	// Tier to its configured model.
+	Model string `json:"model,omitempty"`
+	// MaxTokens bounds the output; 0 means 4096.
+	MaxTokens int `json:"max_tokens,omitempty"`
+	// Timeout bounds one attempt; 0 means 300 s.
+	Timeout time.Duration `json:"timeout,omitempty"`
+	// CacheKey is the caller's namespace for the response cache; "" means
+	// responses are not cached.
+	CacheKey string `json:"cache_key,omitempty"`
+	// PromptCache asks the provider to cache the stable prefix.
+	PromptCache PromptCache `json:"prompt_cache,omitempty"`
+	// Meta carries provider-specific request options that must reach the
+	// adapter unchanged.
+	Meta Metadata `json:"meta,omitempty"`
+}
+
+// EffectiveTier returns Tier, or balanced when unset.
+func (r *Request) EffectiveTier() Tier {
+	if r.Tier == "" {
+		return TierBalanced
+	}
+	return r.Tier
+}
+
+// EffectiveMaxTokens returns MaxTokens, or 4096 when unset.
+func (r *Request) EffectiveMaxTokens() int {
+	if r.MaxTokens <= 0 {
+		return DefaultMaxTokens
+	}
+	return r.MaxTokens
+}
+
+// EffectiveTimeout returns Timeout, or 300 s when unset.
+func (r *Request) EffectiveTimeout() time.Duration {
+	if r.Timeout <= 0 {
+		return DefaultTimeout
+	}
+	return r.Timeout
+}
+
+// Conversation returns Messages followed by Prompt as a user turn.
+func (r *Request) Conversation() []Message {
+	if r.Prompt == "" {
+		return r.Messages
+	}
+	out := make([]Message, 0, len(r.Messages)+1)
+	out = append(out, r.Messages...)
+	return append(out, UserText(r.Prompt))
+}
+
+// RequiredCapabilities returns what any provider serving r must be able to
+// do: tool use when tools are declared, prompt caching when asked for.
+func (r *Request) RequiredCapabilities() CapabilitySet {
+	var s CapabilitySet
+	if len(r.Tools) > 0 {
+		s = s.With(CapToolUse)
+	}
+	if r.PromptCache != PromptCacheOff {
+		s = s.With(CapPromptCaching)
+	}
+	return s
+}
+
+// Validate reports the first structural problem in r as a bad-request
+// [*Error]: an empty conversation, an unknown tier, a tool without a name or
+// with a schema that is not a JSON object, a tool result without a call id.
+func (r *Request) Validate() error {
+	bad := func(format string, args ...any) error {
+		return &Error{Kind: KindBadRequest, Diagnostic: Diagnostic{Message: fmt.Sprintf(format, args...)}}
+	}
+	if r.Tier != "" && !r.Tier.Valid() {
+		_, err := ParseTier(string(r.Tier))
+		return bad("%v", err)
+	}
+	if r.MaxTokens < 0 {
+		return bad("max_tokens must not be negative, got %d", r.MaxTokens)
+	}
+	switch r.PromptCache {
+	case PromptCacheOff, PromptCache5m, PromptCache1h:
+	default:
+		return bad("prompt_cache must be \"\", \"5m\" or \"1h\", got %q", string(r.PromptCache))
+	}
+	conv := r.Conversation()
+	if len(conv) == 0 {
+		return bad("the request has no prompt and no messages")
+	}
+	seen := map[string]bool{}
+	for i, t := range r.Tools {
+		if t.Name == "" {
+			return bad("tools[%d] has no name", i)
+		}
+		if seen[t.Name] {
+			return bad("tools[%d]: tool %q is declared twice", i, t.Name)
+		}
+		seen[t.Name] = true
+		if len(t.InputSchema) > 0 {
+			var obj map[string]json.RawMessage
+			if err := json.Unmarshal(t.InputSchema, &obj); err != nil {
+				return bad("tools[%d] %q: input_schema must be a JSON object: %v", i, t.Name, err)
+			}
+		}
+	}
+	switch r.ToolChoice {
+	case "", ToolChoiceAuto, ToolChoiceNone, ToolChoiceRequired:
+	default:
+		if !seen[string(r.ToolChoice)] {
+			return bad("tool_choice names tool %q, which is not declared", string(r.ToolChoice))
+		}
+	}
+	for i, m := range conv {
+		if m.Role != RoleUser && m.Role != RoleAssistant {
+			return bad("messages[%d]: role must be \"user\" or \"assistant\", got %q", i, string(m.Role))
+		}
+		for j, p := range m.Parts {
+			switch p.Type {
+			case PartText, PartReasoning:
+			case PartToolCall:
+				if p.ToolCall == nil || p.ToolCall.ID == "" || p.ToolCall.Name == "" {
+					return bad("messages[%d].parts[%d]: a tool call needs an id and a name", i, j)
+				}
+				if m.Role != RoleAssistant {
+					return bad("messages[%d].parts[%d]: tool calls belong to assistant turns", i, j)
+				}
+			case PartToolResult:
+				if p.ToolResult == nil || p.ToolResult.CallID == "" {
+					return bad("messages[%d].parts[%d]: a tool result needs the call id it answers", i, j)
+				}
+				if m.Role != RoleUser {
+					return bad("messages[%d].parts[%d]: tool results belong to user turns", i, j)
+				}
+			default:
+				return bad("messages[%d].parts[%d]: unknown part type %q", i, j, string(p.Type))
+			}
+		}
+	}
+	return nil
+}
