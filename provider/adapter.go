@@ -123,8 +123,9 @@ func Collect(s Stream) (*Result, error) {
 // Pricer prices usage and estimates requests; pricing.Catalog implements it.
 // Adapters receive one in [Settings].
 type Pricer interface {
-	// Cost prices u for model served by an adapter of providerType.
-	Cost(providerType, model string, u Usage, at time.Time) (Money, error)
+	// Cost prices u for model in pricing namespace ns (anthropic, openai,
+	// gemini, or a local namespace such as ollama that prices at zero).
+	Cost(ns, model string, u Usage, at time.Time) (Money, error)
 	// Estimate returns an upper bound of the cost of req on model.
-	Estimate(providerType, model string, req *Request, at time.Time) (Money, error)
+	Estimate(ns, model string, req *Request, at time.Time) (Money, error)
 }

@@ -49,6 +49,9 @@ type Settings struct {
 	Credentials map[string]string
 	// Models overrides the adapter type's default tier-to-model mapping.
 	Models map[Tier]string
+	// Timeout is the per-attempt timeout used when a request sets none; zero
+	// means the request default (300 s).
+	Timeout time.Duration
 	// HTTPClient carries every request; nil means a plain client. The
 	// locality gate supplies one whose dialer refuses unapproved addresses.
 	HTTPClient *http.Client

@@ -26,8 +26,9 @@ const (
 //
 //   - InputTokens is every prompt token processed, cached or not.
 //   - CacheReadTokens and CacheWriteTokens are the parts of InputTokens read
-//     from or written to the provider's prompt cache; CacheWrite1hTokens is
-//     the part of CacheWriteTokens written with the one-hour lifetime.
+//     from or written to the provider's prompt cache; CacheWriteLongTokens is
+//     the part of CacheWriteTokens written with the provider's long lifetime
+//     (Anthropic 1 h, OpenAI 12 h).
 //   - OutputTokens is every billed output token, reasoning included;
 //     ReasoningTokens is the reasoning part.
 //
@@ -35,12 +36,12 @@ const (
 // inside the prompt count) or [UsageExclusive] (Anthropic: they are not), so
 // pricing never counts a cached token twice.
 type Usage struct {
-	InputTokens        int64 `json:"prompt_tokens"`
-	OutputTokens       int64 `json:"completion_tokens"`
-	CacheReadTokens    int64 `json:"cache_read_tokens"`
-	CacheWriteTokens   int64 `json:"cache_write_tokens"`
-	CacheWrite1hTokens int64 `json:"cache_write_1h_tokens,omitempty"`
-	ReasoningTokens    int64 `json:"reasoning_tokens,omitempty"`
+	InputTokens          int64 `json:"prompt_tokens"`
+	OutputTokens         int64 `json:"completion_tokens"`
+	CacheReadTokens      int64 `json:"cache_read_tokens"`
+	CacheWriteTokens     int64 `json:"cache_write_tokens"`
+	CacheWriteLongTokens int64 `json:"cache_write_long_tokens,omitempty"`
+	ReasoningTokens      int64 `json:"reasoning_tokens,omitempty"`
 	// Estimated is true when the provider reported no usage and the counts
 	// come from the offline tokenizer.
 	Estimated bool `json:"estimated"`

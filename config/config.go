@@ -1,0 +1,151 @@
+// Package config loads and validates a project's .cortexbuild/llm-config.yaml.
+//
+// Decoding is strict: an unknown key, a wrong type or a bad value is an
+// error naming file:line:column and what to write instead, and every
+// problem in the file is reported in one run. Secrets are written as
+// ${ENV_VAR} references and resolved only when an adapter is built; they are
+// never printed.
+//
+// The zero value of every section is a working default (see each field's
+// comment), so an empty file, or none, is a valid configuration.
+package config
+
+import (
+	"time"
+
+	"github.com/cortexbuild/cortexbuild/internal/yamlx"
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// Dir and FileName locate the configuration inside a project.
+const (
+	Dir      = ".cortexbuild"
+	FileName = "llm-config.yaml"
+)
+
+// CurrentVersion is the configuration format version this build reads.
+const CurrentVersion = 1
+
+// File is the whole configuration file.
+type File struct {
+	Pos yamlx.Pos `yaml:"-"`
+	// Path is the file the configuration was read from ("" for defaults).
+	Path string `yaml:"-"`
+
+	Version       int                  `yaml:"version" desc:"Format version of this file. Only 1 exists; 0 or absent means 1."`
+	Orchestration *bool                `yaml:"orchestration" desc:"Turn on CortexBuild's own orchestration engine (calls providers directly). Default false: rendered mode, where host tools run the models. CORTEXBUILD_LLM=1 also turns it on."`
+	Providers     map[string]*Provider `yaml:"providers" desc:"Provider endpoints by instance name (used in routing and agent preferences)."`
+	Routing       Routing              `yaml:"routing" desc:"Provider preference and failover settings."`
+	Agents        map[string]*Agent    `yaml:"agents" desc:"Per-agent overrides of the default routing (planner, critic, builder, tester_validator, security_compliance, optimizer, pr_reviewer, explore, recurrence_guard, enterprise_orchestrator), or custom agents that set a tier."`
+	Budgets       Budgets              `yaml:"budgets" desc:"Task and monthly project budgets in USD."`
+	Locality      Locality             `yaml:"locality" desc:"Egress rules: which endpoints may be reached."`
+	Cache         Cache                `yaml:"cache" desc:"Response cache (deduplicates identical requests)."`
+	Store         Store                `yaml:"store" desc:"Where the ledger, budgets and consent are kept."`
+	Pricing       Pricing              `yaml:"pricing" desc:"Extra price catalogs for models the built-in catalog lacks."`
+}
+
+// Provider is one provider endpoint.
+type Provider struct {
+	Pos yamlx.Pos `yaml:"-"`
+
+	Type        string                   `yaml:"type,required" desc:"Adapter type: see 'cortexbuild providers list'."`
+	Profile     string                   `yaml:"profile" desc:"Flavour of the adapter type (openai_compatible: openai, ollama, vllm, lmstudio, gateway)."`
+	BaseURL     string                   `yaml:"base_url" desc:"Endpoint URL; default: the adapter type's official endpoint."`
+	Credentials map[string]Secret        `yaml:"credentials" desc:"Credentials by field name (see the type's credentials schema). Write secrets as ${ENV_VAR}; when absent, the schema's environment variables are read."`
+	Models      map[provider.Tier]string `yaml:"models" desc:"Model for each tier (reasoning_heavy, balanced, fast_cheap); default: the adapter type's mapping."`
+	Timeout     time.Duration            `yaml:"timeout" desc:"Per-attempt timeout, e.g. 120s. Default: the request's (300s)."`
+}
+
+// Routing holds provider preference and failover settings.
+type Routing struct {
+	Pos yamlx.Pos `yaml:"-"`
+
+	Preference      []string      `yaml:"preference" desc:"Provider instance names, most preferred first. Default: providers in alphabetical order."`
+	AllowAlternates bool          `yaml:"allow_alternates" desc:"On a rate limit or exhausted quota, fail over to the next preferred provider instead of waiting. Default false."`
+	MaxRetryAfter   time.Duration `yaml:"max_retry_after" desc:"Longest provider-requested wait honoured before failing over, e.g. 60s. Default 60s."`
+}
+
+// OverBudget says what happens when an agent's estimate exceeds its budget.
+type OverBudget string
+
+// Over-budget actions.
+const (
+	OverBudgetAbort    OverBudget = "abort"
+	OverBudgetEscalate OverBudget = "escalate"
+)
+
+// Agent overrides one agent's routing and limits.
+type Agent struct {
+	Pos yamlx.Pos `yaml:"-"`
+
+	Tier       provider.Tier   `yaml:"tier" desc:"Model tier for this agent; default: the spec's routing."`
+	Model      string          `yaml:"model" desc:"Exact model id; overrides tier."`
+	Providers  []string        `yaml:"providers" desc:"Provider instance names to use, most preferred first; default: routing.preference."`
+	Budget     *provider.Money `yaml:"budget" desc:"Largest estimated cost of one invocation in USD, e.g. \"0.50\"."`
+	OverBudget OverBudget      `yaml:"over_budget" desc:"abort (default) or escalate (ask for approval) when an estimate exceeds the budget."`
+	Cache      *bool           `yaml:"cache" desc:"Cache responses; default on for read-only agents (tester_validator, optimizer, explore), off for others."`
+	MaxTokens  int             `yaml:"max_tokens" desc:"Output token limit per invocation; default 4096."`
+}
+
+// Budgets are spending limits in USD.
+type Budgets struct {
+	Pos yamlx.Pos `yaml:"-"`
+
+	Task           *provider.Money `yaml:"task" desc:"Limit for the sum of all invocations of one task, e.g. \"5.00\". Default: none."`
+	ProjectMonthly *provider.Money `yaml:"project_monthly" desc:"Limit for a calendar month of the whole project, e.g. \"200\". Default: none."`
+	Timezone       string          `yaml:"timezone" desc:"IANA time zone for the month boundary; default UTC."`
+	ConfirmAbove   *provider.Money `yaml:"confirm_above" desc:"On a terminal, ask before an invocation estimated above this amount. Default: never ask."`
+}
+
+// Locality modes.
+const (
+	LocalityConsent   = "consent"
+	LocalityLocalOnly = "local-only"
+)
+
+// Locality holds the egress rules.
+type Locality struct {
+	Pos yamlx.Pos `yaml:"-"`
+
+	Mode string `yaml:"mode" desc:"consent (default): non-loopback endpoints need recorded consent per provider; local-only: only loopback endpoints may be reached."`
+}
+
+// Cache back ends.
+const (
+	CacheMemory = "memory"
+	CacheRedis  = "redis"
+	CacheOff    = "off"
+)
+
+// Cache configures the response cache.
+type Cache struct {
+	Pos yamlx.Pos `yaml:"-"`
+
+	Backend    string        `yaml:"backend" desc:"memory (default, in-process LRU), redis, or off."`
+	URL        Secret        `yaml:"url" desc:"Redis URL for backend redis, e.g. redis://127.0.0.1:6379/0 or ${REDIS_URL}."`
+	TTL        time.Duration `yaml:"ttl" desc:"How long a response stays cached; default 24h."`
+	MaxEntries int           `yaml:"max_entries" desc:"Bound of the in-process cache; default 10000."`
+}
+
+// Store back ends.
+const (
+	StoreSQLite   = "sqlite"
+	StorePostgres = "postgres"
+)
+
+// Store configures the durable state (ledger, budgets, consent).
+type Store struct {
+	Pos yamlx.Pos `yaml:"-"`
+
+	Backend           string `yaml:"backend" desc:"sqlite (default, a file under .cortexbuild/) or postgres."`
+	Path              string `yaml:"path" desc:"SQLite file, relative to the project root; default .cortexbuild/state.db."`
+	DSN               Secret `yaml:"dsn" desc:"PostgreSQL connection string for backend postgres, e.g. ${DATABASE_URL}."`
+	LoopbackFailsOpen *bool  `yaml:"loopback_fails_open" desc:"When the store is unreachable, still allow loopback (free) endpoints. Default true; paid endpoints always fail closed."`
+}
+
+// Pricing adds price catalogs.
+type Pricing struct {
+	Pos yamlx.Pos `yaml:"-"`
+
+	CatalogFiles []string `yaml:"catalog_files" desc:"Price catalog files (the format of the built-in catalog) laid over it, relative to the project root."`
+}

@@ -1,0 +1,306 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cortexbuild/cortexbuild/internal/yamlx"
+	"github.com/cortexbuild/cortexbuild/orchestrator"
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// ErrNotFound is returned by [Find] when no configuration file exists in
+// the directory or any parent.
+var ErrNotFound = errors.New("no " + Dir + "/" + FileName + " found")
+
+// Find returns the configuration file for a project: dir/.cortexbuild/
+// llm-config.yaml, or the same in the nearest parent directory that has one.
+func Find(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	for d := abs; ; {
+		p := filepath.Join(d, Dir, FileName)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return "", fmt.Errorf("%w in %s or its parents: run 'cortexbuild init' to create one", ErrNotFound, abs)
+		}
+		d = parent
+	}
+}
+
+// Load reads, decodes and validates the file at path against the adapter
+// types in reg. Credentials are not resolved here; see [File.Resolve].
+func Load(path string, reg *provider.Registry) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data, reg)
+}
+
+// Parse decodes and validates data; file names it in messages.
+func Parse(file string, data []byte, reg *provider.Registry) (*File, error) {
+	var f File
+	if err := yamlx.Decode(file, data, &f); err != nil {
+		return nil, err
+	}
+	f.Path = file
+	if err := f.validate(reg); err != nil {
+		return nil, err
+	}
+	return &f, nil
+}
+
+// Default returns the configuration used when a project has no file.
+func Default() *File { return &File{Version: CurrentVersion} }
+
+var instanceName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
+
+func suggest(s string, names []string) string {
+	if c := provider.Closest(s, names); c != "" {
+		return fmt.Sprintf(" (did you mean %q?)", c)
+	}
+	return ""
+}
+
+func (f *File) validate(reg *provider.Registry) error {
+	var errs yamlx.Errors
+	add := func(p yamlx.Pos, format string, args ...any) { errs = append(errs, p.Errorf(format, args...)) }
+
+	if f.Version != 0 && f.Version != CurrentVersion {
+		add(f.Pos.Key("version"), "version %d is not supported by this build: write version: %d", f.Version, CurrentVersion)
+	}
+	names := f.ProviderNames()
+	for _, name := range names {
+		p := f.Providers[name]
+		where := "providers." + name
+		if p == nil {
+			add(f.Pos.Key("providers"), "%s is empty: give it at least type:", where)
+			continue
+		}
+		if !instanceName.MatchString(name) {
+			add(p.Pos, "%s: provider names use lower-case letters, digits, '-' and '_' (for example %q)", where, strings.ToLower(name))
+		}
+		r, err := reg.Lookup(p.Type)
+		if err != nil {
+			add(p.Pos.Key("type"), "%s.type: %v", where, err)
+			continue
+		}
+		switch {
+		case len(r.Profiles) == 0 && p.Profile != "":
+			add(p.Pos.Key("profile"), "%s.profile: type %q has no profiles; remove profile:", where, p.Type)
+		case len(r.Profiles) > 0 && p.Profile != "" && !slices.Contains(r.Profiles, p.Profile):
+			add(p.Pos.Key("profile"), "%s.profile: unknown profile %q%s; valid: %s", where, p.Profile, suggest(p.Profile, r.Profiles), strings.Join(r.Profiles, ", "))
+		}
+		if p.BaseURL != "" {
+			u, err := url.Parse(p.BaseURL)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				add(p.Pos.Key("base_url"), "%s.base_url: %q is not an http(s) URL; write e.g. http://127.0.0.1:11434/v1", where, p.BaseURL)
+			} else if u.User != nil {
+				add(p.Pos.Key("base_url"), "%s.base_url: do not put credentials in the URL; use credentials:", where)
+			}
+		}
+		var fields []string
+		for _, c := range r.Credentials {
+			fields = append(fields, c.Name)
+		}
+		for _, key := range sortedKeys(p.Credentials) {
+			if _, ok := r.Credential(key); !ok {
+				add(p.Credentials[key].Pos(), "%s.credentials: unknown field %q for type %q%s; valid fields: %s", where, key, p.Type, suggest(key, fields), strings.Join(fields, ", "))
+			}
+		}
+		for tier, model := range p.Models {
+			if strings.TrimSpace(model) == "" {
+				add(p.Pos.Key("models"), "%s.models.%s: write a model id, e.g. %q", where, tier, r.DefaultModels[tier])
+			}
+		}
+	}
+	checkRefs := func(pos yamlx.Pos, where string, refs []string) {
+		seen := map[string]bool{}
+		for _, r := range refs {
+			if _, ok := f.Providers[r]; !ok {
+				add(pos, "%s: provider %q is not defined under providers:%s; defined: %s", where, r, suggest(r, names), orNone(names))
+			}
+			if seen[r] {
+				add(pos, "%s: provider %q is listed twice", where, r)
+			}
+			seen[r] = true
+		}
+	}
+	checkRefs(f.Routing.Pos.Key("preference"), "routing.preference", f.Routing.Preference)
+	if f.Routing.MaxRetryAfter > 24*time.Hour {
+		add(f.Routing.Pos.Key("max_retry_after"), "routing.max_retry_after: %s is longer than a day; write e.g. 60s", f.Routing.MaxRetryAfter)
+	}
+	known := orchestrator.AgentNames()
+	for _, name := range sortedKeys(f.Agents) {
+		a := f.Agents[name]
+		where := "agents." + name
+		if a == nil {
+			add(f.Pos.Key("agents"), "%s is empty: remove it or set tier:", where)
+			continue
+		}
+		if _, ok := orchestrator.DefaultAgentRouting[name]; !ok && a.Tier == "" {
+			add(a.Pos, "unknown agent %q%s: the agents are %s; a custom agent must set tier:", name, suggest(name, known), strings.Join(known, ", "))
+		}
+		checkRefs(a.Pos.Key("providers"), where+".providers", a.Providers)
+		if a.Budget != nil && *a.Budget < 0 {
+			add(a.Pos.Key("budget"), "%s.budget must not be negative, got %s", where, a.Budget)
+		}
+		if a.OverBudget != "" && a.OverBudget != OverBudgetAbort && a.OverBudget != OverBudgetEscalate {
+			add(a.Pos.Key("over_budget"), "%s.over_budget: %q is not an action%s; write abort or escalate", where, a.OverBudget, suggest(string(a.OverBudget), []string{"abort", "escalate"}))
+		}
+		if a.MaxTokens < 0 {
+			add(a.Pos.Key("max_tokens"), "%s.max_tokens must be positive, got %d", where, a.MaxTokens)
+		}
+	}
+	for key, m := range map[string]*provider.Money{"task": f.Budgets.Task, "project_monthly": f.Budgets.ProjectMonthly, "confirm_above": f.Budgets.ConfirmAbove} {
+		if m != nil && *m < 0 {
+			add(f.Budgets.Pos.Key(key), "budgets.%s must not be negative, got %s; write an amount in USD such as \"25.00\"", key, m)
+		}
+	}
+	if tz := f.Budgets.Timezone; tz != "" {
+		if _, err := time.LoadLocation(tz); err != nil {
+			add(f.Budgets.Pos.Key("timezone"), "budgets.timezone: unknown time zone %q; write an IANA name such as UTC or Europe/Paris", tz)
+		}
+	}
+	enum := func(pos yamlx.Pos, where, v string, valid ...string) {
+		if v != "" && !slices.Contains(valid, v) {
+			add(pos, "%s: %q is not valid%s; write one of: %s", where, v, suggest(v, valid), strings.Join(valid, ", "))
+		}
+	}
+	enum(f.Locality.Pos.Key("mode"), "locality.mode", f.Locality.Mode, LocalityConsent, LocalityLocalOnly)
+	enum(f.Cache.Pos.Key("backend"), "cache.backend", f.Cache.Backend, CacheMemory, CacheRedis, CacheOff)
+	enum(f.Store.Pos.Key("backend"), "store.backend", f.Store.Backend, StoreSQLite, StorePostgres)
+	if f.Cache.Backend == CacheRedis && f.Cache.URL.IsZero() {
+		add(f.Cache.Pos.Key("backend"), "cache.backend is redis but cache.url is not set; write url: ${REDIS_URL} or redis://127.0.0.1:6379/0")
+	}
+	if f.Cache.MaxEntries < 0 {
+		add(f.Cache.Pos.Key("max_entries"), "cache.max_entries must be positive, got %d", f.Cache.MaxEntries)
+	}
+	if f.Store.Backend == StorePostgres && f.Store.DSN.IsZero() {
+		add(f.Store.Pos.Key("backend"), "store.backend is postgres but store.dsn is not set; write dsn: ${DATABASE_URL}")
+	}
+	return errs.Err()
+}
+
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+// ProviderNames returns the configured provider instance names, sorted.
+func (f *File) ProviderNames() []string { return sortedKeys(f.Providers) }
+
+// OrchestrationEnabled reports whether the orchestration engine is on: the
+// environment's CORTEXBUILD_LLM=1 (or true) or orchestration: true.
+func (f *File) OrchestrationEnabled(getenv func(string) string) bool {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	switch strings.ToLower(getenv("CORTEXBUILD_LLM")) {
+	case "1", "true", "yes", "on":
+		return true
+	case "0", "false", "no", "off":
+		return false
+	}
+	return f.Orchestration != nil && *f.Orchestration
+}
+
+// Warnings returns advice that is not an error: inline secrets, for
+// example.
+func (f *File) Warnings() []string {
+	var out []string
+	for _, name := range f.ProviderNames() {
+		p := f.Providers[name]
+		for _, key := range sortedKeys(p.Credentials) {
+			s := p.Credentials[key]
+			if s.EnvVar() == "" && !s.IsZero() {
+				out = append(out, fmt.Sprintf("%s: providers.%s.credentials.%s holds a literal value; prefer ${ENV_VAR} so the secret stays out of the file", s.Pos(), name, key))
+			}
+		}
+	}
+	return out
+}
+
+// Resolve returns the settings to build provider name's adapter:
+// credentials resolved from the file's ${ENV_VAR} references or, when the
+// file sets none, from the schema's environment variables. A required
+// credential that cannot be resolved is an error naming the variable and
+// the file line.
+func (f *File) Resolve(name string, reg *provider.Registry, lookup func(string) (string, bool)) (provider.Settings, error) {
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	p, ok := f.Providers[name]
+	if !ok {
+		return provider.Settings{}, fmt.Errorf("provider %q is not configured%s; configured: %s", name, suggest(name, f.ProviderNames()), orNone(f.ProviderNames()))
+	}
+	r, err := reg.Lookup(p.Type)
+	if err != nil {
+		return provider.Settings{}, p.Pos.Key("type").Errorf("providers.%s.type: %v", name, err)
+	}
+	s := provider.Settings{Name: name, Profile: p.Profile, BaseURL: p.BaseURL, Timeout: p.Timeout, Credentials: map[string]string{}, Models: map[provider.Tier]string{}}
+	for t, m := range r.DefaultModels {
+		s.Models[t] = m
+	}
+	for t, m := range p.Models {
+		s.Models[t] = m
+	}
+	var errs yamlx.Errors
+	for _, field := range r.Credentials {
+		if sec, ok := p.Credentials[field.Name]; ok {
+			v, err := sec.Resolve(lookup)
+			if err != nil {
+				var pe *yamlx.Error
+				if errors.As(err, &pe) {
+					pe.Msg = fmt.Sprintf("providers.%s.credentials.%s: %s", name, field.Name, pe.Msg)
+					errs = append(errs, pe)
+				}
+				continue
+			}
+			s.Credentials[field.Name] = v
+			continue
+		}
+		for _, env := range field.EnvVars {
+			if v, ok := lookup(env); ok && v != "" {
+				s.Credentials[field.Name] = v
+				break
+			}
+		}
+		if s.Credentials[field.Name] == "" && field.Required {
+			hint := "set credentials." + field.Name + " in the file"
+			if len(field.EnvVars) > 0 {
+				hint = "export " + field.EnvVars[0] + " or write credentials: {" + field.Name + ": ${" + field.EnvVars[0] + "}}"
+			}
+			errs = append(errs, p.Pos.Errorf("providers.%s: credential %q is required and not set: %s", name, field.Name, hint))
+		}
+	}
+	return s, errs.Err()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

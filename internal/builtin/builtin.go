@@ -1,0 +1,22 @@
+// Package builtin holds the one explicit list of adapter types compiled into
+// CortexBuild: the spec's REGISTERED_ADAPTERS. Adding a provider means adding
+// its registration here (see docs/providers/adding-a-provider.md).
+package builtin
+
+import (
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// Registrations returns the built-in adapter types in display order.
+func Registrations() []provider.Registration {
+	return []provider.Registration{}
+}
+
+// Registry returns a registry of the built-in adapter types.
+func Registry() *provider.Registry {
+	r, err := provider.NewRegistry(Registrations()...)
+	if err != nil {
+		panic("builtin: " + err.Error()) // the list is fixed at compile time; a test covers it
+	}
+	return r
+}

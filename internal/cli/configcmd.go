@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cortexbuild/cortexbuild/config"
+	"github.com/cortexbuild/cortexbuild/internal/yamlx"
+)
+
+func (e *env) configCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "config", Short: "Check and describe llm-config.yaml"}
+	cmd.AddCommand(e.configValidateCmd(), e.configSchemaCmd())
+	return cmd
+}
+
+type validation struct {
+	File     string   `json:"file"`
+	Valid    bool     `json:"valid"`
+	Errors   []string `json:"errors"`
+	Warnings []string `json:"warnings"`
+}
+
+func (e *env) configValidateCmd() *cobra.Command {
+	var asJSON, skipEnv bool
+	cmd := &cobra.Command{
+		Use:   "validate [FILE]",
+		Short: "Check the configuration: syntax, keys, types, values, references and credentials",
+		Long: `validate reads the configuration strictly and reports every problem with
+file:line:column and what to write instead. It also resolves each provider's
+credentials from the environment (skip with --skip-env, for CI without keys).
+It exits 3 when the file is invalid.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				e.configPath = args[0]
+			}
+			res := validation{Errors: []string{}, Warnings: []string{}}
+			f, err := e.loadConfig(true)
+			if err == nil {
+				res.File = f.Path
+				res.Warnings = append(res.Warnings, f.Warnings()...)
+				if !skipEnv {
+					var all yamlx.Errors
+					for _, name := range f.ProviderNames() {
+						if _, rerr := f.Resolve(name, e.registry, e.lookupEnv); rerr != nil {
+							var es yamlx.Errors
+							if errors.As(rerr, &es) {
+								all = append(all, es...)
+							} else {
+								all = append(all, &yamlx.Error{Pos: yamlx.Pos{File: f.Path}, Msg: rerr.Error()})
+							}
+						}
+					}
+					if len(all) > 0 {
+						err = withCode(ExitConfig, all.Err())
+					}
+				}
+			}
+			if err != nil {
+				var es yamlx.Errors
+				if errors.As(err, &es) {
+					for _, x := range es {
+						res.Errors = append(res.Errors, x.Error())
+						if res.File == "" {
+							res.File = x.Pos.File
+						}
+					}
+				} else {
+					res.Errors = append(res.Errors, err.Error())
+				}
+			}
+			res.Valid = len(res.Errors) == 0
+			w := cmd.OutOrStdout()
+			if asJSON {
+				if werr := writeJSON(w, res); werr != nil {
+					return werr
+				}
+			} else {
+				for _, x := range res.Warnings {
+					fmt.Fprintln(cmd.ErrOrStderr(), "warning:", x)
+				}
+				if res.Valid {
+					fmt.Fprintf(w, "%s: valid\n", res.File)
+				}
+			}
+			if !res.Valid {
+				if asJSON {
+					return withCode(ExitConfig, fmt.Errorf("%s is invalid (%d problems)", res.File, len(res.Errors)))
+				}
+				return withCode(ExitConfig, err)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	cmd.Flags().BoolVar(&skipEnv, "skip-env", false, "do not resolve credentials from the environment")
+	return cmd
+}
+
+func (e *env) configSchemaCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "schema",
+		Short: "Print the JSON Schema of llm-config.yaml (for editors)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b, err := config.Schema()
+			if err != nil {
+				return withCode(ExitFailure, err)
+			}
+			_, err = cmd.OutOrStdout().Write(b)
+			return err
+		},
+	}
+}

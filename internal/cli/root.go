@@ -1,0 +1,134 @@
+// Package cli is the cortexbuild command line and CortexBuild's composition
+// root: one file per subcommand, each building the components it needs.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cortexbuild/cortexbuild/config"
+	"github.com/cortexbuild/cortexbuild/internal/builtin"
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// Exit codes, documented in 'cortexbuild --help' and the README.
+const (
+	ExitOK      = 0 // success
+	ExitFailure = 1 // the command ran and failed (provider error, check failed)
+	ExitUsage   = 2 // wrong flags or arguments
+	ExitConfig  = 3 // the configuration file is missing or invalid
+)
+
+const exitCodesHelp = `Exit codes:
+  0  success
+  1  the command failed (a provider error, an unhealthy check)
+  2  usage error (unknown command, flag or argument)
+  3  configuration error (llm-config.yaml missing or invalid)`
+
+// exitError carries an exit code through cobra.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func withCode(code int, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &exitError{code: code, err: err}
+}
+
+// env is what every command shares: streams, flags, and the components the
+// root builds lazily.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	configPath     string
+	getenv         func(string) string
+	lookupEnv      func(string) (string, bool)
+	registry       *provider.Registry
+	wd             string
+}
+
+// Main runs the command line with args and returns the process exit code.
+func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv, lookupEnv: os.LookupEnv, registry: builtin.Registry()}
+	if wd, err := os.Getwd(); err == nil {
+		e.wd = wd
+	}
+	return e.run(ctx, args)
+}
+
+func (e *env) run(ctx context.Context, args []string) int {
+	root := e.rootCmd()
+	root.SetArgs(args)
+	root.SetIn(e.stdin)
+	root.SetOut(e.stdout)
+	root.SetErr(e.stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	fmt.Fprintln(e.stderr, "cortexbuild:", err)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return ExitUsage // cobra's own errors: unknown command or flag, bad args
+}
+
+func (e *env) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "cortexbuild",
+		Short: "CortexBuild's provider layer: routing, prices and budgets for AI coding agents",
+		Long: `cortexbuild configures and runs CortexBuild's LLM provider layer: the only part of
+CortexBuild that talks to model providers (Anthropic, OpenAI-compatible servers, Gemini).
+
+The project's configuration lives in .cortexbuild/llm-config.yaml (found in the current
+directory or a parent); 'cortexbuild init' writes a commented starter.
+
+` + exitCodesHelp,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&e.configPath, "config", "", "configuration file (default: .cortexbuild/llm-config.yaml in this directory or a parent)")
+	root.AddCommand(e.versionCmd(), e.initCmd(), e.configCmd(), e.pricingCmd(), e.providersCmd())
+	return root
+}
+
+// loadConfig returns the project's configuration: the --config file, the
+// file found from the working directory, or the defaults when there is
+// none and required is false.
+func (e *env) loadConfig(required bool) (*config.File, error) {
+	path := e.configPath
+	if path == "" {
+		p, err := config.Find(e.wd)
+		if errors.Is(err, config.ErrNotFound) && !required {
+			return config.Default(), nil
+		}
+		if err != nil {
+			return nil, withCode(ExitConfig, err)
+		}
+		path = p
+	}
+	f, err := config.Load(path, e.registry)
+	if err != nil {
+		return nil, withCode(ExitConfig, err)
+	}
+	return f, nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,478 @@
+package pricing
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cortexbuild/cortexbuild/internal/yamlx"
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+//go:embed catalog.yaml
+var embeddedCatalog []byte
+
+// EmbeddedFile is the name under which the built-in catalog reports errors.
+const EmbeddedFile = "pricing/catalog.yaml"
+
+// ErrUnpriced is wrapped by every error for a model the catalog cannot price.
+var ErrUnpriced = errors.New("no price known")
+
+// Rates are prices in USD per million tokens. A nil cache rate means the
+// provider publishes none: cache reads and writes are then billed at the
+// input rate, and long writes at the short write rate.
+type Rates struct {
+	Input          provider.Money  `yaml:"input,required" json:"input"`
+	Output         provider.Money  `yaml:"output,required" json:"output"`
+	CacheRead      *provider.Money `yaml:"cache_read" json:"cache_read,omitempty"`
+	CacheWrite     *provider.Money `yaml:"cache_write" json:"cache_write,omitempty"`
+	CacheWriteLong *provider.Money `yaml:"cache_write_long" json:"cache_write_long,omitempty"`
+}
+
+func (r Rates) cacheRead() provider.Money {
+	if r.CacheRead != nil {
+		return *r.CacheRead
+	}
+	return r.Input
+}
+
+func (r Rates) cacheWrite() provider.Money {
+	if r.CacheWrite != nil {
+		return *r.CacheWrite
+	}
+	return r.Input
+}
+
+func (r Rates) cacheWriteLong() provider.Money {
+	if r.CacheWriteLong != nil {
+		return *r.CacheWriteLong
+	}
+	return r.cacheWrite()
+}
+
+// Tier is a long-context price tier: a request whose prompt has more than
+// InputTokens tokens is billed entirely at its rates.
+type Tier struct {
+	Pos         yamlx.Pos `yaml:"-" json:"-"`
+	InputTokens int64     `yaml:"input_tokens,required" json:"above_input_tokens"`
+	Rates       `yaml:",inline"`
+}
+
+// Price is the set of rates in force from Effective on.
+type Price struct {
+	Pos       yamlx.Pos `yaml:"-" json:"-"`
+	Effective Date      `yaml:"effective,required" json:"effective"`
+	Rates     `yaml:",inline"`
+	Above     []Tier `yaml:"above" json:"above,omitempty"`
+}
+
+// RatesFor returns the rates for a request with promptTokens prompt tokens.
+func (p *Price) RatesFor(promptTokens int64) Rates {
+	r := p.Rates
+	for _, t := range p.Above {
+		if promptTokens > t.InputTokens {
+			r = t.Rates
+		}
+	}
+	return r
+}
+
+// Model is one model's entry.
+type Model struct {
+	Pos             yamlx.Pos `yaml:"-" json:"-"`
+	ID              string    `yaml:"-" json:"id"`
+	Namespace       string    `yaml:"-" json:"namespace"`
+	Aliases         []string  `yaml:"aliases" json:"aliases,omitempty"`
+	ContextWindow   int64     `yaml:"context_window,required" json:"context_window"`
+	MaxOutputTokens int64     `yaml:"max_output_tokens,required" json:"max_output_tokens"`
+	Vision          bool      `yaml:"vision" json:"vision"`
+	Source          string    `yaml:"source,required" json:"source"`
+	Deprecated      string    `yaml:"deprecated" json:"deprecated,omitempty"`
+	Prices          []Price   `yaml:"prices,required" json:"prices"`
+}
+
+// PriceAt returns the price period in force at t (the first one when t is
+// before every period).
+func (m *Model) PriceAt(t time.Time) *Price {
+	p := &m.Prices[0]
+	for i := range m.Prices {
+		if !m.Prices[i].Effective.After(t) {
+			p = &m.Prices[i]
+		}
+	}
+	return p
+}
+
+// Namespace is one pricing namespace: a vendor (anthropic, openai, gemini)
+// or a local server type whose models are free.
+type Namespace struct {
+	Pos         yamlx.Pos         `yaml:"-" json:"-"`
+	Name        string            `yaml:"-" json:"name"`
+	Local       bool              `yaml:"local" json:"local"`
+	TokenFactor *Factor           `yaml:"token_factor" json:"token_factor,omitempty"`
+	Models      map[string]*Model `yaml:"models" json:"-"`
+	aliases     map[string]*Model
+}
+
+// Catalog is a validated price catalog. It is safe for concurrent use and
+// implements [provider.Pricer].
+type Catalog struct {
+	Version    string                `yaml:"version,required"`
+	Currency   string                `yaml:"currency,required"`
+	Unit       string                `yaml:"unit,required"`
+	Namespaces map[string]*Namespace `yaml:"providers,required"`
+	// Now is the clock used when a caller passes a zero time; nil means
+	// time.Now.
+	Now func() time.Time `yaml:"-"`
+}
+
+var defaultCatalog = sync.OnceValues(func() (*Catalog, error) {
+	return Parse(EmbeddedFile, embeddedCatalog)
+})
+
+// Default returns the catalog built into the binary.
+func Default() (*Catalog, error) { return defaultCatalog() }
+
+// LoadFile reads and validates a catalog file.
+func LoadFile(path string) (*Catalog, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data)
+}
+
+// Parse decodes and validates catalog data; file names it in errors. Every
+// problem is reported with file:line:column.
+func Parse(file string, data []byte) (*Catalog, error) {
+	var c Catalog
+	if err := yamlx.Decode(file, data, &c); err != nil {
+		return nil, err
+	}
+	if err := c.validate(file); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func (c *Catalog) validate(file string) error {
+	var errs yamlx.Errors
+	top := yamlx.Pos{File: file, Line: 1, Column: 1}
+	if c.Currency != "USD" {
+		errs = append(errs, top.Errorf("currency must be USD, got %q", c.Currency))
+	}
+	if c.Unit != "per_million_tokens" {
+		errs = append(errs, top.Errorf("unit must be per_million_tokens, got %q", c.Unit))
+	}
+	owner := map[string]string{}
+	for _, name := range sortedKeys(c.Namespaces) {
+		ns := c.Namespaces[name]
+		if ns == nil {
+			errs = append(errs, top.Errorf("providers.%s is empty: give it models: or local: true", name))
+			continue
+		}
+		ns.Name = name
+		ns.aliases = map[string]*Model{}
+		if ns.Local && len(ns.Models) > 0 {
+			errs = append(errs, ns.Pos.Key("models").Errorf("providers.%s is local (every model free); remove models: or local: true", name))
+		}
+		if !ns.Local && len(ns.Models) == 0 {
+			errs = append(errs, ns.Pos.Errorf("providers.%s lists no models; add models: or set local: true", name))
+		}
+		for _, id := range sortedKeys(ns.Models) {
+			m := ns.Models[id]
+			where := "providers." + name + ".models." + id
+			if m == nil {
+				errs = append(errs, ns.Pos.Key("models").Errorf("%s is empty", where))
+				continue
+			}
+			m.ID, m.Namespace = id, name
+			errs = append(errs, m.validate(where)...)
+			for _, key := range append([]string{id}, m.Aliases...) {
+				k := name + "/" + key
+				if prev, dup := owner[k]; dup && prev != id {
+					errs = append(errs, m.Pos.Key("aliases").Errorf("%s: alias %q already names model %q", where, key, prev))
+					continue
+				}
+				owner[k] = id
+				ns.aliases[key] = m
+			}
+		}
+	}
+	return errs.Err()
+}
+
+func (m *Model) validate(where string) yamlx.Errors {
+	var errs yamlx.Errors
+	if m.ContextWindow <= 0 {
+		errs = append(errs, m.Pos.Key("context_window").Errorf("%s.context_window must be a positive token count", where))
+	}
+	if m.MaxOutputTokens <= 0 {
+		errs = append(errs, m.Pos.Key("max_output_tokens").Errorf("%s.max_output_tokens must be a positive token count", where))
+	}
+	if m.Deprecated != "" {
+		if _, err := time.Parse(time.DateOnly, m.Deprecated); err != nil {
+			errs = append(errs, m.Pos.Key("deprecated").Errorf("%s.deprecated must be a date like 2027-01-22, got %q", where, m.Deprecated))
+		}
+	}
+	if len(m.Prices) == 0 {
+		errs = append(errs, m.Pos.Key("prices").Errorf("%s.prices needs at least one period (effective, input, output)", where))
+	}
+	for i := range m.Prices {
+		p := &m.Prices[i]
+		pw := fmt.Sprintf("%s.prices[%d]", where, i)
+		if i > 0 && !p.Effective.After(m.Prices[i-1].Effective.Time) {
+			errs = append(errs, p.Pos.Key("effective").Errorf("%s.effective %s must come after the previous period's %s (sort periods oldest first)", pw, p.Effective, m.Prices[i-1].Effective))
+		}
+		errs = append(errs, p.Rates.validate(p.Pos, pw)...)
+		last := int64(0)
+		for j := range p.Above {
+			t := &p.Above[j]
+			tw := fmt.Sprintf("%s.above[%d]", pw, j)
+			if t.InputTokens <= last {
+				errs = append(errs, t.Pos.Key("input_tokens").Errorf("%s.input_tokens must be positive and larger than the previous tier's", tw))
+			}
+			last = t.InputTokens
+			errs = append(errs, t.Rates.validate(t.Pos, tw)...)
+		}
+	}
+	return errs
+}
+
+func (r Rates) validate(pos yamlx.Pos, where string) yamlx.Errors {
+	var errs yamlx.Errors
+	check := func(key string, v *provider.Money) {
+		if v != nil && *v < 0 {
+			errs = append(errs, pos.Key(key).Errorf("%s.%s must not be negative", where, key))
+		}
+	}
+	check("input", &r.Input)
+	check("output", &r.Output)
+	check("cache_read", r.CacheRead)
+	check("cache_write", r.CacheWrite)
+	check("cache_write_long", r.CacheWriteLong)
+	return errs
+}
+
+// Overlay returns a catalog holding c's namespaces with o's laid over them:
+// a model in o replaces the same model in c, other models are kept. It is
+// how a project adds prices for models the built-in catalog lacks.
+func (c *Catalog) Overlay(o *Catalog) *Catalog {
+	out := &Catalog{Version: c.Version + "+" + o.Version, Currency: c.Currency, Unit: c.Unit, Now: c.Now, Namespaces: map[string]*Namespace{}}
+	for _, src := range []*Catalog{c, o} {
+		for name, ns := range src.Namespaces {
+			dst := out.Namespaces[name]
+			if dst == nil {
+				dst = &Namespace{Name: name, Models: map[string]*Model{}, aliases: map[string]*Model{}}
+				out.Namespaces[name] = dst
+			}
+			dst.Local = ns.Local
+			if ns.TokenFactor != nil {
+				dst.TokenFactor = ns.TokenFactor
+			}
+			for id, m := range ns.Models {
+				if old := dst.Models[id]; old != nil {
+					for _, a := range old.Aliases {
+						delete(dst.aliases, a)
+					}
+				}
+				dst.Models[id] = m
+				dst.aliases[id] = m
+				for _, a := range m.Aliases {
+					dst.aliases[a] = m
+				}
+			}
+		}
+	}
+	return out
+}
+
+// NamespaceNames returns the namespaces in alphabetical order.
+func (c *Catalog) NamespaceNames() []string { return sortedKeys(c.Namespaces) }
+
+// Models returns every model of namespace ns (all namespaces when ns is
+// ""), sorted by namespace then id.
+func (c *Catalog) Models(ns string) []*Model {
+	var out []*Model
+	for _, name := range c.NamespaceNames() {
+		if ns != "" && name != ns {
+			continue
+		}
+		for _, id := range sortedKeys(c.Namespaces[name].Models) {
+			out = append(out, c.Namespaces[name].Models[id])
+		}
+	}
+	return out
+}
+
+var dateSuffix = regexp.MustCompile(`-(\d{8}|\d{4}-\d{2}-\d{2})$`)
+
+// Lookup finds model in namespace ns by id or alias. It also accepts a
+// "models/" prefix and a date suffix the catalog does not list
+// ("claude-haiku-4-5-20251001", "gpt-5-mini-2025-08-07"). For a local
+// namespace it returns (nil, true, nil): every model is free.
+func (c *Catalog) Lookup(ns, model string) (m *Model, local bool, err error) {
+	n := c.Namespaces[ns]
+	if n == nil {
+		return nil, false, fmt.Errorf("%w: unknown pricing namespace %q; known: %s", ErrUnpriced, ns, strings.Join(c.NamespaceNames(), ", "))
+	}
+	if n.Local {
+		return nil, true, nil
+	}
+	key := strings.TrimPrefix(model, "models/")
+	if m := n.aliases[key]; m != nil {
+		return m, false, nil
+	}
+	if m := n.aliases[dateSuffix.ReplaceAllString(key, "")]; m != nil {
+		return m, false, nil
+	}
+	ids := sortedKeys(n.Models)
+	hint := ""
+	if best := provider.Closest(key, ids); best != "" {
+		hint = fmt.Sprintf(" (did you mean %q?)", best)
+	}
+	return nil, false, fmt.Errorf("%w for model %q in %q%s: add it to a catalog file listed under pricing.catalog_files in llm-config.yaml", ErrUnpriced, model, ns, hint)
+}
+
+// Find looks model up in every namespace, for listings; ambiguous ids
+// return the first namespace alphabetically.
+func (c *Catalog) Find(model string) (*Model, error) {
+	for _, ns := range c.NamespaceNames() {
+		if c.Namespaces[ns].Local {
+			continue
+		}
+		if m, _, err := c.Lookup(ns, model); err == nil {
+			return m, nil
+		}
+	}
+	var all []string
+	for _, m := range c.Models("") {
+		all = append(all, m.ID)
+	}
+	hint := ""
+	if best := provider.Closest(model, all); best != "" {
+		hint = fmt.Sprintf(" (did you mean %q?)", best)
+	}
+	return nil, fmt.Errorf("%w for model %q%s", ErrUnpriced, model, hint)
+}
+
+func (c *Catalog) at(t time.Time) time.Time {
+	if !t.IsZero() {
+		return t
+	}
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+// Cost prices usage u of model in namespace ns at time at (zero: now).
+func (c *Catalog) Cost(ns, model string, u provider.Usage, at time.Time) (provider.Money, error) {
+	m, local, err := c.Lookup(ns, model)
+	if err != nil || local {
+		return 0, err
+	}
+	return CostAt(m.PriceAt(c.at(at)), u), nil
+}
+
+// CostAt prices usage u at price p.
+func CostAt(p *Price, u provider.Usage) provider.Money {
+	r := p.RatesFor(u.InputTokens)
+	long := min(u.CacheWriteLongTokens, u.CacheWriteTokens)
+	var acc provider.MoneyAccumulator
+	acc.Add(r.Input, u.UncachedInputTokens())
+	acc.Add(r.cacheRead(), u.CacheReadTokens)
+	acc.Add(r.cacheWrite(), u.CacheWriteTokens-long)
+	acc.Add(r.cacheWriteLong(), long)
+	acc.Add(r.Output, u.OutputTokens)
+	return acc.Total()
+}
+
+// Estimate returns an upper bound of the cost of req on model: the prompt
+// counted offline with the namespace's token factor, every prompt token at
+// the dearest input-side rate the request can incur (a cache write when
+// prompt caching is asked for), and the output at req's max tokens.
+func (c *Catalog) Estimate(ns, model string, req *provider.Request, at time.Time) (provider.Money, error) {
+	m, local, err := c.Lookup(ns, model)
+	if err != nil || local {
+		return 0, err
+	}
+	n := c.Namespaces[ns]
+	in := n.TokenFactor.Scale(CountRequestTokens(req))
+	r := m.PriceAt(c.at(at)).RatesFor(in)
+	inRate := r.Input
+	switch req.PromptCache {
+	case provider.PromptCache5m:
+		inRate = max(inRate, r.cacheWrite())
+	case provider.PromptCache1h:
+		inRate = max(inRate, r.cacheWriteLong())
+	}
+	var acc provider.MoneyAccumulator
+	acc.Add(inRate, in)
+	acc.Add(r.Output, int64(req.EffectiveMaxTokens()))
+	return acc.Total(), nil
+}
+
+// Date is a calendar date (YYYY-MM-DD) in UTC.
+type Date struct{ time.Time }
+
+// UnmarshalText parses YYYY-MM-DD.
+func (d *Date) UnmarshalText(b []byte) error {
+	t, err := time.Parse(time.DateOnly, string(b))
+	if err != nil {
+		return fmt.Errorf("invalid date %q: write YYYY-MM-DD, e.g. 2026-10-07", string(b))
+	}
+	d.Time = t
+	return nil
+}
+
+// MarshalText formats YYYY-MM-DD.
+func (d Date) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// String formats YYYY-MM-DD.
+func (d Date) String() string { return d.Format(time.DateOnly) }
+
+// Factor is a decimal multiplier such as 1.35, exact to 10⁻⁹.
+type Factor struct{ nanos int64 }
+
+// UnmarshalText parses a decimal such as "1.35".
+func (f *Factor) UnmarshalText(b []byte) error {
+	m, err := provider.ParseMoney(string(b))
+	if err != nil || m <= 0 {
+		return fmt.Errorf("invalid factor %q: write a positive decimal such as 1.35", string(b))
+	}
+	f.nanos = int64(m)
+	return nil
+}
+
+// MarshalText formats the factor as a decimal.
+func (f Factor) MarshalText() ([]byte, error) { return []byte(provider.Money(f.nanos).String()), nil }
+
+// Scale returns ceil(n × f); a nil factor is 1.
+func (f *Factor) Scale(n int64) int64 {
+	if f == nil || f.nanos == 0 {
+		return n
+	}
+	var acc provider.MoneyAccumulator
+	acc.Add(provider.Money(f.nanos), n)
+	// acc holds n×nanos/10⁶ rounded up; divide the remaining 10³ rounding up.
+	t := int64(acc.Total())
+	return (t + 999) / 1000
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+var _ provider.Pricer = (*Catalog)(nil)
