@@ -57,12 +57,22 @@ func Load(path string, reg *provider.Registry) (*File, error) {
 // Parse decodes and validates data; file names it in messages.
 func Parse(file string, data []byte, reg *provider.Registry) (*File, error) {
 	var f File
-	if err := yamlx.Decode(file, data, &f); err != nil {
-		return nil, err
+	derr := yamlx.Decode(file, data, &f)
+	var errs yamlx.Errors
+	if derr != nil && !errors.As(derr, &errs) {
+		return nil, derr
+	}
+	if len(errs) == 1 && strings.HasPrefix(errs[0].Msg, "invalid YAML") {
+		return nil, errs.Err()
 	}
 	f.Path = file
-	if err := f.validate(reg); err != nil {
-		return nil, err
+	// Validate what decoded too, so one run reports every problem.
+	var verrs yamlx.Errors
+	if verr := f.validate(reg); verr != nil {
+		errors.As(verr, &verrs)
+	}
+	if all := append(errs, verrs...); len(all) > 0 {
+		return nil, all.Err()
 	}
 	return &f, nil
 }

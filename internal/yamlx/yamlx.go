@@ -105,7 +105,8 @@ func (es Errors) Err() error {
 }
 
 // Decode parses data (named file in messages) into out, a pointer to a
-// struct. It returns an [Errors] listing every problem.
+// struct. It returns an [Errors] listing every problem. An empty document
+// leaves out unchanged.
 func Decode(file string, data []byte, out any) error {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
@@ -117,7 +118,7 @@ func Decode(file string, data []byte, out any) error {
 		panic("yamlx: Decode needs a non-nil pointer")
 	}
 	if len(doc.Content) == 0 {
-		return Errors{{Pos: Pos{File: file, Line: 1, Column: 1}, Msg: "the file is empty"}}
+		return nil // an empty file (or one of comments only) decodes to zero values
 	}
 	d.value(doc.Content[0], v.Elem(), "")
 	return d.errs.Err()

@@ -1,0 +1,233 @@
+package anthropicfake
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"unicode/utf8"
+)
+
+// Recorded is one request the fake received, as sent (auth headers
+// included, so tests can assert them).
+type Recorded struct {
+	Method   string
+	Path     string
+	RawQuery string
+	Header   http.Header
+	Body     []byte
+	// RequestID is the request-id header the fake answered with.
+	RequestID string
+}
+
+// Query parses RawQuery.
+func (r Recorded) Query() url.Values {
+	v, _ := url.ParseQuery(r.RawQuery)
+	return v
+}
+
+// APIKey is the key the request authenticated with: x-api-key if present
+// (the real API prefers it when both are sent), else the Bearer token.
+func (r Recorded) APIKey() string {
+	return apiKey(r.Header)
+}
+
+// Decode unmarshals the JSON body into v.
+func (r Recorded) Decode(v any) error {
+	return json.Unmarshal(r.Body, v)
+}
+
+// Stream reports whether the body asked for a streamed reply.
+func (r Recorded) Stream() bool {
+	var b struct {
+		Stream bool `json:"stream"`
+	}
+	_ = json.Unmarshal(r.Body, &b)
+	return b.Stream
+}
+
+// LastUserText is the text of the last user message: its string content,
+// or its text blocks and tool_result contents joined by newlines.
+func (r Recorded) LastUserText() string {
+	var body struct {
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if json.Unmarshal(r.Body, &body) != nil {
+		return ""
+	}
+	for i := len(body.Messages) - 1; i >= 0; i-- {
+		if m := body.Messages[i]; m.Role == "user" {
+			return contentText(m.Content)
+		}
+	}
+	return ""
+}
+
+// contentText flattens a content value (string or block list) to text.
+func contentText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var blocks []struct {
+		Type    string          `json:"type"`
+		Text    string          `json:"text"`
+		Content json.RawMessage `json:"content"`
+	}
+	if json.Unmarshal(raw, &blocks) != nil {
+		return ""
+	}
+	var parts []string
+	for _, b := range blocks {
+		switch b.Type {
+		case "text":
+			parts = append(parts, b.Text)
+		case "tool_result":
+			if len(b.Content) > 0 {
+				parts = append(parts, contentText(b.Content))
+			}
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// Echo is the default reply: one text block "echo: <last user text>"
+// (truncated to 200 runes), with derived usage.
+func Echo(r Recorded) Reply {
+	text := r.LastUserText()
+	if utf8.RuneCountInString(text) > 200 {
+		text = string([]rune(text)[:200])
+	}
+	if strings.TrimSpace(text) == "" {
+		text = "(empty)"
+	}
+	return Reply{Text: "echo: " + text}
+}
+
+// CountTokens is the fake's deterministic token count of a request body,
+// used by /v1/messages/count_tokens and as the default input_tokens:
+// ceil(B/4), at least 1, where B is the total byte length of the compacted
+// JSON values of "system", "messages" and "tools". It is not the real
+// tokenizer; it only moves in the same direction as prompt size.
+func CountTokens(body []byte) int {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil {
+		return 1
+	}
+	n := 0
+	for _, k := range []string{"system", "messages", "tools"} {
+		v, ok := fields[k]
+		if !ok {
+			continue
+		}
+		var buf bytes.Buffer
+		if json.Compact(&buf, v) == nil {
+			n += buf.Len()
+		} else {
+			n += len(v)
+		}
+	}
+	return max(1, (n+3)/4)
+}
+
+// apiKey extracts the credential from x-api-key or Authorization: Bearer.
+func apiKey(h http.Header) string {
+	if k := h.Get("X-Api-Key"); k != "" {
+		return k
+	}
+	if a := h.Get("Authorization"); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
+		return strings.TrimSpace(a[7:])
+	}
+	return ""
+}
+
+// validAPIVersions are the anthropic-version values the API accepts.
+var validAPIVersions = map[string]bool{"2023-01-01": true, "2023-06-01": true, "2026-10-21": true}
+
+// APIVersion2026 is the API version that removed sampling parameters.
+const APIVersion2026 = "2026-10-21"
+
+// validateBody checks a /v1/messages or count_tokens body the way the real
+// API's validator words its messages ("<field>: <problem>"). It returns the
+// parsed fields and "" when valid.
+func validateBody(body []byte, needMaxTokens bool, version string) (map[string]json.RawMessage, string) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
+		return nil, "There was an error parsing the body of your request. Please ensure the body is valid JSON."
+	}
+	if version == APIVersion2026 && needMaxTokens {
+		for _, k := range []string{"temperature", "top_p", "top_k"} {
+			if _, ok := fields[k]; ok {
+				return nil, k + ": Extra inputs are not permitted"
+			}
+		}
+	}
+	if msg := checkField(fields, "model", func(v json.RawMessage) string {
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			return "Input should be a valid string"
+		}
+		if s == "" {
+			return "String should have at least 1 character"
+		}
+		return ""
+	}); msg != "" {
+		return nil, msg
+	}
+	if needMaxTokens {
+		if msg := checkField(fields, "max_tokens", func(v json.RawMessage) string {
+			var n json.Number
+			d := json.NewDecoder(bytes.NewReader(v))
+			d.UseNumber()
+			if d.Decode(&n) != nil {
+				return "Input should be a valid integer"
+			}
+			i, err := n.Int64()
+			if err != nil {
+				return "Input should be a valid integer"
+			}
+			if i < 1 {
+				return "Input should be greater than or equal to 1"
+			}
+			return ""
+		}); msg != "" {
+			return nil, msg
+		}
+	}
+	if msg := checkField(fields, "messages", func(v json.RawMessage) string {
+		var list []json.RawMessage
+		if json.Unmarshal(v, &list) != nil || list == nil {
+			return "Input should be a valid list"
+		}
+		if len(list) == 0 {
+			return "at least one message is required"
+		}
+		return ""
+	}); msg != "" {
+		return nil, msg
+	}
+	if v, ok := fields["stream"]; ok {
+		var b bool
+		if json.Unmarshal(v, &b) != nil && string(v) != "null" {
+			return nil, "stream: Input should be a valid boolean"
+		}
+	}
+	return fields, ""
+}
+
+// checkField runs check on a required field, prefixing its complaint with
+// the field name.
+func checkField(fields map[string]json.RawMessage, name string, check func(json.RawMessage) string) string {
+	v, ok := fields[name]
+	if !ok || string(v) == "null" {
+		return name + ": Field required"
+	}
+	if msg := check(v); msg != "" {
+		return name + ": " + msg
+	}
+	return ""
+}

@@ -1,0 +1,346 @@
+package anthropicfake
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"unicode/utf8"
+)
+
+// The wire structs below fix the field order of the real API's JSON, as
+// recorded in the SDK's cassettes (see testdata/real).
+
+type wireMessage struct {
+	Model        string    `json:"model"`
+	ID           string    `json:"id"`
+	Type         string    `json:"type"`
+	Role         string    `json:"role"`
+	Content      []any     `json:"content"`
+	StopReason   *string   `json:"stop_reason"`
+	StopSequence *string   `json:"stop_sequence"`
+	StopDetails  any       `json:"stop_details"`
+	Usage        wireUsage `json:"usage"`
+}
+
+type wireUsage struct {
+	InputTokens              int               `json:"input_tokens"`
+	CacheCreationInputTokens int               `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int               `json:"cache_read_input_tokens"`
+	CacheCreation            wireCacheCreation `json:"cache_creation"`
+	OutputTokens             int               `json:"output_tokens"`
+	ServiceTier              string            `json:"service_tier"`
+	InferenceGeo             string            `json:"inference_geo"`
+}
+
+type wireCacheCreation struct {
+	Ephemeral5m int `json:"ephemeral_5m_input_tokens"`
+	Ephemeral1h int `json:"ephemeral_1h_input_tokens"`
+}
+
+// wireDeltaUsage is the cumulative usage of message_delta.
+type wireDeltaUsage struct {
+	InputTokens              int `json:"input_tokens"`
+	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+	OutputTokens             int `json:"output_tokens"`
+}
+
+type textBlock struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type toolUseBlock struct {
+	Type  string          `json:"type"`
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+type thinkingBlock struct {
+	Type      string `json:"type"`
+	Thinking  string `json:"thinking"`
+	Signature string `json:"signature"`
+}
+
+// resolved is a Reply with every default filled in, ready to be written.
+type resolved struct {
+	id, model    string
+	thinking     *Thinking
+	text         string
+	tools        []ToolUse // IDs set, Input compact and non-empty
+	stopReason   string
+	stopSequence string
+	usage        Usage
+}
+
+func (m *resolved) message() wireMessage {
+	var content []any
+	if m.thinking != nil {
+		content = append(content, thinkingBlock{"thinking", m.thinking.Text, m.thinking.Signature})
+	}
+	if m.text != "" {
+		content = append(content, textBlock{"text", m.text})
+	}
+	for _, tu := range m.tools {
+		content = append(content, toolUseBlock{"tool_use", tu.ID, tu.Name, tu.Input})
+	}
+	if content == nil {
+		content = []any{}
+	}
+	stop := m.stopReason
+	var seq *string
+	if m.stopSequence != "" {
+		seq = &m.stopSequence
+	}
+	return wireMessage{
+		Model: m.model, ID: m.id, Type: "message", Role: "assistant",
+		Content: content, StopReason: &stop, StopSequence: seq,
+		Usage: m.wireUsage(m.usage.Output),
+	}
+}
+
+func (m *resolved) wireUsage(output int) wireUsage {
+	u := m.usage
+	return wireUsage{
+		InputTokens:              u.Input,
+		CacheCreationInputTokens: u.CacheCreation5m + u.CacheCreation1h,
+		CacheReadInputTokens:     u.CacheRead,
+		CacheCreation:            wireCacheCreation{u.CacheCreation5m, u.CacheCreation1h},
+		OutputTokens:             output,
+		ServiceTier:              "standard",
+		InferenceGeo:             "global",
+	}
+}
+
+// sseEvent is one server-sent event.
+type sseEvent struct {
+	name string
+	data []byte
+}
+
+// pingData is the ping payload, byte for byte as the real API sends it
+// (with a space after the colon, unlike every other event).
+const pingData = `{"type": "ping"}`
+
+// streamEvents builds the full event sequence of a streamed reply:
+// message_start, a ping after the first content_block_start, per block
+// start/deltas/stop, message_delta with cumulative usage, message_stop.
+func (m *resolved) streamEvents() []sseEvent {
+	var evs []sseEvent
+	add := func(name string, v any) {
+		evs = append(evs, sseEvent{name, marshal(v)})
+	}
+	ping := func() { evs = append(evs, sseEvent{"ping", []byte(pingData)}) }
+
+	start := m.message()
+	start.Content = []any{}
+	start.StopReason = nil
+	start.StopSequence = nil
+	start.Usage = m.wireUsage(min(1, m.usage.Output))
+	add("message_start", struct {
+		Type    string      `json:"type"`
+		Message wireMessage `json:"message"`
+	}{"message_start", start})
+
+	index := 0
+	block := func(cb any, deltas []any) {
+		add("content_block_start", struct {
+			Type         string `json:"type"`
+			Index        int    `json:"index"`
+			ContentBlock any    `json:"content_block"`
+		}{"content_block_start", index, cb})
+		if index == 0 {
+			ping()
+		}
+		for _, d := range deltas {
+			add("content_block_delta", struct {
+				Type  string `json:"type"`
+				Index int    `json:"index"`
+				Delta any    `json:"delta"`
+			}{"content_block_delta", index, d})
+		}
+		add("content_block_stop", struct {
+			Type  string `json:"type"`
+			Index int    `json:"index"`
+		}{"content_block_stop", index})
+		index++
+	}
+
+	if t := m.thinking; t != nil {
+		var ds []any
+		for _, c := range splitText(t.Text) {
+			ds = append(ds, struct {
+				Type     string `json:"type"`
+				Thinking string `json:"thinking"`
+			}{"thinking_delta", c})
+		}
+		ds = append(ds, struct {
+			Type      string `json:"type"`
+			Signature string `json:"signature"`
+		}{"signature_delta", t.Signature})
+		block(thinkingBlock{"thinking", "", ""}, ds)
+	}
+	if m.text != "" {
+		var ds []any
+		for _, c := range splitText(m.text) {
+			ds = append(ds, struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			}{"text_delta", c})
+		}
+		block(textBlock{"text", ""}, ds)
+	}
+	for _, tu := range m.tools {
+		var ds []any
+		for _, c := range splitJSON(spacedJSON(tu.Input)) {
+			ds = append(ds, struct {
+				Type        string `json:"type"`
+				PartialJSON string `json:"partial_json"`
+			}{"input_json_delta", c})
+		}
+		block(toolUseBlock{"tool_use", tu.ID, tu.Name, json.RawMessage("{}")}, ds)
+	}
+	if index == 0 {
+		ping()
+	}
+
+	var seq *string
+	if m.stopSequence != "" {
+		seq = &m.stopSequence
+	}
+	u := m.usage
+	add("message_delta", struct {
+		Type  string `json:"type"`
+		Delta struct {
+			StopReason   string  `json:"stop_reason"`
+			StopSequence *string `json:"stop_sequence"`
+			StopDetails  any     `json:"stop_details"`
+		} `json:"delta"`
+		Usage wireDeltaUsage `json:"usage"`
+	}{
+		Type: "message_delta",
+		Delta: struct {
+			StopReason   string  `json:"stop_reason"`
+			StopSequence *string `json:"stop_sequence"`
+			StopDetails  any     `json:"stop_details"`
+		}{m.stopReason, seq, nil},
+		Usage: wireDeltaUsage{u.Input, u.CacheCreation5m + u.CacheCreation1h, u.CacheRead, u.Output},
+	})
+	add("message_stop", struct {
+		Type string `json:"type"`
+	}{"message_stop"})
+	return evs
+}
+
+// marshal encodes v as the real API does: compact, with <, > and & left
+// literal.
+func marshal(v any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		panic("anthropicfake: marshal: " + err.Error()) // only fixed wire types are encoded
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+// splitText cuts text into text_delta chunks the way the real stream looks:
+// the first word alone, then two words per chunk (each word carrying its
+// leading space), with very long words cut at 24 bytes on rune boundaries.
+func splitText(s string) []string {
+	var words []string
+	start := 0
+	for i := 1; i < len(s); i++ {
+		if s[i] == ' ' && s[i-1] != ' ' {
+			words = append(words, s[start:i])
+			start = i
+		}
+	}
+	if start < len(s) {
+		words = append(words, s[start:])
+	}
+	var pieces []string
+	for _, w := range words {
+		pieces = append(pieces, cutRunes(w, []int{24})...)
+	}
+	var chunks []string
+	for i := 0; i < len(pieces); {
+		n := 2
+		if i == 0 {
+			n = 1
+		}
+		end := min(i+n, len(pieces))
+		c := ""
+		for _, p := range pieces[i:end] {
+			c += p
+		}
+		chunks = append(chunks, c)
+		i = end
+	}
+	return chunks
+}
+
+// jsonFragmentSizes are the byte sizes input_json_delta fragments cycle
+// through; none lines up with JSON tokens, so fragments split mid-token.
+var jsonFragmentSizes = []int{13, 9, 11, 7}
+
+// splitJSON cuts a tool input into input_json_delta fragments. Like the
+// real API, the first fragment is empty; an empty object sends only that.
+func splitJSON(s string) []string {
+	if s == "{}" {
+		return []string{""}
+	}
+	return append([]string{""}, cutRunes(s, jsonFragmentSizes)...)
+}
+
+// cutRunes cuts s into pieces of about the given byte sizes (cycled),
+// never splitting a UTF-8 sequence.
+func cutRunes(s string, sizes []int) []string {
+	var out []string
+	for k := 0; len(s) > 0; k++ {
+		n := sizes[k%len(sizes)]
+		if n >= len(s) {
+			out = append(out, s)
+			break
+		}
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		if n == 0 {
+			_, n = utf8.DecodeRuneInString(s)
+		}
+		out = append(out, s[:n])
+		s = s[n:]
+	}
+	return out
+}
+
+// spacedJSON reformats compact JSON with ": " and ", " separators outside
+// strings, as the real API streams tool input (`{"city": "San Francisco"}`),
+// while the non-streaming input object is compact.
+func spacedJSON(compact []byte) string {
+	var b bytes.Buffer
+	inString, escaped := false, false
+	for _, c := range compact {
+		b.WriteByte(c)
+		switch {
+		case escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case c == '"':
+			inString = !inString
+		case !inString && (c == ':' || c == ','):
+			b.WriteByte(' ')
+		}
+	}
+	return b.String()
+}
+
+// defaultSignature derives a stable thinking signature from its text.
+func defaultSignature(text string) string {
+	sum := sha256.Sum256([]byte(text))
+	return "Eo" + base64.StdEncoding.EncodeToString(sum[:])
+}
