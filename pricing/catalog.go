@@ -332,12 +332,7 @@ func (c *Catalog) Lookup(ns, model string) (m *Model, local bool, err error) {
 	if m := n.aliases[dateSuffix.ReplaceAllString(key, "")]; m != nil {
 		return m, false, nil
 	}
-	ids := sortedKeys(n.Models)
-	hint := ""
-	if best := provider.Closest(key, ids); best != "" {
-		hint = fmt.Sprintf(" (did you mean %q?)", best)
-	}
-	return nil, false, fmt.Errorf("%w for model %q in %q%s: add it to a catalog file listed under pricing.catalog_files in llm-config.yaml", ErrUnpriced, model, ns, hint)
+	return nil, false, fmt.Errorf("%w for model %q in %q%s: add it to a catalog file listed under pricing.catalog_files in llm-config.yaml", ErrUnpriced, model, ns, suggestModels(key, sortedKeys(n.Models)))
 }
 
 // Find looks model up in every namespace, for listings; ambiguous ids
@@ -355,11 +350,28 @@ func (c *Catalog) Find(model string) (*Model, error) {
 	for _, m := range c.Models("") {
 		all = append(all, m.ID)
 	}
-	hint := ""
-	if best := provider.Closest(model, all); best != "" {
-		hint = fmt.Sprintf(" (did you mean %q?)", best)
+	return nil, fmt.Errorf("%w for model %q%s", ErrUnpriced, model, suggestModels(model, all))
+}
+
+// suggestModels names the model id nearest to a misspelt one, or the ids
+// that contain a partial one ("sonnet-4-6").
+func suggestModels(query string, ids []string) string {
+	if best := provider.Closest(query, ids); best != "" {
+		return fmt.Sprintf(" (did you mean %q?)", best)
 	}
-	return nil, fmt.Errorf("%w for model %q%s", ErrUnpriced, model, hint)
+	var hits []string
+	for _, id := range ids {
+		if strings.Contains(id, query) {
+			hits = append(hits, id)
+		}
+	}
+	switch {
+	case len(hits) == 1:
+		return fmt.Sprintf(" (did you mean %q?)", hits[0])
+	case len(hits) > 1 && len(hits) <= 8:
+		return " (did you mean one of: " + strings.Join(hits, ", ") + "?)"
+	}
+	return ""
 }
 
 func (c *Catalog) at(t time.Time) time.Time {

@@ -179,6 +179,9 @@ func TestLookupErrors(t *testing.T) {
 	if _, err := c.Find("gpt-5-mini"); err != nil {
 		t.Errorf("Find = %v", err)
 	}
+	if _, err := c.Find("sonnet-4-6"); err == nil || !strings.Contains(err.Error(), `did you mean "claude-sonnet-4-6"`) {
+		t.Errorf("partial id error = %v", err)
+	}
 }
 
 func TestCountTokensIsRealBPE(t *testing.T) {

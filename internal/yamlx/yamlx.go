@@ -334,15 +334,15 @@ func fieldsOf(t reflect.Type) []field {
 	for i := range t.NumField() {
 		sf := t.Field(i)
 		tag := sf.Tag.Get("yaml")
-		if tag == "-" || !sf.IsExported() || sf.Type == posType {
-			continue
-		}
 		name, opts, _ := strings.Cut(tag, ",")
 		if opts == "inline" && sf.Anonymous && sf.Type.Kind() == reflect.Struct {
 			for _, inner := range fieldsOf(sf.Type) {
 				inner.index = append([]int{i}, inner.index...)
 				out = append(out, inner)
 			}
+			continue
+		}
+		if tag == "-" || !sf.IsExported() || sf.Type == posType {
 			continue
 		}
 		if name == "" {

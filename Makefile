@@ -1,0 +1,25 @@
+# The README's commands, kept here so CI and people run the same thing.
+GO ?= go
+
+.PHONY: demo test build vet fmt lint bench
+
+# The main job: until the orchestrator's demo exists, list the providers.
+demo:
+	$(GO) run ./cmd/cortexbuild providers list
+
+# Every test, with the race detector. Integration tests that need PostgreSQL
+# or Redis skip (saying why) when those are absent, and fail in CI.
+test:
+	$(GO) test -race -count=1 ./...
+
+build:
+	$(GO) build -o bin/cortexbuild ./cmd/cortexbuild
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...

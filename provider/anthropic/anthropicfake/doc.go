@@ -1,0 +1,89 @@
+// Package anthropicfake is a wire-faithful fake of the Anthropic Messages
+// API for tests (and for simulation runs), so that nothing ever reaches the
+// real API.
+//
+// [New] starts it on a loopback address; point the official SDK at it:
+//
+//	fake := anthropicfake.New(anthropicfake.WithAPIKey("test-key"))
+//	defer fake.Close()
+//	client := anthropic.NewClient(
+//		option.WithoutEnvironmentDefaults(),
+//		option.WithBaseURL(fake.URL()),
+//		option.WithAPIKey("test-key"),
+//		option.WithMaxRetries(0),
+//	)
+//	fake.Enqueue(anthropicfake.TextReply("Hi."), anthropicfake.Overloaded())
+//
+// Each call to POST /v1/messages takes the next scripted [Reply] (FIFO);
+// with the queue empty it gets the default reply, an echo of the last user
+// text ([Echo]). Ready-made faults exist for every row of the API's error
+// table: [InvalidRequest], [PromptTooLong], [AuthError], [BillingError],
+// [PermissionError], [NotFound], [ModelNotFound], [Conflict],
+// [RequestTooLarge], [RateLimited], [SpendLimitReached], [APIError],
+// [BadGateway] (an HTML proxy page), [TimeoutError], [Overloaded], plus the
+// stream faults [OverloadedMidStream] and [CutStream] and a gate
+// (Reply.Hold) that delays the first byte until a channel is closed.
+// [Server.Requests] records every request (headers, auth included, and
+// body); [Server.OpenConns] and [Server.WaitOpenConns] count open TCP
+// connections for leak tests. Nothing in the package sleeps.
+//
+// # What it reproduces
+//
+// The shapes come from real traffic recorded in the SDK's cassettes (kept,
+// with what was derived from them, in testdata/real):
+//
+//   - Routes POST /v1/messages (JSON or "stream":true), POST
+//     /v1/messages/count_tokens, GET /v1/models (limit, after_id,
+//     before_id; data/has_more/first_id/last_id) and GET /v1/models/{id}.
+//     Any other route is a 404 not_found_error.
+//   - Auth by x-api-key or Authorization: Bearer (x-api-key wins when both
+//     are sent); 401 authentication_error "x-api-key header is required" or
+//     "invalid x-api-key". A missing anthropic-version is a 400; so is an
+//     unknown one, and under 2026-10-21 any temperature, top_p or top_k
+//     ("temperature: Extra inputs are not permitted").
+//   - Body validation with the real wording: "max_tokens: Field required",
+//     "messages: at least one message is required", and so on; a body over
+//     32 MB is a 413 request_too_large.
+//   - Headers on every response: request-id (req_011C…),
+//     anthropic-organization-id, and the anthropic-ratelimit-{requests,
+//     tokens,input-tokens,output-tokens}-{limit,remaining,reset} set with
+//     RFC 3339 resets. Each request lowers requests-remaining; a served
+//     message lowers the token buckets (input at admission, output after
+//     the response, cache reads not at all), rounded down to the thousand.
+//   - Messages as the API sends them: field order, msg_01… and toolu_01…
+//     ids, content blocks thinking/text/tool_use, stop_reason,
+//     stop_sequence, stop_details null, and usage with input_tokens,
+//     cache_creation_input_tokens, cache_read_input_tokens,
+//     cache_creation{ephemeral_5m_input_tokens,ephemeral_1h_input_tokens},
+//     output_tokens, service_tier and inference_geo. JSON leaves <, > and &
+//     unescaped, like the API.
+//   - Streams in the real event order: message_start (content [],
+//     stop_reason null, initial usage with output_tokens 1), then per block
+//     content_block_start, deltas, content_block_stop, with a ping after
+//     the first content_block_start; text cut into several text_delta
+//     chunks; tool input re-spaced as the API streams it ({"city": "Paris"})
+//     and cut mid-token into input_json_delta fragments, the first one
+//     empty; thinking as thinking_delta chunks then one signature_delta;
+//     message_delta with stop_reason and cumulative usage; message_stop.
+//     Events are flushed one by one, and most carry the run of spaces the
+//     API inserts before their closing brace ([WithoutPadding] removes it).
+//   - Errors as {"type":"error","error":{"type","message"[,"details":
+//     {"error_code"}]},"request_id"}; in a 200 stream, event: error with
+//     {"type":"error","error":{…}}; a cut stream ends without message_stop
+//     or the terminating chunk, so clients see an unexpected EOF.
+//   - count_tokens returns {"input_tokens":N} with N from [CountTokens]:
+//     ceil(bytes of the compacted system+messages+tools JSON / 4).
+//
+// # What it cannot reproduce
+//
+// It runs no model: replies are scripted or echoed, and token counts are a
+// deterministic estimate, not the real tokenizer. It does not resolve model
+// aliases to dated ids, validate message structure beyond the required
+// top-level fields (roles, block types, tool schemas, tool_result pairing,
+// the other 2026-10-21 restrictions on documents and citations), enforce
+// rate limits on its own (a 429 happens only when scripted), cache
+// prompts (cache counts are whatever the script says), apply per-model
+// limits (max_tokens ceilings, context windows), emit citations, server
+// tools, redacted thinking or the Batches, Files and beta endpoints, or
+// reproduce timing (latency, read timeouts, Cloudflare headers, HTTP/2).
+package anthropicfake
