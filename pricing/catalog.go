@@ -431,6 +431,16 @@ func (c *Catalog) Estimate(ns, model string, req *provider.Request, at time.Time
 	return acc.Total(), nil
 }
 
+// Limits returns model's context window, output limit and vision flag; zero
+// limits for a local namespace, whose models the catalog does not list.
+func (c *Catalog) Limits(ns, model string) (provider.ModelLimits, error) {
+	m, local, err := c.Lookup(ns, model)
+	if err != nil || local {
+		return provider.ModelLimits{}, err
+	}
+	return provider.ModelLimits{ContextWindow: m.ContextWindow, MaxOutputTokens: m.MaxOutputTokens, Vision: m.Vision}, nil
+}
+
 // Date is a calendar date (YYYY-MM-DD) in UTC.
 type Date struct{ time.Time }
 

@@ -128,4 +128,30 @@ type Pricer interface {
 	Cost(ns, model string, u Usage, at time.Time) (Money, error)
 	// Estimate returns an upper bound of the cost of req on model.
 	Estimate(ns, model string, req *Request, at time.Time) (Money, error)
+	// Limits returns what the catalog knows of model's size and inputs; an
+	// error when the model is unknown, zero limits for a local namespace.
+	Limits(ns, model string) (ModelLimits, error)
+}
+
+// ModelLimits describes a model's context window, output limit and inputs.
+type ModelLimits struct {
+	ContextWindow   int64
+	MaxOutputTokens int64
+	Vision          bool
+}
+
+// Capabilities returns the long-context and vision capabilities these
+// limits imply.
+func (l ModelLimits) Capabilities() CapabilitySet {
+	var s CapabilitySet
+	if l.ContextWindow >= 200_000 {
+		s = s.With(CapLongContext200K)
+	}
+	if l.ContextWindow >= 1_000_000 {
+		s = s.With(CapLongContext1M)
+	}
+	if l.Vision {
+		s = s.With(CapVision)
+	}
+	return s
 }

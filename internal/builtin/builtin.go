@@ -5,11 +5,14 @@ package builtin
 
 import (
 	"github.com/cortexbuild/cortexbuild/provider"
+	"github.com/cortexbuild/cortexbuild/provider/anthropic"
 )
 
 // Registrations returns the built-in adapter types in display order.
 func Registrations() []provider.Registration {
-	return []provider.Registration{}
+	return []provider.Registration{
+		anthropic.Registration(),
+	}
 }
 
 // Registry returns a registry of the built-in adapter types.

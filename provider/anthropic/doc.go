@@ -1,0 +1,48 @@
+// Package anthropic is CortexBuild's native adapter for the Anthropic
+// Messages API, built on the official SDK (github.com/anthropics/anthropic-sdk-go/v2,
+// pinned in go.mod). It is the only package that knows Anthropic's wire
+// format, headers and error strings.
+//
+// # Tier mapping (the spec's, overridable per provider in llm-config.yaml)
+//
+//	reasoning_heavy  claude-opus-4-7
+//	balanced         claude-sonnet-4-6
+//	fast_cheap       claude-haiku-4-5
+//
+// # Capabilities
+//
+// Every model: tool use (also how code execution is offered), streaming,
+// prompt caching, code execution. Per model, from the price catalog: long
+// context 200k, long context 1M (Opus 4.6+, Sonnet 4.6+), vision.
+//
+// # Behaviour
+//
+//   - SDK retries are off (the orchestrator is the one retry owner), the
+//     SDK's environment defaults are off (ANTHROPIC_API_KEY and friends are
+//     never read behind the configuration's back), and each attempt's
+//     timeout is the request's.
+//   - Usage is normalised with [provider.UsageExclusive]: Anthropic's
+//     input_tokens excludes cache reads and writes. Streamed usage takes
+//     message_start's input counts and message_delta's cumulative output
+//     count; nothing is summed twice.
+//   - Prompt caching (Request.PromptCache "5m" or "1h") puts cache_control
+//     breakpoints on the last tool and on the system prompt, the stable
+//     prefix. A part whose Meta holds "anthropic.cache_control" gets that
+//     mark as written.
+//   - Thinking blocks come back as reasoning parts with their signature in
+//     Meta["anthropic.signature"] (redacted ones in
+//     Meta["anthropic.redacted_thinking"]) and are echoed unchanged.
+//   - Errors are classified on status, error type and error code: 400
+//     "prompt is too long" is context-window-exceeded; 402 billing and 429
+//     enforced_spend_limit_reached are quota-exhausted; 429 carries
+//     retry-after from retry-after-ms or retry-after; 529 is overloaded; an
+//     error event after HTTP 200 keeps its type's kind; a stream that ends
+//     without message_stop is a network error.
+//   - EstimateCost bounds the cost from above: the prompt counted offline
+//     with a safety factor for Claude's tokenizer, every prompt token at the
+//     cache-write rate when caching is asked for, and the full max_tokens of
+//     output.
+//   - HealthCheck lists one model (GET /v1/models?limit=1): no tokens spent.
+//   - RateLimitStatus reports the anthropic-ratelimit-* headers of the
+//     latest response.
+package anthropic

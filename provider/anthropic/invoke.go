@@ -1,0 +1,120 @@
+package anthropic
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+func errorsAs[T any](err error, target *T) bool { return errors.As(err, target) }
+
+// Invoke runs req to completion.
+func (a *Adapter) Invoke(ctx context.Context, req *provider.Request) (*provider.Result, error) {
+	model := a.model(req)
+	params, err := a.params(req, model)
+	if err != nil {
+		return nil, err
+	}
+	timeout := a.attemptTimeout(req)
+	actx, cancel := withAttempt(ctx, timeout)
+	defer cancel()
+	var raw *http.Response
+	start := a.now()
+	msg, err := a.client.Messages.New(actx, params, option.WithRequestTimeout(timeout), option.WithResponseInto(&raw))
+	latency := a.now().Sub(start)
+	if raw != nil {
+		a.observe(raw.Header, 0)
+	}
+	if err != nil {
+		return nil, a.classify(actx, err, model)
+	}
+	res := a.result(msg, model)
+	res.Latency = latency
+	if raw != nil {
+		res.RequestID = raw.Header.Get("request-id")
+	}
+	return res, nil
+}
+
+func usage(u anthropic.Usage) provider.Usage {
+	out := provider.UsageExclusive(u.InputTokens, u.CacheReadInputTokens, u.CacheCreationInputTokens, u.OutputTokens)
+	out.CacheWriteLongTokens = u.CacheCreation.Ephemeral1hInputTokens
+	out.ReasoningTokens = u.OutputTokensDetails.ThinkingTokens
+	return out
+}
+
+// result converts a complete message.
+func (a *Adapter) result(msg *anthropic.Message, requested string) *provider.Result {
+	res := &provider.Result{Provider: a.name, Model: string(msg.Model), RawStopReason: string(msg.StopReason), StopReason: stopReason(string(msg.StopReason)), ToolCalls: []provider.ToolCall{}}
+	if res.Model == "" {
+		res.Model = requested
+	}
+	var text []string
+	for _, b := range msg.Content {
+		switch b.Type {
+		case "text":
+			text = append(text, b.Text)
+			res.Parts = append(res.Parts, provider.Part{Type: provider.PartText, Text: b.Text})
+		case "thinking":
+			res.Parts = append(res.Parts, reasoningPart(b.Thinking, MetaSignature, b.Signature))
+		case "redacted_thinking":
+			res.Parts = append(res.Parts, reasoningPart("", MetaRedactedThinking, b.Data))
+		case "tool_use":
+			args := b.Input
+			if len(args) == 0 || string(args) == "null" {
+				args = json.RawMessage(`{}`)
+			}
+			tc := provider.ToolCall{ID: b.ID, Name: b.Name, Arguments: args}
+			res.ToolCalls = append(res.ToolCalls, tc)
+			res.Parts = append(res.Parts, provider.Part{Type: provider.PartToolCall, ToolCall: &res.ToolCalls[len(res.ToolCalls)-1]})
+		}
+	}
+	// Parts point into ToolCalls; rebuild the pointers now the slice is final.
+	relink(res)
+	res.Content = strings.Join(text, "")
+	res.Usage = usage(msg.Usage)
+	res.Cost = a.cost(res.Model, res.Usage)
+	return res
+}
+
+func relink(res *provider.Result) {
+	i := 0
+	for p := range res.Parts {
+		if res.Parts[p].Type == provider.PartToolCall {
+			res.Parts[p].ToolCall = &res.ToolCalls[i]
+			i++
+		}
+	}
+}
+
+func reasoningPart(text, key, value string) provider.Part {
+	v, _ := json.Marshal(value)
+	return provider.Part{Type: provider.PartReasoning, Text: text, Meta: provider.Metadata{key: v}}
+}
+
+func stopReason(s string) provider.StopReason {
+	switch s {
+	case "end_turn":
+		return provider.StopEndTurn
+	case "max_tokens":
+		return provider.StopMaxTokens
+	case "stop_sequence":
+		return provider.StopSequence
+	case "tool_use":
+		return provider.StopToolUse
+	case "pause_turn":
+		return provider.StopPause
+	case "refusal":
+		return provider.StopRefusal
+	case "model_context_window_exceeded":
+		return provider.StopContextWindow
+	}
+	return provider.StopOther
+}

@@ -1,0 +1,180 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// Metadata keys this adapter reads and writes on parts.
+const (
+	MetaSignature        = "anthropic.signature"         // JSON string: a thinking block's signature
+	MetaRedactedThinking = "anthropic.redacted_thinking" // JSON string: a redacted thinking block's data
+	MetaCacheControl     = "anthropic.cache_control"     // JSON object: {"type":"ephemeral","ttl":"1h"}
+)
+
+func badRequest(name, model, format string, args ...any) *provider.Error {
+	return &provider.Error{Kind: provider.KindBadRequest, Provider: name, Model: model, Diagnostic: provider.Diagnostic{Message: fmt.Sprintf(format, args...)}}
+}
+
+func cacheControl(ttl provider.PromptCache) anthropic.CacheControlEphemeralParam {
+	cc := anthropic.NewCacheControlEphemeralParam()
+	if ttl == provider.PromptCache1h {
+		cc.TTL = anthropic.CacheControlEphemeralTTLTTL1h
+	}
+	return cc
+}
+
+// params turns a request into the SDK's parameters.
+func (a *Adapter) params(req *provider.Request, model string) (anthropic.MessageNewParams, error) {
+	if err := req.Validate(); err != nil {
+		var pe *provider.Error
+		if errorsAs(err, &pe) {
+			pe.Provider, pe.Model = a.name, model
+		}
+		return anthropic.MessageNewParams{}, err
+	}
+	p := anthropic.MessageNewParams{Model: anthropic.Model(model), MaxTokens: int64(req.EffectiveMaxTokens())}
+	if req.System != "" {
+		sys := anthropic.TextBlockParam{Text: req.System}
+		if req.PromptCache != provider.PromptCacheOff {
+			sys.CacheControl = cacheControl(req.PromptCache)
+		}
+		p.System = []anthropic.TextBlockParam{sys}
+	}
+	for i, t := range req.Tools {
+		tp, err := toolParam(t)
+		if err != nil {
+			return p, badRequest(a.name, model, "tools[%d] %q: %v", i, t.Name, err)
+		}
+		if i == len(req.Tools)-1 && req.PromptCache != provider.PromptCacheOff {
+			tp.CacheControl = cacheControl(req.PromptCache)
+		}
+		p.Tools = append(p.Tools, anthropic.ToolUnionParam{OfTool: tp})
+	}
+	switch req.ToolChoice {
+	case "", provider.ToolChoiceAuto:
+	case provider.ToolChoiceNone:
+		if len(req.Tools) > 0 {
+			none := anthropic.NewToolChoiceNoneParam()
+			p.ToolChoice = anthropic.ToolChoiceUnionParam{OfNone: &none}
+		}
+	case provider.ToolChoiceRequired:
+		p.ToolChoice = anthropic.ToolChoiceUnionParam{OfAny: &anthropic.ToolChoiceAnyParam{}}
+	default:
+		p.ToolChoice = anthropic.ToolChoiceUnionParam{OfTool: &anthropic.ToolChoiceToolParam{Name: string(req.ToolChoice)}}
+	}
+	for i, m := range req.Conversation() {
+		blocks := make([]anthropic.ContentBlockParamUnion, 0, len(m.Parts))
+		for j, part := range m.Parts {
+			b, err := contentBlock(part)
+			if err != nil {
+				return p, badRequest(a.name, model, "messages[%d].parts[%d]: %v", i, j, err)
+			}
+			if b != nil {
+				blocks = append(blocks, *b)
+			}
+		}
+		if len(blocks) == 0 {
+			return p, badRequest(a.name, model, "messages[%d] has no content", i)
+		}
+		if m.Role == provider.RoleAssistant {
+			p.Messages = append(p.Messages, anthropic.NewAssistantMessage(blocks...))
+		} else {
+			p.Messages = append(p.Messages, anthropic.NewUserMessage(blocks...))
+		}
+	}
+	return p, nil
+}
+
+// toolParam maps a JSON Schema onto Anthropic's input_schema: properties and
+// required have fields of their own, every other keyword rides along as is.
+func toolParam(t provider.ToolDef) (*anthropic.ToolParam, error) {
+	tp := &anthropic.ToolParam{Name: t.Name}
+	if t.Description != "" {
+		tp.Description = anthropic.String(t.Description)
+	}
+	schema := map[string]any{}
+	if len(t.InputSchema) > 0 {
+		if err := json.Unmarshal(t.InputSchema, &schema); err != nil {
+			return nil, fmt.Errorf("input_schema: %w", err)
+		}
+	}
+	if typ, ok := schema["type"]; ok && typ != "object" {
+		return nil, fmt.Errorf(`input_schema must have "type": "object", got %v`, typ)
+	}
+	delete(schema, "type")
+	if props, ok := schema["properties"]; ok {
+		tp.InputSchema.Properties = props
+		delete(schema, "properties")
+	}
+	if req, ok := schema["required"].([]any); ok {
+		for _, r := range req {
+			if s, ok := r.(string); ok {
+				tp.InputSchema.Required = append(tp.InputSchema.Required, s)
+			}
+		}
+		delete(schema, "required")
+	}
+	if len(schema) > 0 {
+		tp.InputSchema.ExtraFields = schema
+	}
+	return tp, nil
+}
+
+func metaString(m provider.Metadata, key string) (string, bool) {
+	raw, ok := m[key]
+	if !ok {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// contentBlock maps one part; reasoning parts without an Anthropic
+// signature (from another provider) are dropped, as the API would reject
+// them.
+func contentBlock(part provider.Part) (*anthropic.ContentBlockParamUnion, error) {
+	var b anthropic.ContentBlockParamUnion
+	switch part.Type {
+	case provider.PartText:
+		if part.Text == "" {
+			return nil, nil
+		}
+		b = anthropic.NewTextBlock(part.Text)
+	case provider.PartReasoning:
+		if data, ok := metaString(part.Meta, MetaRedactedThinking); ok {
+			b = anthropic.NewRedactedThinkingBlock(data)
+		} else if sig, ok := metaString(part.Meta, MetaSignature); ok {
+			b = anthropic.NewThinkingBlock(sig, part.Text)
+		} else {
+			return nil, nil
+		}
+	case provider.PartToolCall:
+		var input any = map[string]any{}
+		if len(part.ToolCall.Arguments) > 0 {
+			input = json.RawMessage(part.ToolCall.Arguments)
+		}
+		b = anthropic.NewToolUseBlock(part.ToolCall.ID, input, part.ToolCall.Name)
+	case provider.PartToolResult:
+		b = anthropic.NewToolResultBlock(part.ToolResult.CallID, part.ToolResult.Content, part.ToolResult.IsError)
+	default:
+		return nil, fmt.Errorf("unsupported part type %q", part.Type)
+	}
+	if raw, ok := part.Meta[MetaCacheControl]; ok {
+		var cc anthropic.CacheControlEphemeralParam
+		if err := json.Unmarshal(raw, &cc); err != nil {
+			return nil, fmt.Errorf("%s: %v", MetaCacheControl, err)
+		}
+		if cp := b.GetCacheControl(); cp != nil {
+			*cp = cc
+		}
+	}
+	return &b, nil
+}

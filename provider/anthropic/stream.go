@@ -1,0 +1,245 @@
+package anthropic
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/ssestream"
+
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// Stream starts req and returns its events as chunks. The SDK sends the
+// request here; a failed HTTP status surfaces on the first Recv.
+func (a *Adapter) Stream(ctx context.Context, req *provider.Request) (provider.Stream, error) {
+	model := a.model(req)
+	params, err := a.params(req, model)
+	if err != nil {
+		return nil, err
+	}
+	timeout := a.attemptTimeout(req)
+	actx, cancel := withAttempt(ctx, timeout)
+	s := &stream{a: a, ctx: actx, cancel: cancel, model: model, start: a.now(), blocks: map[int64]*block{}}
+	s.sdk = a.client.Messages.NewStreaming(actx, params, option.WithRequestTimeout(timeout), option.WithResponseInto(&s.raw))
+	if s.raw != nil {
+		a.observe(s.raw.Header, 0)
+	}
+	return s, nil
+}
+
+type block struct {
+	kind      string // text, thinking, redacted_thinking, tool_use
+	text      strings.Builder
+	id, name  string
+	args      strings.Builder
+	signature string
+	data      string
+	toolIndex int
+}
+
+type stream struct {
+	a      *Adapter
+	sdk    *ssestream.Stream[anthropic.MessageStreamEventUnion]
+	raw    *http.Response
+	ctx    context.Context
+	cancel context.CancelFunc
+	model  string
+	start  time.Time
+
+	blocks    map[int64]*block
+	order     []int64
+	tools     int
+	usage     provider.Usage
+	gotUsage  bool
+	respModel string
+	stop      string
+	done      bool
+	err       error
+	closeOnce sync.Once
+}
+
+// Recv returns the next chunk, the final chunk with the whole result, then
+// io.EOF.
+func (s *stream) Recv() (provider.Chunk, error) {
+	if s.err != nil {
+		return provider.Chunk{}, s.err
+	}
+	if s.done {
+		return provider.Chunk{}, io.EOF
+	}
+	for s.sdk.Next() {
+		ev := s.sdk.Current()
+		if c, ok, err := s.handle(ev); err != nil {
+			return provider.Chunk{}, s.fail(err)
+		} else if ok {
+			return c, nil
+		}
+	}
+	if err := s.sdk.Err(); err != nil {
+		return provider.Chunk{}, s.fail(s.a.classify(s.ctx, err, s.model))
+	}
+	if s.ctx.Err() != nil {
+		return provider.Chunk{}, s.fail(s.a.classify(s.ctx, s.ctx.Err(), s.model))
+	}
+	return provider.Chunk{}, s.fail(&provider.Error{Kind: provider.KindNetwork, Provider: s.a.name, Model: s.model,
+		Diagnostic: provider.Diagnostic{Message: "stream ended before message_stop (truncated)", RequestID: s.requestID()}})
+}
+
+func (s *stream) requestID() string {
+	if s.raw == nil {
+		return ""
+	}
+	return s.raw.Header.Get("request-id")
+}
+
+// fail ends the stream with err, attaching the usage billed so far and
+// releasing the connection.
+func (s *stream) fail(err error) error {
+	if pe, ok := err.(*provider.Error); ok {
+		if s.gotUsage {
+			u := s.usage
+			pe.Usage = &u
+		}
+		if pe.Diagnostic.RequestID == "" {
+			pe.Diagnostic.RequestID = s.requestID()
+		}
+	}
+	s.err = err
+	s.Close()
+	return err
+}
+
+func (s *stream) handle(ev anthropic.MessageStreamEventUnion) (provider.Chunk, bool, error) {
+	switch ev.Type {
+	case "message_start":
+		m := ev.Message
+		s.respModel = string(m.Model)
+		s.usage = usage(m.Usage)
+		s.gotUsage = true
+	case "content_block_start":
+		cb := ev.ContentBlock
+		b := &block{kind: cb.Type, id: cb.ID, name: cb.Name, signature: cb.Signature, data: cb.Data}
+		s.blocks[ev.Index] = b
+		s.order = append(s.order, ev.Index)
+		switch cb.Type {
+		case "tool_use":
+			b.toolIndex = s.tools
+			s.tools++
+			return provider.Chunk{ToolCall: &provider.ToolCallDelta{Index: b.toolIndex, ID: cb.ID, Name: cb.Name}}, true, nil
+		case "text":
+			if cb.Text != "" {
+				b.text.WriteString(cb.Text)
+				return provider.Chunk{Text: cb.Text}, true, nil
+			}
+		case "thinking":
+			b.text.WriteString(cb.Thinking)
+		}
+	case "content_block_delta":
+		b := s.blocks[ev.Index]
+		if b == nil {
+			return provider.Chunk{}, false, s.protocolError("content_block_delta for a block that never started")
+		}
+		d := ev.Delta
+		switch d.Type {
+		case "text_delta":
+			b.text.WriteString(d.Text)
+			if d.Text != "" {
+				return provider.Chunk{Text: d.Text}, true, nil
+			}
+		case "input_json_delta":
+			b.args.WriteString(d.PartialJSON)
+			if d.PartialJSON != "" {
+				return provider.Chunk{ToolCall: &provider.ToolCallDelta{Index: b.toolIndex, Arguments: d.PartialJSON}}, true, nil
+			}
+		case "thinking_delta":
+			b.text.WriteString(d.Thinking)
+		case "signature_delta":
+			b.signature = d.Signature
+		}
+	case "message_delta":
+		s.stop = string(ev.Delta.StopReason)
+		// Counts here are cumulative: they replace, never add to, what
+		// message_start said.
+		u := ev.Usage
+		s.usage.OutputTokens = u.OutputTokens
+		if u.InputTokens > 0 || u.CacheReadInputTokens > 0 || u.CacheCreationInputTokens > 0 {
+			long := s.usage.CacheWriteLongTokens
+			s.usage = provider.UsageExclusive(u.InputTokens, u.CacheReadInputTokens, u.CacheCreationInputTokens, u.OutputTokens)
+			s.usage.CacheWriteLongTokens = min(long, s.usage.CacheWriteTokens)
+		}
+		if t := u.OutputTokensDetails.ThinkingTokens; t > 0 {
+			s.usage.ReasoningTokens = t
+		}
+		s.gotUsage = true
+	case "message_stop":
+		res, err := s.result()
+		if err != nil {
+			return provider.Chunk{}, false, err
+		}
+		s.done = true
+		s.Close()
+		return provider.Chunk{Final: true, Result: res}, true, nil
+	}
+	return provider.Chunk{}, false, nil
+}
+
+func (s *stream) protocolError(msg string) *provider.Error {
+	return &provider.Error{Kind: provider.KindServer, Provider: s.a.name, Model: s.model, Diagnostic: provider.Diagnostic{Message: msg, RequestID: s.requestID()}}
+}
+
+func (s *stream) result() (*provider.Result, error) {
+	res := &provider.Result{Provider: s.a.name, Model: s.respModel, RawStopReason: s.stop, StopReason: stopReason(s.stop), ToolCalls: []provider.ToolCall{}, RequestID: s.requestID()}
+	if res.Model == "" {
+		res.Model = s.model
+	}
+	var text []string
+	for _, idx := range s.order {
+		b := s.blocks[idx]
+		switch b.kind {
+		case "text":
+			text = append(text, b.text.String())
+			res.Parts = append(res.Parts, provider.Part{Type: provider.PartText, Text: b.text.String()})
+		case "thinking":
+			res.Parts = append(res.Parts, reasoningPart(b.text.String(), MetaSignature, b.signature))
+		case "redacted_thinking":
+			res.Parts = append(res.Parts, reasoningPart("", MetaRedactedThinking, b.data))
+		case "tool_use":
+			args := strings.TrimSpace(b.args.String())
+			if args == "" {
+				args = "{}"
+			}
+			var obj map[string]json.RawMessage
+			if err := json.Unmarshal([]byte(args), &obj); err != nil {
+				return nil, s.protocolError("tool call " + b.id + " arguments are not a JSON object: " + err.Error())
+			}
+			res.ToolCalls = append(res.ToolCalls, provider.ToolCall{ID: b.id, Name: b.name, Arguments: json.RawMessage(args)})
+			res.Parts = append(res.Parts, provider.Part{Type: provider.PartToolCall})
+		}
+	}
+	relink(res)
+	res.Content = strings.Join(text, "")
+	res.Usage = s.usage
+	res.Cost = s.a.cost(res.Model, res.Usage)
+	res.Latency = s.a.now().Sub(s.start)
+	return res, nil
+}
+
+// Close releases the connection; it is safe to call more than once.
+func (s *stream) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		err = s.sdk.Close()
+		s.cancel()
+		if s.err == nil && !s.done {
+			s.err = &provider.Error{Kind: provider.KindCanceled, Provider: s.a.name, Model: s.model, Diagnostic: provider.Diagnostic{Message: "stream closed by the caller"}}
+		}
+	})
+	return err
+}
