@@ -23,9 +23,13 @@
 // [BadGateway] (an HTML proxy page), [TimeoutError], [Overloaded], plus the
 // stream faults [OverloadedMidStream] and [CutStream] and a gate
 // (Reply.Hold) that delays the first byte until a channel is closed.
+// count_tokens and models have queues of their own ([Server.EnqueueRoute]).
 // [Server.Requests] records every request (headers, auth included, and
-// body); [Server.OpenConns] and [Server.WaitOpenConns] count open TCP
-// connections for leak tests. Nothing in the package sleeps.
+// body) and [Server.WaitRequests] waits for the n-th to arrive;
+// [Server.OpenConns] and [Server.WaitOpenConns] count open TCP connections
+// for leak tests. Nothing in the package sleeps: waits are on channels.
+// [NewUnstarted] gives the same fake as a plain http.Handler for any
+// listener (install [Server.ConnState] to count connections).
 //
 // # What it reproduces
 //

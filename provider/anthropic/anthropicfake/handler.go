@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -224,12 +225,7 @@ func (s *Server) serveModels(w http.ResponseWriter, r *http.Request, rec Recorde
 	}
 	var body []byte
 	if modelID != "" {
-		i := -1
-		for j, m := range s.cfg.models {
-			if m.ID == modelID {
-				i = j
-			}
-		}
+		i := slices.IndexFunc(s.cfg.models, func(m Model) bool { return m.ID == modelID })
 		if i < 0 {
 			s.writeError(w, rec.RequestID, 404, TypeNotFound, "model: "+modelID)
 			return

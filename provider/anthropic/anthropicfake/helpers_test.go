@@ -146,3 +146,9 @@ func decodeMap(t *testing.T, data []byte) map[string]any {
 	}
 	return m
 }
+
+// contextWithCancel is a cancellable testCtx.
+func contextWithCancel(t *testing.T) (context.Context, context.CancelFunc) {
+	t.Helper()
+	return context.WithCancel(testCtx(t))
+}

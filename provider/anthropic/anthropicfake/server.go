@@ -278,6 +278,31 @@ func (s *Server) WaitOpenConns(ctx context.Context, n int) error {
 	return s.waitFor(ctx, func() bool { return len(s.conns) == n })
 }
 
+// ActiveConns is the number of open connections that are serving a request
+// (not idle in a client's keep-alive pool).
+func (s *Server) ActiveConns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.activeLocked()
+}
+
+func (s *Server) activeLocked() int {
+	n := 0
+	for _, st := range s.conns {
+		if st != http.StateIdle {
+			n++
+		}
+	}
+	return n
+}
+
+// WaitActiveConns blocks until exactly n connections are serving a request
+// or ctx is done: a client that stopped reading a stream must close its
+// connection, and one that finished must return it to its pool idle.
+func (s *Server) WaitActiveConns(ctx context.Context, n int) error {
+	return s.waitFor(ctx, func() bool { return s.activeLocked() == n })
+}
+
 // ConnState is an http.Server ConnState hook counting open connections.
 // [New] installs it; set it yourself when serving [Server.Handler].
 func (s *Server) ConnState(c net.Conn, state http.ConnState) {

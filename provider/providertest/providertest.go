@@ -1,0 +1,77 @@
+// Package providertest is the conformance suite every adapter must pass.
+//
+// An adapter's test calls [Run] with a function that builds a fresh adapter
+// pointed at a fresh wire-faithful fake of its provider (the fakes live with
+// their vendor, for example provider/anthropic/anthropicfake). The suite
+// drives both through the [Fake] interface, so one set of checks covers
+// every adapter: plain completion, system prompt, tools and tool results,
+// streaming text and tool calls, usage after a stream, early cancel without
+// leaks, every error kind the protocol can produce (with retry-after),
+// mid-stream errors, truncated streams, health, rate-limit status, and cost
+// estimates that bound the billed cost from above.
+//
+// Adding a provider means passing this suite.
+package providertest
+
+import (
+	"context"
+	"time"
+
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// Reply is a successful answer scripted on a fake, in vendor-neutral terms.
+type Reply struct {
+	Text      string
+	ToolCalls []provider.ToolCall
+	// Usage is what the provider bills, in the normalised convention; the
+	// fake expresses it in its protocol's own (for example Anthropic's
+	// exclusive input count).
+	Usage provider.Usage
+}
+
+// Captured is a vendor-neutral view of the last request a fake received.
+type Captured struct {
+	Model       string
+	System      string
+	Tools       []string
+	ToolResults []provider.ToolResult
+	ToolCalls   []provider.ToolCall // from assistant turns
+	MaxTokens   int
+	Stream      bool
+}
+
+// Fake is a vendor fake as the suite drives it. Methods that script a
+// failure return false when the protocol cannot express it; the suite then
+// skips that check for the adapter, saying so.
+type Fake interface {
+	// Script makes the next call answer r.
+	Script(r Reply)
+	// Fail makes the next call fail so that a correct adapter reports kind;
+	// retryAfter is sent where the protocol carries a retry delay.
+	Fail(kind provider.Kind, retryAfter time.Duration) bool
+	// FailMidStream makes the next streaming call send some output, then an
+	// in-stream error that a correct adapter reports as kind.
+	FailMidStream(kind provider.Kind) bool
+	// Truncate makes the next streaming call stop after some output, before
+	// the protocol's end marker.
+	Truncate() bool
+	// SetRateLimits makes later responses report these remaining counts.
+	SetRateLimits(requests, tokens int64) bool
+	// Last returns the last request received.
+	Last() Captured
+	// WaitIdle returns once no client connection is open, or ctx ends.
+	WaitIdle(ctx context.Context) error
+}
+
+// Env is one adapter wired to one fake.
+type Env struct {
+	Adapter provider.Adapter
+	Fake    Fake
+	// Pricer and Namespace price the adapter's models, to check costs and
+	// estimates; a nil Pricer skips those checks (local servers).
+	Pricer    provider.Pricer
+	Namespace string
+	// Model is the model the adapter uses for the balanced tier.
+	Model string
+}

@@ -1,0 +1,516 @@
+package providertest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// NewEnv builds a fresh adapter and fake for one check; the fake must be
+// closed by t.Cleanup.
+type NewEnv func(t *testing.T) *Env
+
+var weatherTool = provider.ToolDef{
+	Name:        "get_weather",
+	Description: "Current weather for a city",
+	InputSchema: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`),
+}
+
+// Run runs the conformance suite.
+func Run(t *testing.T, newEnv NewEnv) {
+	checks := []struct {
+		name string
+		fn   func(*testing.T, *Env)
+	}{
+		{"PlainCompletion", plainCompletion},
+		{"SystemPromptDelivered", systemPrompt},
+		{"ToolCallReturned", toolCall},
+		{"ToolResultRoundTrip", toolResultRoundTrip},
+		{"StreamText", streamText},
+		{"StreamToolCalls", streamToolCalls},
+		{"StreamEarlyCloseReleasesConnection", streamEarlyClose},
+		{"StreamContextCancel", streamContextCancel},
+		{"ErrorKinds", errorKinds},
+		{"StreamErrorBeforeFirstChunk", streamErrorBeforeFirstChunk},
+		{"MidStreamError", midStreamError},
+		{"TruncatedStream", truncatedStream},
+		{"Health", health},
+		{"RateLimitStatus", rateLimitStatus},
+		{"EstimateBoundsBilledCost", estimateBound},
+		{"InvalidRequestNeverSent", invalidRequest},
+	}
+	for _, c := range checks {
+		t.Run(c.name, func(t *testing.T) { c.fn(t, newEnv(t)) })
+	}
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func sameJSON(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	ja, _ := json.Marshal(x)
+	jb, _ := json.Marshal(y)
+	return bytes.Equal(ja, jb)
+}
+
+func checkUsage(t *testing.T, what string, got, want provider.Usage) {
+	t.Helper()
+	if got.InputTokens != want.InputTokens || got.OutputTokens != want.OutputTokens || got.CacheReadTokens != want.CacheReadTokens || got.CacheWriteTokens != want.CacheWriteTokens {
+		t.Errorf("%s usage = %+v, want %+v", what, got, want)
+	}
+	if got.Estimated {
+		t.Errorf("%s usage marked estimated although the provider reported it", what)
+	}
+}
+
+func checkCost(t *testing.T, e *Env, res *provider.Result) {
+	t.Helper()
+	if e.Pricer == nil {
+		return
+	}
+	want, err := e.Pricer.Cost(e.Namespace, res.Model, res.Usage, time.Time{})
+	if err != nil {
+		t.Errorf("result model %q cannot be priced: %v", res.Model, err)
+		return
+	}
+	if res.Cost != want || (res.Usage.TotalTokens() > 0 && want == 0) {
+		t.Errorf("cost = %s, want %s for %+v", res.Cost, want, res.Usage)
+	}
+}
+
+func plainCompletion(t *testing.T, e *Env) {
+	u := provider.Usage{InputTokens: 25, OutputTokens: 7}
+	e.Fake.Script(Reply{Text: "Hello! How can I help?", Usage: u})
+	res, err := e.Adapter.Invoke(ctx(t), &provider.Request{Prompt: "Say hello", MaxTokens: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Content != "Hello! How can I help?" || len(res.ToolCalls) != 0 {
+		t.Errorf("content = %q, tool calls %v", res.Content, res.ToolCalls)
+	}
+	if res.StopReason != provider.StopEndTurn {
+		t.Errorf("stop reason = %q (raw %q), want end_turn", res.StopReason, res.RawStopReason)
+	}
+	if res.Provider != e.Adapter.Name() || res.Model == "" {
+		t.Errorf("provider %q model %q", res.Provider, res.Model)
+	}
+	checkUsage(t, "invoke", res.Usage, u)
+	checkCost(t, e, res)
+	got := e.Fake.Last()
+	if got.Model != e.Model || got.MaxTokens != 100 || got.Stream {
+		t.Errorf("request sent model %q max_tokens %d stream %v; want %q 100 false", got.Model, got.MaxTokens, got.Stream, e.Model)
+	}
+}
+
+func systemPrompt(t *testing.T, e *Env) {
+	e.Fake.Script(Reply{Text: "ok", Usage: provider.Usage{InputTokens: 10, OutputTokens: 1}})
+	if _, err := e.Adapter.Invoke(ctx(t), &provider.Request{System: "You are terse.", Prompt: "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.Fake.Last().System; got != "You are terse." {
+		t.Errorf("system prompt delivered as %q", got)
+	}
+}
+
+func toolCall(t *testing.T, e *Env) {
+	call := provider.ToolCall{ID: "call_001", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Paris"}`)}
+	e.Fake.Script(Reply{ToolCalls: []provider.ToolCall{call}, Usage: provider.Usage{InputTokens: 80, OutputTokens: 20}})
+	res, err := e.Adapter.Invoke(ctx(t), &provider.Request{Prompt: "Weather in Paris?", Tools: []provider.ToolDef{weatherTool}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tools := e.Fake.Last().Tools; len(tools) != 1 || tools[0] != "get_weather" {
+		t.Errorf("tools delivered = %v", tools)
+	}
+	if len(res.ToolCalls) != 1 || res.ToolCalls[0].Name != "get_weather" || res.ToolCalls[0].ID == "" || !sameJSON(res.ToolCalls[0].Arguments, call.Arguments) {
+		t.Fatalf("tool calls = %+v", res.ToolCalls)
+	}
+	if res.StopReason != provider.StopToolUse {
+		t.Errorf("stop reason = %q, want tool_use", res.StopReason)
+	}
+	if m := res.Message(); m.Role != provider.RoleAssistant || len(m.Parts) == 0 {
+		t.Errorf("assistant message = %+v", m)
+	}
+}
+
+func toolResultRoundTrip(t *testing.T, e *Env) {
+	call := provider.ToolCall{ID: "call_001", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Paris"}`)}
+	e.Fake.Script(Reply{ToolCalls: []provider.ToolCall{call}, Usage: provider.Usage{InputTokens: 80, OutputTokens: 20}})
+	req := &provider.Request{Prompt: "Weather in Paris?", Tools: []provider.ToolDef{weatherTool}}
+	first, err := e.Adapter.Invoke(ctx(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.ToolCalls) != 1 {
+		t.Fatalf("no tool call to answer: %+v", first.ToolCalls)
+	}
+	id := first.ToolCalls[0].ID
+	next := &provider.Request{Tools: req.Tools, Messages: []provider.Message{
+		provider.UserText(req.Prompt),
+		first.Message(),
+		provider.ToolResults(provider.ToolResult{CallID: id, Name: "get_weather", Content: "18C and sunny"}),
+	}}
+	e.Fake.Script(Reply{Text: "It is 18C and sunny in Paris.", Usage: provider.Usage{InputTokens: 120, OutputTokens: 12}})
+	res, err := e.Adapter.Invoke(ctx(t), next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := e.Fake.Last()
+	if len(got.ToolCalls) != 1 || got.ToolCalls[0].ID != id || !sameJSON(got.ToolCalls[0].Arguments, call.Arguments) {
+		t.Errorf("assistant tool call sent back as %+v", got.ToolCalls)
+	}
+	if len(got.ToolResults) != 1 || got.ToolResults[0].CallID != id || !strings.Contains(got.ToolResults[0].Content, "18C and sunny") {
+		t.Errorf("tool result sent as %+v", got.ToolResults)
+	}
+	if res.Content != "It is 18C and sunny in Paris." {
+		t.Errorf("final answer %q", res.Content)
+	}
+}
+
+// drain reads a stream to its end and returns text, tool calls assembled
+// from deltas, the final result and the error.
+func drain(s provider.Stream) (string, map[int]*provider.ToolCall, *provider.Result, int, error) {
+	var text strings.Builder
+	calls := map[int]*provider.ToolCall{}
+	args := map[int]*strings.Builder{}
+	chunks := 0
+	for c, err := range provider.Chunks(s) {
+		if err != nil {
+			return text.String(), calls, nil, chunks, err
+		}
+		chunks++
+		text.WriteString(c.Text)
+		if d := c.ToolCall; d != nil {
+			tc := calls[d.Index]
+			if tc == nil {
+				tc = &provider.ToolCall{}
+				calls[d.Index] = tc
+				args[d.Index] = &strings.Builder{}
+			}
+			if d.ID != "" {
+				tc.ID = d.ID
+			}
+			if d.Name != "" {
+				tc.Name = d.Name
+			}
+			args[d.Index].WriteString(d.Arguments)
+			tc.Arguments = json.RawMessage(args[d.Index].String())
+		}
+		if c.Final {
+			return text.String(), calls, c.Result, chunks, nil
+		}
+	}
+	return text.String(), calls, nil, chunks, errors.New("stream ended without a final chunk and without an error")
+}
+
+func streamText(t *testing.T, e *Env) {
+	u := provider.Usage{InputTokens: 30, OutputTokens: 9}
+	want := "The quick brown fox jumps over the lazy dog."
+	e.Fake.Script(Reply{Text: want, Usage: u})
+	s, err := e.Adapter.Stream(ctx(t), &provider.Request{Prompt: "pangram please"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _, res, chunks, err := drain(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text != want || res.Content != want {
+		t.Errorf("streamed %q, final %q; want %q", text, res.Content, want)
+	}
+	if chunks < 3 {
+		t.Errorf("only %d chunks: the fake must split text so streaming is exercised", chunks)
+	}
+	if !e.Fake.Last().Stream {
+		t.Error("the request was not sent as a stream")
+	}
+	checkUsage(t, "stream", res.Usage, u)
+	checkCost(t, e, res)
+	if res.StopReason != provider.StopEndTurn {
+		t.Errorf("stop reason %q", res.StopReason)
+	}
+	if _, err := s.Recv(); !errors.Is(err, io.EOF) {
+		t.Errorf("Recv after the final chunk = %v, want io.EOF", err)
+	}
+}
+
+func streamToolCalls(t *testing.T, e *Env) {
+	calls := []provider.ToolCall{
+		{ID: "call_a", Name: "get_weather", Arguments: json.RawMessage(`{"city":"San Francisco"}`)},
+		{ID: "call_b", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Paris"}`)},
+	}
+	e.Fake.Script(Reply{Text: "Checking both.", ToolCalls: calls, Usage: provider.Usage{InputTokens: 90, OutputTokens: 40}})
+	s, err := e.Adapter.Stream(ctx(t), &provider.Request{Prompt: "Weather in SF and Paris?", Tools: []provider.ToolDef{weatherTool}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, deltas, res, _, err := drain(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.ToolCalls) != 2 || len(deltas) != 2 {
+		t.Fatalf("final tool calls %+v, delta-assembled %d", res.ToolCalls, len(deltas))
+	}
+	for i, want := range calls {
+		got := res.ToolCalls[i]
+		if got.Name != want.Name || got.ID == "" || !sameJSON(got.Arguments, want.Arguments) {
+			t.Errorf("final call %d = %+v, want %+v", i, got, want)
+		}
+		d := deltas[i]
+		if d == nil || d.ID != got.ID || d.Name != got.Name || !sameJSON(d.Arguments, want.Arguments) {
+			t.Errorf("delta-assembled call %d = %+v, want %+v", i, d, got)
+		}
+	}
+	if res.StopReason != provider.StopToolUse {
+		t.Errorf("stop reason %q", res.StopReason)
+	}
+	if res.Usage.InputTokens == 0 || res.Usage.OutputTokens == 0 {
+		t.Errorf("no usage after the stream: %+v", res.Usage)
+	}
+}
+
+func waitIdle(t *testing.T, e *Env) {
+	t.Helper()
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.Fake.WaitIdle(c); err != nil {
+		t.Errorf("connection still open after the stream ended: %v", err)
+	}
+}
+
+// waitGoroutines yields until at most n goroutines run, and reports a leak
+// when they do not wind down within a generous bound. It never sleeps.
+func waitGoroutines(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > n {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Errorf("goroutine leak: %d running, %d before the stream\n%s", runtime.NumGoroutine(), n, buf[:runtime.Stack(buf, true)])
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+func longReply() Reply {
+	return Reply{Text: strings.Repeat("All work and no play makes Jack a dull boy. ", 40), Usage: provider.Usage{InputTokens: 20, OutputTokens: 400}}
+}
+
+func streamEarlyClose(t *testing.T, e *Env) {
+	e.Fake.Script(longReply())
+	baseline := runtime.NumGoroutine()
+	s, err := e.Adapter.Stream(ctx(t), &provider.Request{Prompt: "write a lot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close = %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close = %v", err)
+	}
+	if _, err := s.Recv(); err == nil || errors.Is(err, io.EOF) {
+		t.Errorf("Recv after Close = %v, want an error that says the stream was closed", err)
+	}
+	waitIdle(t, e)
+	waitGoroutines(t, baseline)
+}
+
+func streamContextCancel(t *testing.T, e *Env) {
+	e.Fake.Script(longReply())
+	baseline := runtime.NumGoroutine()
+	c, cancel := context.WithCancel(ctx(t))
+	s, err := e.Adapter.Stream(c, &provider.Request{Prompt: "write a lot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	var last error
+	for range 10000 {
+		if _, last = s.Recv(); last != nil {
+			break
+		}
+	}
+	if provider.KindOf(last) != provider.KindCanceled {
+		t.Errorf("after cancel Recv = %v (kind %s), want canceled", last, provider.KindOf(last))
+	}
+	s.Close()
+	waitIdle(t, e)
+	waitGoroutines(t, baseline)
+}
+
+// faultKinds are the kinds a protocol can produce; fakes report which ones
+// theirs can.
+var faultKinds = []provider.Kind{
+	provider.KindRateLimit, provider.KindQuotaExhausted, provider.KindAuth, provider.KindBadRequest,
+	provider.KindContextWindowExceeded, provider.KindServer, provider.KindOverloaded, provider.KindTimeout,
+}
+
+func errorKinds(t *testing.T, e *Env) {
+	for _, k := range faultKinds {
+		t.Run(k.String(), func(t *testing.T) {
+			ra := time.Duration(0)
+			if k == provider.KindRateLimit {
+				ra = 7 * time.Second
+			}
+			if !e.Fake.Fail(k, ra) {
+				t.Skipf("the %T protocol has no %s failure", e.Fake, k)
+			}
+			_, err := e.Adapter.Invoke(ctx(t), &provider.Request{Prompt: "hi"})
+			var pe *provider.Error
+			if !errors.As(err, &pe) {
+				t.Fatalf("error %v (%T) is not a *provider.Error", err, err)
+			}
+			if pe.Kind != k {
+				t.Errorf("kind = %s, want %s: %v", pe.Kind, k, err)
+			}
+			if pe.Provider != e.Adapter.Name() {
+				t.Errorf("error names provider %q", pe.Provider)
+			}
+			if ra > 0 && pe.RetryAfter != ra {
+				t.Errorf("retry after = %s, want %s", pe.RetryAfter, ra)
+			}
+			if pe.Diagnostic.Status == 0 && pe.Diagnostic.Message == "" {
+				t.Errorf("no diagnostic: %v", err)
+			}
+		})
+	}
+}
+
+func streamErrorBeforeFirstChunk(t *testing.T, e *Env) {
+	if !e.Fake.Fail(provider.KindOverloaded, 0) {
+		t.Skip("no overload failure in this protocol")
+	}
+	s, err := e.Adapter.Stream(ctx(t), &provider.Request{Prompt: "hi"})
+	if err == nil {
+		_, err = provider.Collect(s)
+	}
+	if provider.KindOf(err) != provider.KindOverloaded {
+		t.Errorf("stream error = %v, want overloaded", err)
+	}
+	waitIdle(t, e)
+}
+
+func midStreamError(t *testing.T, e *Env) {
+	if !e.Fake.FailMidStream(provider.KindOverloaded) {
+		t.Skip("no in-stream errors in this protocol")
+	}
+	s, err := e.Adapter.Stream(ctx(t), &provider.Request{Prompt: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, chunks, err := drain(s)
+	if provider.KindOf(err) != provider.KindOverloaded {
+		t.Errorf("mid-stream error = %v (kind %s), want overloaded", err, provider.KindOf(err))
+	}
+	if chunks == 0 {
+		t.Error("the fake sent no output before the error")
+	}
+	waitIdle(t, e)
+}
+
+func truncatedStream(t *testing.T, e *Env) {
+	if !e.Fake.Truncate() {
+		t.Skip("the fake cannot truncate")
+	}
+	s, err := e.Adapter.Stream(ctx(t), &provider.Request{Prompt: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _, res, _, err := drain(s)
+	if err == nil {
+		t.Fatalf("a truncated stream ended cleanly with %q (final %+v)", text, res)
+	}
+	if provider.KindOf(err) != provider.KindNetwork {
+		t.Errorf("truncated stream error = %v (kind %s), want network", err, provider.KindOf(err))
+	}
+	waitIdle(t, e)
+}
+
+func health(t *testing.T, e *Env) {
+	st := e.Adapter.HealthCheck(ctx(t))
+	if !st.Healthy || st.Error != "" || st.CheckedAt.IsZero() {
+		t.Errorf("healthy fake reported %+v", st)
+	}
+	if e.Fake.Fail(provider.KindAuth, 0) {
+		st = e.Adapter.HealthCheck(ctx(t))
+		if st.Healthy || st.Kind != provider.KindAuth || st.Error == "" {
+			t.Errorf("auth failure reported as %+v", st)
+		}
+	}
+}
+
+func rateLimitStatus(t *testing.T, e *Env) {
+	supported := e.Fake.SetRateLimits(41, 9000)
+	e.Fake.Script(Reply{Text: "ok", Usage: provider.Usage{InputTokens: 5, OutputTokens: 1}})
+	if _, err := e.Adapter.Invoke(ctx(t), &provider.Request{Prompt: "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	st := e.Adapter.RateLimitStatus(ctx(t))
+	if !supported {
+		if st.RequestsRemaining != nil || st.TokensRemaining != nil {
+			t.Errorf("the protocol reports no limits, yet the adapter says %+v", st)
+		}
+		return
+	}
+	if st.RequestsRemaining == nil || *st.RequestsRemaining != 41 || st.TokensRemaining == nil || *st.TokensRemaining != 9000 || st.ObservedAt.IsZero() {
+		t.Errorf("rate-limit status = %+v, want 41 requests and 9000 tokens remaining", st)
+	}
+}
+
+func estimateBound(t *testing.T, e *Env) {
+	if e.Pricer == nil {
+		t.Skip("no prices: a local server")
+	}
+	req := &provider.Request{System: "You review Go code.", Prompt: strings.Repeat("Check this function for races: func f() { go g() }. ", 30), MaxTokens: 300}
+	est, err := e.Adapter.EstimateCost(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The provider bills its own count of the prompt; model it as the
+	// offline count of the text plus 10% (vendor tokenizers differ), and the
+	// whole output budget.
+	text := int64(len(req.System)+len(req.Prompt)) / 4
+	billed := provider.Usage{InputTokens: text + text/10, OutputTokens: 300}
+	e.Fake.Script(Reply{Text: strings.Repeat("x", 300), Usage: billed})
+	res, err := e.Adapter.Invoke(ctx(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Cost == 0 || est < res.Cost {
+		t.Errorf("estimate %s does not bound the billed cost %s (usage %+v)", est, res.Cost, res.Usage)
+	}
+}
+
+func invalidRequest(t *testing.T, e *Env) {
+	before := e.Fake.Last()
+	_, err := e.Adapter.Invoke(ctx(t), &provider.Request{})
+	if provider.KindOf(err) != provider.KindBadRequest {
+		t.Errorf("empty request error = %v, want bad request", err)
+	}
+	if after := e.Fake.Last(); after.Model != before.Model || after.System != before.System {
+		t.Error("an invalid request reached the provider")
+	}
+}
