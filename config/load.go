@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -130,7 +130,7 @@ func (f *File) validate(reg *provider.Registry) error {
 		for _, c := range r.Credentials {
 			fields = append(fields, c.Name)
 		}
-		for _, key := range sortedKeys(p.Credentials) {
+		for _, key := range slices.Sorted(maps.Keys(p.Credentials)) {
 			if _, ok := r.Credential(key); !ok {
 				add(p.Credentials[key].Pos(), "%s.credentials: unknown field %q for type %q%s; valid fields: %s", where, key, p.Type, suggest(key, fields), strings.Join(fields, ", "))
 			}
@@ -158,7 +158,7 @@ func (f *File) validate(reg *provider.Registry) error {
 		add(f.Routing.Pos.Key("max_retry_after"), "routing.max_retry_after: %s is longer than a day; write e.g. 60s", f.Routing.MaxRetryAfter)
 	}
 	known := orchestrator.AgentNames()
-	for _, name := range sortedKeys(f.Agents) {
+	for _, name := range slices.Sorted(maps.Keys(f.Agents)) {
 		a := f.Agents[name]
 		where := "agents." + name
 		if a == nil {
@@ -217,7 +217,7 @@ func orNone(names []string) string {
 }
 
 // ProviderNames returns the configured provider instance names, sorted.
-func (f *File) ProviderNames() []string { return sortedKeys(f.Providers) }
+func (f *File) ProviderNames() []string { return slices.Sorted(maps.Keys(f.Providers)) }
 
 // OrchestrationEnabled reports whether the orchestration engine is on: the
 // environment's CORTEXBUILD_LLM=1 (or true) or orchestration: true.
@@ -240,7 +240,7 @@ func (f *File) Warnings() []string {
 	var out []string
 	for _, name := range f.ProviderNames() {
 		p := f.Providers[name]
-		for _, key := range sortedKeys(p.Credentials) {
+		for _, key := range slices.Sorted(maps.Keys(p.Credentials)) {
 			s := p.Credentials[key]
 			if s.EnvVar() == "" && !s.IsZero() {
 				out = append(out, fmt.Sprintf("%s: providers.%s.credentials.%s holds a literal value; prefer ${ENV_VAR} so the secret stays out of the file", s.Pos(), name, key))
@@ -304,13 +304,4 @@ func (f *File) Resolve(name string, reg *provider.Registry, lookup func(string) 
 		}
 	}
 	return s, errs.Err()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -4,9 +4,10 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -171,7 +172,7 @@ func (c *Catalog) validate(file string) error {
 		errs = append(errs, top.Errorf("unit must be per_million_tokens, got %q", c.Unit))
 	}
 	owner := map[string]string{}
-	for _, name := range sortedKeys(c.Namespaces) {
+	for _, name := range slices.Sorted(maps.Keys(c.Namespaces)) {
 		ns := c.Namespaces[name]
 		if ns == nil {
 			errs = append(errs, top.Errorf("providers.%s is empty: give it models: or local: true", name))
@@ -185,7 +186,7 @@ func (c *Catalog) validate(file string) error {
 		if !ns.Local && len(ns.Models) == 0 {
 			errs = append(errs, ns.Pos.Errorf("providers.%s lists no models; add models: or set local: true", name))
 		}
-		for _, id := range sortedKeys(ns.Models) {
+		for _, id := range slices.Sorted(maps.Keys(ns.Models)) {
 			m := ns.Models[id]
 			where := "providers." + name + ".models." + id
 			if m == nil {
@@ -294,7 +295,7 @@ func (c *Catalog) Overlay(o *Catalog) *Catalog {
 }
 
 // NamespaceNames returns the namespaces in alphabetical order.
-func (c *Catalog) NamespaceNames() []string { return sortedKeys(c.Namespaces) }
+func (c *Catalog) NamespaceNames() []string { return slices.Sorted(maps.Keys(c.Namespaces)) }
 
 // Models returns every model of namespace ns (all namespaces when ns is
 // ""), sorted by namespace then id.
@@ -304,7 +305,7 @@ func (c *Catalog) Models(ns string) []*Model {
 		if ns != "" && name != ns {
 			continue
 		}
-		for _, id := range sortedKeys(c.Namespaces[name].Models) {
+		for _, id := range slices.Sorted(maps.Keys(c.Namespaces[name].Models)) {
 			out = append(out, c.Namespaces[name].Models[id])
 		}
 	}
@@ -332,7 +333,7 @@ func (c *Catalog) Lookup(ns, model string) (m *Model, local bool, err error) {
 	if m := n.aliases[dateSuffix.ReplaceAllString(key, "")]; m != nil {
 		return m, false, nil
 	}
-	return nil, false, fmt.Errorf("%w for model %q in %q%s: add it to a catalog file listed under pricing.catalog_files in llm-config.yaml", ErrUnpriced, model, ns, suggestModels(key, sortedKeys(n.Models)))
+	return nil, false, fmt.Errorf("%w for model %q in %q%s: add it to a catalog file listed under pricing.catalog_files in llm-config.yaml", ErrUnpriced, model, ns, suggestModels(key, slices.Sorted(maps.Keys(n.Models))))
 }
 
 // Find looks model up in every namespace, for listings; ambiguous ids
@@ -486,15 +487,6 @@ func (f *Factor) Scale(n int64) int64 {
 	// acc holds n×nanos/10⁶ rounded up; divide the remaining 10³ rounding up.
 	t := int64(acc.Total())
 	return (t + 999) / 1000
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 var _ provider.Pricer = (*Catalog)(nil)

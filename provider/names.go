@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"sort"
 	"strings"
 )
 
@@ -60,13 +59,4 @@ func joinQuoted(names []string) string {
 		q[i] = `"` + n + `"`
 	}
 	return strings.Join(q, ", ")
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -2,8 +2,10 @@ package cli
 
 import (
 	"fmt"
+	"maps"
 	"runtime"
 	"runtime/debug"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -65,7 +67,7 @@ func (e *env) versionCmd() *cobra.Command {
 				fmt.Fprintf(w, " (%.12s)", info.Commit)
 			}
 			fmt.Fprintf(w, " %s %s\nprice catalog %s\n", info.Go, info.Platform, info.PriceCatalog)
-			for _, p := range sortedKeys(info.ProviderSDKs) {
+			for _, p := range slices.Sorted(maps.Keys(info.ProviderSDKs)) {
 				fmt.Fprintf(w, "%s %s\n", p, info.ProviderSDKs[p])
 			}
 			return nil

@@ -229,10 +229,6 @@ func (a *Adapter) HealthCheck(ctx context.Context) provider.HealthStatus {
 	return st
 }
 
-// withAttempt returns a context bounded by the attempt timeout and whether
-// a deadline hit was ours (timeout) rather than the caller's.
-func withAttempt(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeoutCause(ctx, d, errAttemptTimeout)
-}
-
+// errAttemptTimeout is the cause of an attempt's context when its timeout,
+// not the caller, ended it.
 var errAttemptTimeout = errors.New("attempt timed out")

@@ -15,30 +15,51 @@ import (
 
 func errorsAs[T any](err error, target *T) bool { return errors.As(err, target) }
 
-// Invoke runs req to completion.
-func (a *Adapter) Invoke(ctx context.Context, req *provider.Request) (*provider.Result, error) {
-	model := a.model(req)
-	params, err := a.params(req, model)
-	if err != nil {
+// attempt is one call's prepared parameters and bounded context.
+type attempt struct {
+	model  string
+	params anthropic.MessageNewParams
+	ctx    context.Context
+	cancel context.CancelFunc
+	raw    *http.Response
+	opts   []option.RequestOption
+}
+
+// begin validates and maps req and bounds the attempt by its timeout. The
+// per-request timeout also goes to the SDK, which otherwise refuses large
+// max_tokens on non-streaming calls.
+func (a *Adapter) begin(ctx context.Context, req *provider.Request) (*attempt, error) {
+	at := &attempt{model: a.model(req)}
+	var err error
+	if at.params, err = a.params(req, at.model); err != nil {
 		return nil, err
 	}
 	timeout := a.attemptTimeout(req)
-	actx, cancel := withAttempt(ctx, timeout)
-	defer cancel()
-	var raw *http.Response
+	at.ctx, at.cancel = context.WithTimeoutCause(ctx, timeout, errAttemptTimeout)
+	at.opts = []option.RequestOption{option.WithRequestTimeout(timeout), option.WithResponseInto(&at.raw)}
+	return at, nil
+}
+
+// Invoke runs req to completion.
+func (a *Adapter) Invoke(ctx context.Context, req *provider.Request) (*provider.Result, error) {
+	at, err := a.begin(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	defer at.cancel()
 	start := a.now()
-	msg, err := a.client.Messages.New(actx, params, option.WithRequestTimeout(timeout), option.WithResponseInto(&raw))
+	msg, err := a.client.Messages.New(actx, at.params, at.opts...)
 	latency := a.now().Sub(start)
-	if raw != nil {
-		a.observe(raw.Header, 0)
+	if at.raw != nil {
+		a.observe(at.raw.Header, 0)
 	}
 	if err != nil {
-		return nil, a.classify(actx, err, model)
+		return nil, a.classify(at.ctx, err, at.model)
 	}
-	res := a.result(msg, model)
+	res := a.result(msg, at.model)
 	res.Latency = latency
-	if raw != nil {
-		res.RequestID = raw.Header.Get("request-id")
+	if at.raw != nil {
+		res.RequestID = at.raw.Header.Get("request-id")
 	}
 	return res, nil
 }

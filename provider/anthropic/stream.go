@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/ssestream"
 
 	"github.com/cortexbuild/cortexbuild/provider"
@@ -19,15 +18,13 @@ import (
 // Stream starts req and returns its events as chunks. The SDK sends the
 // request here; a failed HTTP status surfaces on the first Recv.
 func (a *Adapter) Stream(ctx context.Context, req *provider.Request) (provider.Stream, error) {
-	model := a.model(req)
-	params, err := a.params(req, model)
+	at, err := a.begin(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	timeout := a.attemptTimeout(req)
-	actx, cancel := withAttempt(ctx, timeout)
-	s := &stream{a: a, ctx: actx, cancel: cancel, model: model, start: a.now(), blocks: map[int64]*block{}}
-	s.sdk = a.client.Messages.NewStreaming(actx, params, option.WithRequestTimeout(timeout), option.WithResponseInto(&s.raw))
+	s := &stream{a: a, ctx: at.ctx, cancel: at.cancel, model: at.model, start: a.now(), blocks: map[int64]*block{}}
+	s.sdk = a.client.Messages.NewStreaming(at.ctx, at.params, at.opts...)
+	s.raw = at.raw
 	if s.raw != nil {
 		a.observe(s.raw.Header, 0)
 	}
