@@ -48,7 +48,7 @@ func (a *Adapter) Invoke(ctx context.Context, req *provider.Request) (*provider.
 	}
 	defer at.cancel()
 	start := a.now()
-	msg, err := a.client.Messages.New(actx, at.params, at.opts...)
+	msg, err := a.client.Messages.New(at.ctx, at.params, at.opts...)
 	latency := a.now().Sub(start)
 	if at.raw != nil {
 		a.observe(at.raw.Header, 0)
