@@ -54,6 +54,9 @@ type Provider struct {
 	Credentials map[string]Secret        `yaml:"credentials" desc:"Credentials by field name (see the type's credentials schema). Write secrets as ${ENV_VAR}; when absent, the schema's environment variables are read."`
 	Models      map[provider.Tier]string `yaml:"models" desc:"Model for each tier (reasoning_heavy, balanced, fast_cheap); default: the adapter type's mapping."`
 	Timeout     time.Duration            `yaml:"timeout" desc:"Per-attempt timeout, e.g. 120s. Default: the request's (300s)."`
+	// Capabilities the endpoint's models have beyond what the adapter and
+	// the price catalog know (a local vision or long-context model).
+	Capabilities []provider.Capability `yaml:"capabilities" desc:"Extra capabilities of this endpoint's models, e.g. [vision, long_context_200k] for a local model the price catalog does not describe."`
 }
 
 // Routing holds provider preference and failover settings.

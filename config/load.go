@@ -267,7 +267,7 @@ func (f *File) Resolve(name string, reg *provider.Registry, lookup func(string) 
 	if err != nil {
 		return provider.Settings{}, p.Pos.Key("type").Errorf("providers.%s.type: %v", name, err)
 	}
-	s := provider.Settings{Name: name, Profile: p.Profile, BaseURL: p.BaseURL, Timeout: p.Timeout, Credentials: map[string]string{}, Models: map[provider.Tier]string{}}
+	s := provider.Settings{Name: name, Profile: p.Profile, BaseURL: p.BaseURL, Timeout: p.Timeout, Capabilities: provider.NewCapabilitySet(p.Capabilities...), Credentials: map[string]string{}, Models: map[provider.Tier]string{}}
 	for t, m := range r.DefaultModels {
 		s.Models[t] = m
 	}
@@ -295,7 +295,7 @@ func (f *File) Resolve(name string, reg *provider.Registry, lookup func(string) 
 				break
 			}
 		}
-		if s.Credentials[field.Name] == "" && field.Required {
+		if s.Credentials[field.Name] == "" && field.RequiredFor(p.Profile) {
 			hint := "set credentials." + field.Name + " in the file"
 			if len(field.EnvVars) > 0 {
 				hint = "export " + field.EnvVars[0] + " or write credentials: {" + field.Name + ": ${" + field.EnvVars[0] + "}}"

@@ -47,6 +47,8 @@ func schemaFor(t reflect.Type, key string) map[string]any {
 	switch t {
 	case reflect.TypeFor[provider.Tier]():
 		return map[string]any{"type": "string", "enum": enumOf(provider.Tiers)}
+	case reflect.TypeFor[provider.Capability]():
+		return map[string]any{"type": "string", "enum": enumOf(provider.Capabilities)}
 	case reflect.TypeFor[provider.Money]():
 		return map[string]any{"type": []string{"string", "number"}, "pattern": `^\$?[0-9]*(\.[0-9]{1,9})?$`, "description": "USD amount, exact to 9 decimals"}
 	case reflect.TypeFor[time.Duration]():

@@ -20,8 +20,24 @@ type CredentialField struct {
 	// Required fields must be set for the adapter to start; an optional
 	// field may be empty (a local server that ignores keys).
 	Required bool `json:"required"`
+	// RequiredProfiles makes an optional field required for these
+	// profiles (the OpenAI-compatible adapter's key, for "openai").
+	RequiredProfiles []string `json:"required_profiles,omitempty"`
 	// Description tells the user what to put there.
 	Description string `json:"description"`
+}
+
+// RequiredFor reports whether the field must be set for profile.
+func (f CredentialField) RequiredFor(profile string) bool {
+	if f.Required {
+		return true
+	}
+	for _, p := range f.RequiredProfiles {
+		if p == profile {
+			return true
+		}
+	}
+	return false
 }
 
 // Mask returns how a credential value may be shown: secrets as a fixed
@@ -49,6 +65,9 @@ type Settings struct {
 	Credentials map[string]string
 	// Models overrides the adapter type's default tier-to-model mapping.
 	Models map[Tier]string
+	// Capabilities are extra capabilities the configuration declares for
+	// this endpoint's models (a local vision model, a long-context one).
+	Capabilities CapabilitySet
 	// Timeout is the per-attempt timeout used when a request sets none; zero
 	// means the request default (300 s).
 	Timeout time.Duration

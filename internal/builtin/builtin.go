@@ -6,12 +6,14 @@ package builtin
 import (
 	"github.com/cortexbuild/cortexbuild/provider"
 	"github.com/cortexbuild/cortexbuild/provider/anthropic"
+	"github.com/cortexbuild/cortexbuild/provider/openaicompat"
 )
 
 // Registrations returns the built-in adapter types in display order.
 func Registrations() []provider.Registration {
 	return []provider.Registration{
 		anthropic.Registration(),
+		openaicompat.Registration(),
 	}
 }
 

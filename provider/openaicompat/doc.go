@@ -1,0 +1,66 @@
+// Package openaicompat is CortexBuild's adapter for OpenAI's Chat
+// Completions API and every server that speaks it: OpenAI (and Codex
+// models), Ollama, vLLM, LM Studio, and gateways through which AWS Bedrock,
+// GCP Vertex and Azure OpenAI are reached. It is built on the official SDK
+// (github.com/openai/openai-go/v3, pinned in go.mod) and configured by
+// base_url and a server [Profile].
+//
+// # Tier mapping
+//
+// The openai profile defaults to the GPT-5 family:
+//
+//	reasoning_heavy  gpt-5
+//	balanced         gpt-5-mini
+//	fast_cheap       gpt-5-nano
+//
+// Other profiles have no defaults: their models are whatever the server
+// hosts, set per tier under providers.<name>.models in llm-config.yaml.
+//
+// # Capabilities
+//
+// The spec's: code execution (through tool use), tool use, streaming; prompt
+// caching on the openai profile (automatic above 1,024 tokens); long context
+// and vision per model from the price catalog, plus whatever
+// providers.<name>.capabilities declares for a local model.
+//
+// # Profiles
+//
+//	            include_usage  max_…_tokens  cached tokens  key       prices
+//	openai      yes            completion    yes            required  openai catalog
+//	ollama      yes            max_tokens    no             ignored   free (local)
+//	vllm        yes            max_tokens    if enabled     optional  free (local)
+//	lmstudio    no (estimate)  max_tokens    no             ignored   free (local)
+//	gateway     yes            max_tokens    if sent        optional  by vendor/model name
+//	(unknown)   no (estimate)  max_tokens    if sent        optional  openai, or free on loopback
+//
+// # Behaviour
+//
+//   - SDK retries are off; the SDK's environment defaults cannot leak: the
+//     key and base URL always come from the configuration, and headers the
+//     environment adds (OPENAI_ORG_ID, OPENAI_PROJECT_ID,
+//     OPENAI_CUSTOM_HEADERS) are stripped before a request leaves.
+//   - Usage: prompt_tokens already includes cached_tokens
+//     ([provider.UsageInclusive]). A stream asks for a usage chunk where the
+//     profile allows; a stream that ends without one is counted with the
+//     offline tokenizer and marked Estimated.
+//   - Streamed tool calls are assembled by index and id: a fragment with a
+//     new id at an index already in use starts a new call, because some
+//     servers (Ollama, Qwen and DeepSeek behind vLLM) reuse index 0. Calls
+//     that arrive whole in one chunk work the same way. Arguments must form
+//     a JSON object.
+//   - A stream that ends without a finish_reason is a network-kind error
+//     (truncated); an error object inside a 200 stream keeps its kind.
+//   - Errors are classified on status and body, read leniently: code as a
+//     string or an integer (vLLM), a bare string error (LM Studio,
+//     gateways), a top-level error object (older vLLM), FastAPI's detail,
+//     and an HTML page from a proxy, which gets a clear diagnostic instead of
+//     a JSON parse error. context_length_exceeded and the servers'
+//     overflow wording are context-window-exceeded; insufficient_quota is
+//     quota-exhausted; 429 is a rate limit whose delay comes from
+//     retry-after-ms, retry-after, the exhausted x-ratelimit-reset-* window
+//     or the message's "try again in 2.4s"; 503 and overload messages are
+//     overloaded.
+//   - HealthCheck lists models (GET /models), which no server bills.
+//     RateLimitStatus reports the x-ratelimit-* headers of the latest
+//     response; servers that send none report nothing.
+package openaicompat

@@ -1,0 +1,106 @@
+package openaicompat
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+
+	"github.com/openai/openai-go/v3"
+
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// Invoke runs req to completion.
+func (a *Adapter) Invoke(ctx context.Context, req *provider.Request) (*provider.Result, error) {
+	at, err := a.begin(ctx, req, false)
+	if err != nil {
+		return nil, err
+	}
+	defer at.cancel()
+	start := a.now()
+	cc, err := a.client.Chat.Completions.New(at.ctx, at.params, at.opts...)
+	latency := a.now().Sub(start)
+	if err != nil {
+		return nil, a.classify(at.ctx, err, at.raw, at.model)
+	}
+	if at.raw != nil {
+		a.observe(at.raw.Header, 0)
+	}
+	if len(cc.Choices) == 0 {
+		return nil, a.protocolError(at.model, at.raw, "the response has no choices")
+	}
+	ch := cc.Choices[0]
+	res := &provider.Result{Provider: a.name, Model: cc.Model, RawStopReason: ch.FinishReason, ToolCalls: []provider.ToolCall{}}
+	if res.Model == "" {
+		res.Model = at.model
+	}
+	if ch.Message.Content != "" {
+		res.Content = ch.Message.Content
+		res.Parts = append(res.Parts, provider.Part{Type: provider.PartText, Text: ch.Message.Content})
+	}
+	for _, tc := range ch.Message.ToolCalls {
+		args, err := normaliseArguments(tc.Function.Arguments)
+		if err != nil {
+			return nil, a.protocolError(at.model, at.raw, "tool call "+tc.ID+": "+err.Error())
+		}
+		res.ToolCalls = append(res.ToolCalls, provider.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: args})
+	}
+	for i := range res.ToolCalls {
+		res.Parts = append(res.Parts, provider.Part{Type: provider.PartToolCall, ToolCall: &res.ToolCalls[i]})
+	}
+	res.StopReason = stopReason(ch.FinishReason, len(res.ToolCalls) > 0)
+	if cc.JSON.Usage.Valid() && (cc.Usage.PromptTokens > 0 || cc.Usage.CompletionTokens > 0) {
+		res.Usage = usage(cc.Usage)
+	} else {
+		res.Usage = estimateUsage(req, res)
+	}
+	res.Cost = a.cost(res.Model, res.Usage)
+	res.Latency = latency
+	if at.raw != nil {
+		res.RequestID = at.raw.Header.Get("x-request-id")
+	}
+	return res, nil
+}
+
+func usage(u openai.CompletionUsage) provider.Usage {
+	out := provider.UsageInclusive(u.PromptTokens, u.PromptTokensDetails.CachedTokens, u.PromptTokensDetails.CacheWriteTokens, u.CompletionTokens)
+	out.ReasoningTokens = u.CompletionTokensDetails.ReasoningTokens
+	return out
+}
+
+// normaliseArguments turns the arguments string into a JSON object; an
+// empty string (a call without arguments) is {}.
+func normaliseArguments(s string) (json.RawMessage, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return json.RawMessage(`{}`), nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(s), &obj); err != nil {
+		return nil, &argumentsError{err}
+	}
+	return json.RawMessage(s), nil
+}
+
+type argumentsError struct{ err error }
+
+func (e *argumentsError) Error() string { return "arguments are not a JSON object: " + e.err.Error() }
+
+// stopReason maps finish_reason. Some servers say "stop" after tool calls
+// (Google's compatibility layer); the calls decide.
+func stopReason(s string, calls bool) provider.StopReason {
+	if calls && (s == "stop" || s == "tool_calls" || s == "function_call" || s == "") {
+		return provider.StopToolUse
+	}
+	switch s {
+	case "stop":
+		return provider.StopEndTurn
+	case "length":
+		return provider.StopMaxTokens
+	case "tool_calls", "function_call":
+		return provider.StopToolUse
+	case "content_filter":
+		return provider.StopContentFilter
+	}
+	return provider.StopOther
+}

@@ -1,0 +1,165 @@
+package openaicompat
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// MetaReasoning carries a server's non-standard reasoning text (Ollama's
+// message.reasoning) on a reasoning part; it is not sent back.
+const MetaReasoning = "openai.reasoning"
+
+func badRequest(name, model, format string, args ...any) *provider.Error {
+	return &provider.Error{Kind: provider.KindBadRequest, Provider: name, Model: model, Diagnostic: provider.Diagnostic{Message: fmt.Sprintf(format, args...)}}
+}
+
+// attempt is one call's prepared parameters and bounded context.
+type attempt struct {
+	model  string
+	params openai.ChatCompletionNewParams
+	ctx    context.Context
+	cancel context.CancelFunc
+	raw    *http.Response
+	opts   []option.RequestOption
+}
+
+// begin validates and maps req and bounds the attempt by its timeout.
+func (a *Adapter) begin(ctx context.Context, req *provider.Request, stream bool) (*attempt, error) {
+	at := &attempt{model: a.model(req)}
+	if at.model == "" {
+		return nil, badRequest(a.name, "", "no model for tier %s: set providers.%s.models.%s in llm-config.yaml", req.EffectiveTier(), a.name, req.EffectiveTier())
+	}
+	if err := req.Validate(); err != nil {
+		var pe *provider.Error
+		if errors.As(err, &pe) {
+			pe.Provider, pe.Model = a.name, at.model
+		}
+		return nil, err
+	}
+	var err error
+	if at.params, err = a.params(req, at.model, stream); err != nil {
+		return nil, err
+	}
+	timeout := a.attemptTimeout(req)
+	at.ctx, at.cancel = context.WithTimeoutCause(ctx, timeout, errAttemptTimeout)
+	at.opts = []option.RequestOption{option.WithRequestTimeout(timeout), option.WithResponseInto(&at.raw)}
+	return at, nil
+}
+
+// params turns a request into Chat Completions parameters, following the
+// profile's quirks.
+func (a *Adapter) params(req *provider.Request, model string, stream bool) (openai.ChatCompletionNewParams, error) {
+	p := openai.ChatCompletionNewParams{Model: shared.ChatModel(model)}
+	max := int64(req.EffectiveMaxTokens())
+	if a.profile.MaxCompletionTokens {
+		p.MaxCompletionTokens = openai.Int(max)
+	} else {
+		p.MaxTokens = openai.Int(max)
+	}
+	if stream && a.profile.StreamUsage {
+		p.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	}
+	if req.System != "" {
+		if a.profile.DeveloperRole {
+			p.Messages = append(p.Messages, openai.DeveloperMessage(req.System))
+		} else {
+			p.Messages = append(p.Messages, openai.SystemMessage(req.System))
+		}
+	}
+	for i, t := range req.Tools {
+		params := shared.FunctionParameters{"type": "object", "properties": map[string]any{}}
+		if len(t.InputSchema) > 0 {
+			params = shared.FunctionParameters{}
+			if err := json.Unmarshal(t.InputSchema, &params); err != nil {
+				return p, badRequest(a.name, model, "tools[%d] %q: input_schema: %v", i, t.Name, err)
+			}
+		}
+		def := shared.FunctionDefinitionParam{Name: t.Name, Parameters: params}
+		if t.Description != "" {
+			def.Description = openai.String(t.Description)
+		}
+		p.Tools = append(p.Tools, openai.ChatCompletionFunctionTool(def))
+	}
+	switch req.ToolChoice {
+	case "":
+	case provider.ToolChoiceAuto, provider.ToolChoiceNone, provider.ToolChoiceRequired:
+		if len(req.Tools) > 0 {
+			p.ToolChoice = openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String(string(req.ToolChoice))}
+		}
+	default:
+		p.ToolChoice = openai.ChatCompletionToolChoiceOptionUnionParam{OfFunctionToolChoice: &openai.ChatCompletionNamedToolChoiceParam{
+			Function: openai.ChatCompletionNamedToolChoiceFunctionParam{Name: string(req.ToolChoice)}}}
+	}
+	if req.PromptCache != provider.PromptCacheOff && a.profile.PromptCaching && req.CacheKey != "" {
+		p.PromptCacheKey = openai.String(req.CacheKey)
+	}
+	for i, m := range req.Conversation() {
+		msgs, err := messages(m)
+		if err != nil {
+			return p, badRequest(a.name, model, "messages[%d]: %v", i, err)
+		}
+		p.Messages = append(p.Messages, msgs...)
+	}
+	return p, nil
+}
+
+// messages maps one turn. A user turn with tool results becomes one tool
+// message per result (and a user message for any text); an assistant turn
+// becomes one message with its text and tool calls. Reasoning parts are
+// provider-private and not sent.
+func messages(m provider.Message) ([]openai.ChatCompletionMessageParamUnion, error) {
+	var text []string
+	var out []openai.ChatCompletionMessageParamUnion
+	if m.Role == provider.RoleAssistant {
+		asst := openai.ChatCompletionAssistantMessageParam{}
+		for _, p := range m.Parts {
+			switch p.Type {
+			case provider.PartText:
+				text = append(text, p.Text)
+			case provider.PartToolCall:
+				args := string(p.ToolCall.Arguments)
+				if args == "" {
+					args = "{}"
+				}
+				asst.ToolCalls = append(asst.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+					ID: p.ToolCall.ID, Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: p.ToolCall.Name, Arguments: args}}})
+			}
+		}
+		if len(text) > 0 {
+			asst.Content.OfString = openai.String(strings.Join(text, ""))
+		}
+		if len(text) == 0 && len(asst.ToolCalls) == 0 {
+			return nil, errors.New("assistant turn has no text and no tool calls")
+		}
+		return []openai.ChatCompletionMessageParamUnion{{OfAssistant: &asst}}, nil
+	}
+	for _, p := range m.Parts {
+		switch p.Type {
+		case provider.PartText:
+			text = append(text, p.Text)
+		case provider.PartToolResult:
+			content := p.ToolResult.Content
+			if p.ToolResult.IsError && !strings.HasPrefix(content, "Error") {
+				content = "Error: " + content
+			}
+			out = append(out, openai.ToolMessage(content, p.ToolResult.CallID))
+		}
+	}
+	if len(text) > 0 {
+		out = append(out, openai.UserMessage(strings.Join(text, "")))
+	}
+	if len(out) == 0 {
+		return nil, errors.New("user turn has no text and no tool results")
+	}
+	return out, nil
+}

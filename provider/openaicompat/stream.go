@@ -1,0 +1,211 @@
+package openaicompat
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// Stream starts req and returns its chunks. A failed HTTP status surfaces
+// on the first Recv.
+func (a *Adapter) Stream(ctx context.Context, req *provider.Request) (provider.Stream, error) {
+	at, err := a.begin(ctx, req, true)
+	if err != nil {
+		return nil, err
+	}
+	s := &stream{a: a, req: req, at: at, start: a.now(), byIndex: map[int64]int{}}
+	s.sdk = a.client.Chat.Completions.NewStreaming(at.ctx, at.params, at.opts...)
+	if at.raw != nil && at.raw.StatusCode < 400 {
+		a.observe(at.raw.Header, 0)
+	}
+	return s, nil
+}
+
+type call struct {
+	id, name string
+	args     strings.Builder
+}
+
+type stream struct {
+	a     *Adapter
+	req   *provider.Request
+	at    *attempt
+	sdk   *ssestream.Stream[openai.ChatCompletionChunk]
+	start time.Time
+
+	text      strings.Builder
+	calls     []*call
+	byIndex   map[int64]int // wire index -> position in calls of the call now open there
+	finish    string
+	respModel string
+	usage     *provider.Usage
+	pending   []provider.Chunk
+	done      bool
+	err       error
+	closeOnce sync.Once
+}
+
+func (s *stream) raw() *http.Response { return s.at.raw }
+
+// Recv returns the next chunk, the final chunk with the whole result, then
+// io.EOF.
+func (s *stream) Recv() (provider.Chunk, error) {
+	for {
+		if len(s.pending) > 0 {
+			c := s.pending[0]
+			s.pending = s.pending[1:]
+			return c, nil
+		}
+		if s.err != nil {
+			return provider.Chunk{}, s.err
+		}
+		if s.done {
+			return provider.Chunk{}, io.EOF
+		}
+		if s.sdk.Next() {
+			s.handle(s.sdk.Current())
+			continue
+		}
+		if err := s.sdk.Err(); err != nil {
+			return provider.Chunk{}, s.fail(s.a.classify(s.at.ctx, err, s.raw(), s.at.model))
+		}
+		if s.at.ctx.Err() != nil {
+			return provider.Chunk{}, s.fail(s.a.classify(s.at.ctx, s.at.ctx.Err(), nil, s.at.model))
+		}
+		// The stream ended. Without a finish reason it was cut short.
+		if s.finish == "" {
+			return provider.Chunk{}, s.fail(&provider.Error{Kind: provider.KindNetwork, Provider: s.a.name, Model: s.at.model,
+				Diagnostic: provider.Diagnostic{Message: "stream ended without a finish_reason (truncated)", RequestID: s.requestID()}})
+		}
+		res, err := s.result()
+		if err != nil {
+			return provider.Chunk{}, s.fail(err)
+		}
+		s.done = true
+		s.Close()
+		return provider.Chunk{Final: true, Result: res}, nil
+	}
+}
+
+func (s *stream) requestID() string {
+	if r := s.raw(); r != nil {
+		return r.Header.Get("x-request-id")
+	}
+	return ""
+}
+
+// handle turns one wire chunk into zero or more chunks. Tool-call
+// fragments are keyed by index and id: a fragment with a new id at an index
+// in use starts a new call (some servers reuse index 0 for every call).
+func (s *stream) handle(c openai.ChatCompletionChunk) {
+	if c.Model != "" {
+		s.respModel = c.Model
+	}
+	if c.JSON.Usage.Valid() && (c.Usage.PromptTokens > 0 || c.Usage.CompletionTokens > 0) {
+		u := usage(c.Usage)
+		s.usage = &u
+	}
+	for _, ch := range c.Choices {
+		if ch.Index != 0 {
+			continue // one answer per request; n > 1 is never asked for
+		}
+		d := ch.Delta
+		if d.Content != "" {
+			s.text.WriteString(d.Content)
+			s.pending = append(s.pending, provider.Chunk{Text: d.Content})
+		}
+		for _, tc := range d.ToolCalls {
+			pos, open := s.byIndex[tc.Index]
+			if !open || (tc.ID != "" && s.calls[pos].id != "" && tc.ID != s.calls[pos].id) {
+				pos = len(s.calls)
+				s.calls = append(s.calls, &call{})
+				s.byIndex[tc.Index] = pos
+			}
+			cl := s.calls[pos]
+			delta := &provider.ToolCallDelta{Index: pos, Arguments: tc.Function.Arguments}
+			if tc.ID != "" && cl.id == "" {
+				cl.id, delta.ID = tc.ID, tc.ID
+			}
+			if tc.Function.Name != "" && cl.name == "" {
+				cl.name, delta.Name = tc.Function.Name, tc.Function.Name
+			}
+			cl.args.WriteString(tc.Function.Arguments)
+			s.pending = append(s.pending, provider.Chunk{ToolCall: delta})
+		}
+		if ch.FinishReason != "" {
+			s.finish = ch.FinishReason
+		}
+	}
+}
+
+func (s *stream) result() (*provider.Result, error) {
+	res := &provider.Result{Provider: s.a.name, Model: s.respModel, RawStopReason: s.finish, ToolCalls: []provider.ToolCall{}, RequestID: s.requestID()}
+	if res.Model == "" {
+		res.Model = s.at.model
+	}
+	res.Content = s.text.String()
+	if res.Content != "" {
+		res.Parts = append(res.Parts, provider.Part{Type: provider.PartText, Text: res.Content})
+	}
+	for _, c := range s.calls {
+		args, err := normaliseArguments(c.args.String())
+		if err != nil {
+			return nil, s.a.protocolError(s.at.model, s.raw(), "tool call "+c.id+": "+err.Error())
+		}
+		res.ToolCalls = append(res.ToolCalls, provider.ToolCall{ID: c.id, Name: c.name, Arguments: args})
+	}
+	for i := range res.ToolCalls {
+		res.Parts = append(res.Parts, provider.Part{Type: provider.PartToolCall, ToolCall: &res.ToolCalls[i]})
+	}
+	res.StopReason = stopReason(s.finish, len(res.ToolCalls) > 0)
+	if s.usage != nil {
+		res.Usage = *s.usage
+	} else {
+		res.Usage = estimateUsage(s.req, res)
+	}
+	res.Cost = s.a.cost(res.Model, res.Usage)
+	res.Latency = s.a.now().Sub(s.start)
+	return res, nil
+}
+
+// fail ends the stream with err, attaching what was billed (reported, or
+// estimated from the output so far) and releasing the connection.
+func (s *stream) fail(err error) error {
+	if pe, ok := err.(*provider.Error); ok {
+		if s.usage != nil {
+			u := *s.usage
+			pe.Usage = &u
+		} else if s.text.Len() > 0 || len(s.calls) > 0 {
+			u := estimateUsage(s.req, &provider.Result{Content: s.text.String()})
+			pe.Usage = &u
+		}
+		if pe.Diagnostic.RequestID == "" {
+			pe.Diagnostic.RequestID = s.requestID()
+		}
+	}
+	s.err = err
+	s.Close()
+	return err
+}
+
+// Close releases the connection; it is safe to call more than once.
+func (s *stream) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		err = s.sdk.Close()
+		s.at.cancel()
+		if s.err == nil && !s.done {
+			s.pending = nil
+			s.err = &provider.Error{Kind: provider.KindCanceled, Provider: s.a.name, Model: s.at.model, Diagnostic: provider.Diagnostic{Message: "stream closed by the caller"}}
+		}
+	})
+	return err
+}
