@@ -6,6 +6,7 @@ package builtin
 import (
 	"github.com/cortexbuild/cortexbuild/provider"
 	"github.com/cortexbuild/cortexbuild/provider/anthropic"
+	"github.com/cortexbuild/cortexbuild/provider/gemini"
 	"github.com/cortexbuild/cortexbuild/provider/openaicompat"
 )
 
@@ -14,6 +15,7 @@ func Registrations() []provider.Registration {
 	return []provider.Registration{
 		anthropic.Registration(),
 		openaicompat.Registration(),
+		gemini.Registration(),
 	}
 }
 

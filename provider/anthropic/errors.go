@@ -30,6 +30,13 @@ func (a *Adapter) classify(ctx context.Context, err error, model string) *provid
 	case ctx.Err() != nil && context.Cause(ctx) == errAttemptTimeout:
 		pe.Kind = provider.KindTimeout
 		pe.Diagnostic.Message = "no complete answer within the attempt timeout"
+	case ctx.Err() != nil:
+		// The caller gave up; whatever the SDK made of the cut connection
+		// (a read or decode error) is a consequence.
+		pe.Kind, pe.Err = provider.KindCanceled, context.Cause(ctx)
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			pe.Kind = provider.KindTimeout
+		}
 	case errors.Is(err, context.Canceled):
 		pe.Kind = provider.KindCanceled
 	case errors.Is(err, context.DeadlineExceeded):

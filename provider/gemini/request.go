@@ -1,0 +1,159 @@
+package gemini
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+
+	"google.golang.org/genai"
+
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// Metadata keys this adapter reads and writes.
+const (
+	// MetaThoughtSignature is a part's or tool call's thought signature,
+	// base64 as a JSON string, echoed back unchanged (Gemini 3 rejects a
+	// function call without it).
+	MetaThoughtSignature = "gemini.thought_signature"
+	// MetaSyntheticID marks a tool call id the adapter made up because
+	// Gemini sent none; it is not sent back.
+	MetaSyntheticID = "gemini.synthetic_id"
+)
+
+func badRequest(name, model, format string, args ...any) *provider.Error {
+	return &provider.Error{Kind: provider.KindBadRequest, Provider: name, Model: model, Diagnostic: provider.Diagnostic{Message: fmt.Sprintf(format, args...)}}
+}
+
+func signature(m provider.Metadata) []byte {
+	raw, ok := m[MetaThoughtSignature]
+	if !ok {
+		return nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return nil
+	}
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+func signatureMeta(sig []byte) provider.Metadata {
+	if len(sig) == 0 {
+		return nil
+	}
+	v, _ := json.Marshal(base64.StdEncoding.EncodeToString(sig))
+	return provider.Metadata{MetaThoughtSignature: v}
+}
+
+// config builds the generation config: system instruction, function
+// declarations with their full JSON Schema, tool choice, output limit.
+func (a *Adapter) config(req *provider.Request, model string) (*genai.GenerateContentConfig, error) {
+	cfg := &genai.GenerateContentConfig{MaxOutputTokens: int32(min(req.EffectiveMaxTokens(), 1<<30))}
+	if req.System != "" {
+		cfg.SystemInstruction = &genai.Content{Parts: []*genai.Part{{Text: req.System}}}
+	}
+	if len(req.Tools) > 0 {
+		tool := &genai.Tool{}
+		for i, t := range req.Tools {
+			fd := &genai.FunctionDeclaration{Name: t.Name, Description: t.Description}
+			if len(t.InputSchema) > 0 {
+				var schema map[string]any
+				if err := json.Unmarshal(t.InputSchema, &schema); err != nil {
+					return nil, badRequest(a.name, model, "tools[%d] %q: input_schema: %v", i, t.Name, err)
+				}
+				fd.ParametersJsonSchema = schema
+			}
+			tool.FunctionDeclarations = append(tool.FunctionDeclarations, fd)
+		}
+		cfg.Tools = []*genai.Tool{tool}
+		fc := &genai.FunctionCallingConfig{Mode: genai.FunctionCallingConfigModeAuto}
+		switch req.ToolChoice {
+		case "", provider.ToolChoiceAuto:
+		case provider.ToolChoiceNone:
+			fc.Mode = genai.FunctionCallingConfigModeNone
+		case provider.ToolChoiceRequired:
+			fc.Mode = genai.FunctionCallingConfigModeAny
+		default:
+			fc.Mode, fc.AllowedFunctionNames = genai.FunctionCallingConfigModeAny, []string{string(req.ToolChoice)}
+		}
+		cfg.ToolConfig = &genai.ToolConfig{FunctionCallingConfig: fc}
+	}
+	return cfg, nil
+}
+
+// contents maps the conversation. Tool results become functionResponse
+// parts named after the call they answer; assistant turns keep their
+// thought signatures byte for byte.
+func (a *Adapter) contents(req *provider.Request, model string) ([]*genai.Content, error) {
+	conv := req.Conversation()
+	calls := map[string]*provider.ToolCall{}
+	for _, m := range conv {
+		for _, p := range m.Parts {
+			if p.ToolCall != nil {
+				calls[p.ToolCall.ID] = p.ToolCall
+			}
+		}
+	}
+	out := make([]*genai.Content, 0, len(conv))
+	for i, m := range conv {
+		c := &genai.Content{Role: genai.RoleUser}
+		if m.Role == provider.RoleAssistant {
+			c.Role = genai.RoleModel
+		}
+		for j, p := range m.Parts {
+			switch p.Type {
+			case provider.PartText:
+				if p.Text != "" || len(signature(p.Meta)) > 0 {
+					c.Parts = append(c.Parts, &genai.Part{Text: p.Text, ThoughtSignature: signature(p.Meta)})
+				}
+			case provider.PartReasoning:
+				if sig := signature(p.Meta); len(sig) > 0 {
+					c.Parts = append(c.Parts, &genai.Part{Text: p.Text, Thought: true, ThoughtSignature: sig})
+				}
+			case provider.PartToolCall:
+				args := map[string]any{}
+				if len(p.ToolCall.Arguments) > 0 {
+					if err := json.Unmarshal(p.ToolCall.Arguments, &args); err != nil {
+						return nil, badRequest(a.name, model, "messages[%d].parts[%d]: tool call arguments: %v", i, j, err)
+					}
+				}
+				fc := &genai.FunctionCall{Name: p.ToolCall.Name, Args: args}
+				if _, synthetic := p.ToolCall.Meta[MetaSyntheticID]; !synthetic {
+					fc.ID = p.ToolCall.ID
+				}
+				c.Parts = append(c.Parts, &genai.Part{FunctionCall: fc, ThoughtSignature: signature(p.ToolCall.Meta)})
+			case provider.PartToolResult:
+				tr := p.ToolResult
+				name := tr.Name
+				fr := &genai.FunctionResponse{}
+				if call, ok := calls[tr.CallID]; ok {
+					if name == "" {
+						name = call.Name
+					}
+					if _, synthetic := call.Meta[MetaSyntheticID]; !synthetic {
+						fr.ID = tr.CallID
+					}
+				}
+				if name == "" {
+					return nil, badRequest(a.name, model, "messages[%d].parts[%d]: Gemini needs the tool name of result %q: set ToolResult.Name or include the call", i, j, tr.CallID)
+				}
+				fr.Name = name
+				if tr.IsError {
+					fr.Response = map[string]any{"error": tr.Content}
+				} else {
+					fr.Response = map[string]any{"result": tr.Content}
+				}
+				c.Parts = append(c.Parts, &genai.Part{FunctionResponse: fr})
+			}
+		}
+		if len(c.Parts) == 0 {
+			return nil, badRequest(a.name, model, "messages[%d] has no content Gemini can take", i)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}

@@ -1,0 +1,296 @@
+package openaifake
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"unicode/utf8"
+)
+
+// Recorded is one request the fake received, as sent (auth headers
+// included, so tests can assert them).
+type Recorded struct {
+	Method   string
+	Path     string
+	RawQuery string
+	Header   http.Header
+	Body     []byte
+	// RequestID is the x-request-id the OpenAI flavour answered with ("" on
+	// the other flavours, which send none).
+	RequestID string
+}
+
+// Query parses RawQuery.
+func (r Recorded) Query() url.Values {
+	v, _ := url.ParseQuery(r.RawQuery)
+	return v
+}
+
+// APIKey is the Bearer token of the Authorization header ("" if none).
+func (r Recorded) APIKey() string {
+	return bearer(r.Header)
+}
+
+// Decode unmarshals the JSON body into v.
+func (r Recorded) Decode(v any) error {
+	return json.Unmarshal(r.Body, v)
+}
+
+// Model is the body's "model".
+func (r Recorded) Model() string {
+	var b struct {
+		Model string `json:"model"`
+	}
+	_ = json.Unmarshal(r.Body, &b)
+	return b.Model
+}
+
+// Stream reports whether the body asked for a streamed reply.
+func (r Recorded) Stream() bool {
+	var b struct {
+		Stream bool `json:"stream"`
+	}
+	_ = json.Unmarshal(r.Body, &b)
+	return b.Stream
+}
+
+// IncludeUsage reports whether the body asked for the final usage chunk
+// (stream_options.include_usage).
+func (r Recorded) IncludeUsage() bool {
+	var b struct {
+		StreamOptions struct {
+			IncludeUsage bool `json:"include_usage"`
+		} `json:"stream_options"`
+	}
+	_ = json.Unmarshal(r.Body, &b)
+	return b.StreamOptions.IncludeUsage
+}
+
+// Message is one message of a recorded request, flattened for assertions.
+type Message struct {
+	Role string
+	// Content is the string content, or the text parts joined by newlines.
+	Content    string
+	ToolCallID string
+	ToolCalls  []ToolCall
+}
+
+// Messages parses the body's messages (nil if it has none or is not JSON).
+func (r Recorded) Messages() []Message {
+	var body struct {
+		Messages []struct {
+			Role       string          `json:"role"`
+			Content    json.RawMessage `json:"content"`
+			ToolCallID string          `json:"tool_call_id"`
+			ToolCalls  []struct {
+				ID       string `json:"id"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"messages"`
+	}
+	if json.Unmarshal(r.Body, &body) != nil {
+		return nil
+	}
+	var out []Message
+	for _, m := range body.Messages {
+		msg := Message{Role: m.Role, Content: contentText(m.Content), ToolCallID: m.ToolCallID}
+		for _, tc := range m.ToolCalls {
+			msg.ToolCalls = append(msg.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		}
+		out = append(out, msg)
+	}
+	return out
+}
+
+// LastUserText is the text of the last user message.
+func (r Recorded) LastUserText() string {
+	msgs := r.Messages()
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "user" {
+			return msgs[i].Content
+		}
+	}
+	return ""
+}
+
+// contentText flattens a content value (string or part list) to text.
+func contentText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &parts) != nil {
+		return ""
+	}
+	var texts []string
+	for _, p := range parts {
+		if p.Type == "text" {
+			texts = append(texts, p.Text)
+		}
+	}
+	return strings.Join(texts, "\n")
+}
+
+// Echo is the default reply: the text "echo: <last user text>" (truncated
+// to 200 runes), with derived usage.
+func Echo(r Recorded) Reply {
+	text := r.LastUserText()
+	if utf8.RuneCountInString(text) > 200 {
+		text = string([]rune(text)[:200])
+	}
+	if strings.TrimSpace(text) == "" {
+		text = "(empty)"
+	}
+	return Reply{Text: "echo: " + text}
+}
+
+// CountTokens is the fake's deterministic prompt-token count of a request
+// body, used when a reply's Usage is zero and for the context-window
+// checks: ceil(B/4), at least 1, where B is the total byte length of the
+// compacted JSON values of "messages" and "tools". It is not a real
+// tokenizer; it only moves in the same direction as prompt size.
+func CountTokens(body []byte) int {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil {
+		return 1
+	}
+	n := 0
+	for _, k := range []string{"messages", "tools"} {
+		v, ok := fields[k]
+		if !ok {
+			continue
+		}
+		var buf bytes.Buffer
+		if json.Compact(&buf, v) == nil {
+			n += buf.Len()
+		} else {
+			n += len(v)
+		}
+	}
+	return max(1, (n+3)/4)
+}
+
+// completionTokens is the derived completion count: ceil(bytes/4), at
+// least 1.
+func completionTokens(generatedBytes int) int {
+	return max(1, (generatedBytes+3)/4)
+}
+
+// bearer extracts the token of Authorization: Bearer.
+func bearer(h http.Header) string {
+	if a := h.Get("Authorization"); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
+		return strings.TrimSpace(a[7:])
+	}
+	return ""
+}
+
+// chatRequest is what the fake reads from a chat body.
+type chatRequest struct {
+	model               string
+	hasModel            bool
+	stream              bool
+	includeUsage        bool
+	hasStreamOptions    bool
+	noObfuscation       bool
+	hasMaxTokens        bool
+	maxTokens           int
+	maxCompletionTokens int
+}
+
+// parseChat validates a chat body the way the flavour's server does and
+// returns its fields, or the error the server would send.
+func (s *Server) parseChat(body []byte) (chatRequest, *apiError) {
+	var req chatRequest
+	bad := func(msg, param, code string) (chatRequest, *apiError) {
+		return req, &apiError{status: 400, typ: TypeInvalidRequest, message: msg, param: param, code: code}
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
+		switch s.cfg.flavor {
+		case FlavorOllama:
+			if err == nil {
+				return bad("invalid request body", "", "")
+			}
+			return bad(err.Error(), "", "")
+		case FlavorVLLM:
+			return bad("JSON decode error", "", "")
+		}
+		return bad("We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON. If you have trouble figuring out how to fix this, please contact us through our help center at help.openai.com.)", "", "")
+	}
+	present := func(k string) bool {
+		v, ok := fields[k]
+		return ok && string(v) != "null"
+	}
+	if present("model") {
+		req.hasModel = json.Unmarshal(fields["model"], &req.model) == nil && req.model != ""
+	}
+	if present("stream") {
+		_ = json.Unmarshal(fields["stream"], &req.stream)
+	}
+	if present("stream_options") {
+		req.hasStreamOptions = true
+		var so struct {
+			IncludeUsage       bool  `json:"include_usage"`
+			IncludeObfuscation *bool `json:"include_obfuscation"`
+		}
+		_ = json.Unmarshal(fields["stream_options"], &so)
+		req.includeUsage = so.IncludeUsage
+		req.noObfuscation = so.IncludeObfuscation != nil && !*so.IncludeObfuscation
+	}
+	if present("max_tokens") {
+		req.hasMaxTokens = true
+		_ = json.Unmarshal(fields["max_tokens"], &req.maxTokens)
+	}
+	if present("max_completion_tokens") {
+		_ = json.Unmarshal(fields["max_completion_tokens"], &req.maxCompletionTokens)
+	}
+	var msgs []json.RawMessage
+	msgsOK := present("messages") && json.Unmarshal(fields["messages"], &msgs) == nil
+
+	switch s.cfg.flavor {
+	case FlavorOllama:
+		if !msgsOK || len(msgs) == 0 {
+			return bad("[] is too short - 'messages'", "", "")
+		}
+		if !req.hasModel {
+			return bad("model is required", "", "")
+		}
+	case FlavorVLLM:
+		if !msgsOK {
+			return bad("messages: Field required", "", "")
+		}
+		if !req.hasModel && len(s.cfg.models) > 0 {
+			// vLLM serves its one model when the request names none.
+			req.model, req.hasModel = s.cfg.models[0].ID, true
+		}
+	default:
+		if !req.hasModel {
+			return bad("you must provide a model parameter", "", "")
+		}
+		if !present("messages") {
+			return bad("Missing required parameter: 'messages'.", "messages", CodeMissingRequiredParam)
+		}
+		if !msgsOK {
+			return bad("Invalid type for 'messages': expected an array of objects, but got a value instead.", "messages", "invalid_type")
+		}
+		if len(msgs) == 0 {
+			return bad("Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.", "messages", CodeEmptyArray)
+		}
+		if req.hasMaxTokens && reasoningModel(req.model) {
+			return bad(messageMaxTokensNotAllowed, "max_tokens", CodeUnsupportedParameter)
+		}
+		if req.hasStreamOptions && !req.stream {
+			return bad("The 'stream_options' parameter is only allowed when 'stream' is enabled.", "stream_options", "")
+		}
+	}
+	return req, nil
+}
