@@ -2,12 +2,12 @@ package anthropic
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
+
+	"github.com/cortexbuild/cortexbuild/provider/adapterkit"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -56,16 +56,9 @@ func Registration() provider.Registration {
 
 // Adapter talks to one Anthropic endpoint. Build it with [New].
 type Adapter struct {
-	name    string
-	client  anthropic.Client
-	key     string
-	models  map[provider.Tier]string
-	pricer  provider.Pricer
-	now     func() time.Time
-	timeout time.Duration
-
-	mu     sync.Mutex
-	limits provider.RateLimitStatus
+	base   adapterkit.Base
+	client anthropic.Client
+	limits adapterkit.Limits
 }
 
 var _ provider.Adapter = (*Adapter)(nil)
@@ -91,46 +84,19 @@ func New(s provider.Settings) (*Adapter, error) {
 	if s.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(s.HTTPClient))
 	}
-	a := &Adapter{name: s.Name, client: anthropic.NewClient(opts...), key: key, pricer: s.Pricer, now: s.Now, timeout: s.Timeout, models: map[provider.Tier]string{}}
-	if a.name == "" {
-		a.name = Type
-	}
-	if a.now == nil {
-		a.now = time.Now
-	}
-	for t, m := range DefaultModels {
-		a.models[t] = m
-	}
-	for t, m := range s.Models {
-		a.models[t] = m
-	}
-	return a, nil
+	return &Adapter{base: adapterkit.NewBase(s, Type, DefaultModels, key), client: anthropic.NewClient(opts...)}, nil
 }
 
 // Name returns the instance name.
-func (a *Adapter) Name() string { return a.name }
+func (a *Adapter) Name() string { return a.base.Name }
 
 // ModelFor returns the model configured for tier t.
-func (a *Adapter) ModelFor(t provider.Tier) string { return a.models[t] }
-
-func (a *Adapter) model(req *provider.Request) string {
-	if req.Model != "" {
-		return req.Model
-	}
-	return a.models[req.EffectiveTier()]
-}
-
-func (a *Adapter) attemptTimeout(req *provider.Request) time.Duration {
-	if req.Timeout <= 0 && a.timeout > 0 {
-		return a.timeout
-	}
-	return req.EffectiveTimeout()
-}
+func (a *Adapter) ModelFor(t provider.Tier) string { return a.base.ModelFor(t) }
 
 // Capabilities returns what the configured models can do together.
 func (a *Adapter) Capabilities() provider.CapabilitySet {
 	s := baseCapabilities
-	for _, m := range a.models {
+	for _, m := range a.base.Models {
 		s = s.Union(a.ModelCapabilities(m))
 	}
 	return s
@@ -139,52 +105,24 @@ func (a *Adapter) Capabilities() provider.CapabilitySet {
 // ModelCapabilities returns what model can do; long context and vision come
 // from the price catalog.
 func (a *Adapter) ModelCapabilities(model string) provider.CapabilitySet {
-	s := baseCapabilities
-	if a.pricer != nil {
-		if l, err := a.pricer.Limits(Namespace, model); err == nil {
-			s = s.Union(l.Capabilities())
-		}
-	}
-	return s
+	return a.base.ModelCapabilities(baseCapabilities, Namespace, model)
 }
 
 // EstimateCost returns an upper bound of the cost of req (see the package
 // doc for what it bounds).
 func (a *Adapter) EstimateCost(req *provider.Request) (provider.Money, error) {
-	if a.pricer == nil {
-		return 0, &provider.Error{Kind: provider.KindBadRequest, Provider: a.name, Model: a.model(req), Diagnostic: provider.Diagnostic{Message: "no price catalog configured: the request cannot be priced"}}
-	}
-	m, err := a.pricer.Estimate(Namespace, a.model(req), req, a.now())
-	if err != nil {
-		return 0, &provider.Error{Kind: provider.KindBadRequest, Provider: a.name, Model: a.model(req), Diagnostic: provider.Diagnostic{Message: err.Error()}, Err: err}
-	}
-	return m, nil
-}
-
-func (a *Adapter) cost(model string, u provider.Usage) provider.Money {
-	if a.pricer == nil {
-		return 0
-	}
-	c, err := a.pricer.Cost(Namespace, model, u, a.now())
-	if err != nil {
-		return 0
-	}
-	return c
+	return a.base.Estimate(Namespace, a.base.Model(req), req)
 }
 
 // RateLimitStatus returns the anthropic-ratelimit-* figures of the latest
 // response.
-func (a *Adapter) RateLimitStatus(context.Context) provider.RateLimitStatus {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.limits
-}
+func (a *Adapter) RateLimitStatus(context.Context) provider.RateLimitStatus { return a.limits.Status() }
 
 func (a *Adapter) observe(h http.Header, retryAfter time.Duration) {
 	if h == nil {
 		return
 	}
-	s := provider.RateLimitStatus{ObservedAt: a.now(), RetryAfter: retryAfter}
+	s := provider.RateLimitStatus{ObservedAt: a.base.Now(), RetryAfter: retryAfter}
 	num := func(k string) *int64 {
 		v, err := strconv.ParseInt(h.Get(k), 10, 64)
 		if err != nil {
@@ -202,23 +140,18 @@ func (a *Adapter) observe(h http.Header, retryAfter time.Duration) {
 			s.ResetAt = t
 		}
 	}
-	if !s.Known() {
-		return
-	}
-	a.mu.Lock()
-	a.limits = s
-	a.mu.Unlock()
+	a.limits.Record(s)
 }
 
 // HealthCheck lists one model: it proves the endpoint answers and the key
 // is accepted, without spending tokens.
 func (a *Adapter) HealthCheck(ctx context.Context) provider.HealthStatus {
-	start := a.now()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	start := a.base.Now()
+	ctx, cancel := context.WithTimeoutCause(ctx, 30*time.Second, adapterkit.ErrAttemptTimeout)
 	defer cancel()
 	var raw *http.Response
 	_, err := a.client.Models.List(ctx, anthropic.ModelListParams{Limit: anthropic.Int(1)}, option.WithResponseInto(&raw))
-	st := provider.HealthStatus{Healthy: err == nil, Latency: a.now().Sub(start), CheckedAt: start}
+	st := provider.HealthStatus{Healthy: err == nil, Latency: a.base.Now().Sub(start), CheckedAt: start}
 	if raw != nil {
 		a.observe(raw.Header, 0)
 	}
@@ -228,7 +161,3 @@ func (a *Adapter) HealthCheck(ctx context.Context) provider.HealthStatus {
 	}
 	return st
 }
-
-// errAttemptTimeout is the cause of an attempt's context when its timeout,
-// not the caller, ended it.
-var errAttemptTimeout = errors.New("attempt timed out")

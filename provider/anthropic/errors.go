@@ -3,16 +3,13 @@ package anthropic
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"regexp"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/cortexbuild/cortexbuild/provider"
+	"github.com/cortexbuild/cortexbuild/provider/adapterkit"
 )
 
 var promptTooLong = regexp.MustCompile(`(?i)prompt is too long|context window|too many tokens`)
@@ -21,67 +18,16 @@ var promptTooLong = regexp.MustCompile(`(?i)prompt is too long|context window|to
 // the attempt's context: its cause tells our timeout from the caller's
 // cancellation.
 func (a *Adapter) classify(ctx context.Context, err error, model string) *provider.Error {
-	pe := &provider.Error{Provider: a.name, Model: model, Err: err}
 	var apiErr *anthropic.Error
-	switch {
-	case errors.As(err, &apiErr):
-		a.fromAPIError(pe, apiErr)
-		pe.Err = nil // the SDK's text repeats the body; the Diagnostic has it
-	case ctx.Err() != nil && context.Cause(ctx) == errAttemptTimeout:
-		pe.Kind = provider.KindTimeout
-		pe.Diagnostic.Message = "no complete answer within the attempt timeout"
-	case ctx.Err() != nil:
-		// The caller gave up; whatever the SDK made of the cut connection
-		// (a read or decode error) is a consequence.
-		pe.Kind, pe.Err = provider.KindCanceled, context.Cause(ctx)
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			pe.Kind = provider.KindTimeout
-		}
-	case errors.Is(err, context.Canceled):
-		pe.Kind = provider.KindCanceled
-	case errors.Is(err, context.DeadlineExceeded):
-		pe.Kind = provider.KindTimeout
-	default:
-		var ne net.Error
-		var oe *net.OpError
-		switch {
-		case errors.As(err, &oe), errors.As(err, &ne):
-			pe.Kind = provider.KindNetwork
-			if ne != nil && ne.Timeout() {
-				pe.Kind = provider.KindTimeout
-			}
-		case isTransport(err):
-			pe.Kind = provider.KindNetwork
-		default:
-			// A body the SDK could not decode: the provider broke its protocol.
-			pe.Kind = provider.KindServer
-			pe.Diagnostic.Message = "unreadable response"
-		}
+	if errors.As(err, &apiErr) {
+		pe := &provider.Error{Provider: a.base.Name, Model: model}
+		a.fromAPIError(pe, apiErr) // the SDK's own text repeats the body; the Diagnostic has it
+		return a.base.Finish(pe)
 	}
-	pe.Diagnostic.Message = provider.Redact(pe.Diagnostic.Message, a.key)
-	if pe.Err != nil {
-		pe.Err = redacted{pe.Err, a.key}
+	if pe, ok := a.base.ClassifyLocal(ctx, err, model); ok {
+		return a.base.Finish(pe)
 	}
-	return pe
-}
-
-// redacted wraps an error whose text might quote a credential.
-type redacted struct {
-	err    error
-	secret string
-}
-
-func (r redacted) Error() string { return provider.Redact(r.err.Error(), r.secret) }
-func (r redacted) Unwrap() error { return r.err }
-
-func isTransport(err error) bool {
-	s := err.Error()
-	for _, frag := range []string{"connection reset", "connection refused", "broken pipe", "EOF", "no such host", "TLS handshake", "server closed"} {
-		if strings.Contains(s, frag) {
-			return true
-		}
-	}
-	return false
+	return a.base.Finish(a.base.Unreadable(err, model))
 }
 
 func (a *Adapter) fromAPIError(pe *provider.Error, e *anthropic.Error) {
@@ -96,10 +42,14 @@ func (a *Adapter) fromAPIError(pe *provider.Error, e *anthropic.Error) {
 		}
 	}
 	if d.Message == "" && typ == "" {
-		d.Message = nonJSONBody(e)
+		ct := ""
+		if h != nil {
+			ct = h.Get("content-type")
+		}
+		d.Message = adapterkit.DescribeBody(e.StatusCode, ct, e.RawJSON())
 	}
 	pe.Diagnostic = d
-	pe.RetryAfter = retryAfter(h, a.now())
+	pe.RetryAfter = adapterkit.RetryAfterHeader(h, a.base.Now())
 	if e.StatusCode != http.StatusOK {
 		a.observe(h, pe.RetryAfter)
 	}
@@ -145,9 +95,7 @@ func (a *Adapter) fromAPIError(pe *provider.Error, e *anthropic.Error) {
 		pe.Kind = provider.KindTimeout
 	case s == 529 || s == 503:
 		pe.Kind = provider.KindOverloaded
-	case s >= 500 || s == 200:
-		pe.Kind = provider.KindServer
-	case s == 409:
+	case s >= 500 || s == 200 || s == 409:
 		pe.Kind = provider.KindServer
 	default:
 		pe.Kind = provider.KindBadRequest
@@ -155,56 +103,4 @@ func (a *Adapter) fromAPIError(pe *provider.Error, e *anthropic.Error) {
 			pe.Kind = provider.KindContextWindowExceeded
 		}
 	}
-}
-
-// nonJSONBody describes a body that is not Anthropic's error JSON, such as
-// a proxy's HTML error page.
-func nonJSONBody(e *anthropic.Error) string {
-	raw := strings.TrimSpace(e.RawJSON())
-	if raw == "" {
-		return "empty error body (status " + strconv.Itoa(e.StatusCode) + ")"
-	}
-	ct := ""
-	if e.Response != nil {
-		ct = e.Response.Header.Get("content-type")
-	}
-	if strings.Contains(ct, "html") || strings.HasPrefix(raw, "<") {
-		title := ""
-		if m := htmlTitle.FindStringSubmatch(raw); m != nil {
-			title = ": " + strings.TrimSpace(m[1])
-		}
-		return "non-JSON error page from an intermediary (proxy or gateway)" + title
-	}
-	if len(raw) > 200 {
-		raw = raw[:200] + "…"
-	}
-	return "unexpected error body: " + raw
-}
-
-var htmlTitle = regexp.MustCompile(`(?is)<title>(.*?)</title>`)
-
-// maxRetryAfter caps a provider-requested delay; anything longer is
-// treated as a day, and the orchestrator's own cap applies on top.
-const maxRetryAfter = 24 * time.Hour
-
-// retryAfter reads retry-after-ms, then retry-after (seconds or an HTTP
-// date).
-func retryAfter(h http.Header, now time.Time) time.Duration {
-	if h == nil {
-		return 0
-	}
-	if v := h.Get("retry-after-ms"); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 {
-			return min(time.Duration(ms*float64(time.Millisecond)), maxRetryAfter)
-		}
-	}
-	if v := h.Get("retry-after"); v != "" {
-		if s, err := strconv.ParseFloat(v, 64); err == nil && s > 0 {
-			return min(time.Duration(s*float64(time.Second)), maxRetryAfter)
-		}
-		if t, err := http.ParseTime(v); err == nil && t.After(now) {
-			return min(t.Sub(now), maxRetryAfter)
-		}
-	}
-	return 0
 }

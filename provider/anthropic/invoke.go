@@ -3,7 +3,6 @@ package anthropic
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strings"
 
@@ -12,8 +11,6 @@ import (
 
 	"github.com/cortexbuild/cortexbuild/provider"
 )
-
-func errorsAs[T any](err error, target *T) bool { return errors.As(err, target) }
 
 // attempt is one call's prepared parameters and bounded context.
 type attempt struct {
@@ -29,14 +26,13 @@ type attempt struct {
 // per-request timeout also goes to the SDK, which otherwise refuses large
 // max_tokens on non-streaming calls.
 func (a *Adapter) begin(ctx context.Context, req *provider.Request) (*attempt, error) {
-	at := &attempt{model: a.model(req)}
+	at := &attempt{model: a.base.Model(req)}
 	var err error
 	if at.params, err = a.params(req, at.model); err != nil {
 		return nil, err
 	}
-	timeout := a.attemptTimeout(req)
-	at.ctx, at.cancel = context.WithTimeoutCause(ctx, timeout, errAttemptTimeout)
-	at.opts = []option.RequestOption{option.WithRequestTimeout(timeout), option.WithResponseInto(&at.raw)}
+	at.ctx, at.cancel = a.base.Attempt(ctx, req)
+	at.opts = []option.RequestOption{option.WithRequestTimeout(a.base.AttemptTimeout(req)), option.WithResponseInto(&at.raw)}
 	return at, nil
 }
 
@@ -47,9 +43,9 @@ func (a *Adapter) Invoke(ctx context.Context, req *provider.Request) (*provider.
 		return nil, err
 	}
 	defer at.cancel()
-	start := a.now()
+	start := a.base.Now()
 	msg, err := a.client.Messages.New(at.ctx, at.params, at.opts...)
-	latency := a.now().Sub(start)
+	latency := a.base.Now().Sub(start)
 	if at.raw != nil {
 		a.observe(at.raw.Header, 0)
 	}
@@ -73,7 +69,7 @@ func usage(u anthropic.Usage) provider.Usage {
 
 // result converts a complete message.
 func (a *Adapter) result(msg *anthropic.Message, requested string) *provider.Result {
-	res := &provider.Result{Provider: a.name, Model: string(msg.Model), RawStopReason: string(msg.StopReason), StopReason: stopReason(string(msg.StopReason)), ToolCalls: []provider.ToolCall{}}
+	res := &provider.Result{Provider: a.base.Name, Model: string(msg.Model), RawStopReason: string(msg.StopReason), StopReason: stopReason(string(msg.StopReason)), ToolCalls: []provider.ToolCall{}}
 	if res.Model == "" {
 		res.Model = requested
 	}
@@ -101,7 +97,7 @@ func (a *Adapter) result(msg *anthropic.Message, requested string) *provider.Res
 	relink(res)
 	res.Content = strings.Join(text, "")
 	res.Usage = usage(msg.Usage)
-	res.Cost = a.cost(res.Model, res.Usage)
+	res.Cost = a.base.Cost(Namespace, res.Model, res.Usage)
 	return res
 }
 

@@ -16,10 +16,6 @@ const (
 	MetaCacheControl     = "anthropic.cache_control"     // JSON object: {"type":"ephemeral","ttl":"1h"}
 )
 
-func badRequest(name, model, format string, args ...any) *provider.Error {
-	return &provider.Error{Kind: provider.KindBadRequest, Provider: name, Model: model, Diagnostic: provider.Diagnostic{Message: fmt.Sprintf(format, args...)}}
-}
-
 func cacheControl(ttl provider.PromptCache) anthropic.CacheControlEphemeralParam {
 	cc := anthropic.NewCacheControlEphemeralParam()
 	if ttl == provider.PromptCache1h {
@@ -30,11 +26,7 @@ func cacheControl(ttl provider.PromptCache) anthropic.CacheControlEphemeralParam
 
 // params turns a request into the SDK's parameters.
 func (a *Adapter) params(req *provider.Request, model string) (anthropic.MessageNewParams, error) {
-	if err := req.Validate(); err != nil {
-		var pe *provider.Error
-		if errorsAs(err, &pe) {
-			pe.Provider, pe.Model = a.name, model
-		}
+	if err := a.base.Validate(req, model); err != nil {
 		return anthropic.MessageNewParams{}, err
 	}
 	p := anthropic.MessageNewParams{Model: anthropic.Model(model), MaxTokens: int64(req.EffectiveMaxTokens())}
@@ -48,7 +40,7 @@ func (a *Adapter) params(req *provider.Request, model string) (anthropic.Message
 	for i, t := range req.Tools {
 		tp, err := toolParam(t)
 		if err != nil {
-			return p, badRequest(a.name, model, "tools[%d] %q: %v", i, t.Name, err)
+			return p, a.base.BadRequest(model, fmt.Sprintf("tools[%d] %q: %v", i, t.Name, err))
 		}
 		if i == len(req.Tools)-1 && req.PromptCache != provider.PromptCacheOff {
 			tp.CacheControl = cacheControl(req.PromptCache)
@@ -72,14 +64,14 @@ func (a *Adapter) params(req *provider.Request, model string) (anthropic.Message
 		for j, part := range m.Parts {
 			b, err := contentBlock(part)
 			if err != nil {
-				return p, badRequest(a.name, model, "messages[%d].parts[%d]: %v", i, j, err)
+				return p, a.base.BadRequest(model, fmt.Sprintf("messages[%d].parts[%d]: %v", i, j, err))
 			}
 			if b != nil {
 				blocks = append(blocks, *b)
 			}
 		}
 		if len(blocks) == 0 {
-			return p, badRequest(a.name, model, "messages[%d] has no content", i)
+			return p, a.base.BadRequest(model, fmt.Sprintf("messages[%d] has no content", i))
 		}
 		if m.Role == provider.RoleAssistant {
 			p.Messages = append(p.Messages, anthropic.NewAssistantMessage(blocks...))

@@ -22,7 +22,7 @@ func (a *Adapter) Stream(ctx context.Context, req *provider.Request) (provider.S
 	if err != nil {
 		return nil, err
 	}
-	s := &stream{a: a, ctx: at.ctx, cancel: at.cancel, model: at.model, start: a.now(), blocks: map[int64]*block{}}
+	s := &stream{a: a, ctx: at.ctx, cancel: at.cancel, model: at.model, start: a.base.Now(), blocks: map[int64]*block{}}
 	s.sdk = a.client.Messages.NewStreaming(at.ctx, at.params, at.opts...)
 	s.raw = at.raw
 	if s.raw != nil {
@@ -85,8 +85,7 @@ func (s *stream) Recv() (provider.Chunk, error) {
 	if s.ctx.Err() != nil {
 		return provider.Chunk{}, s.fail(s.a.classify(s.ctx, s.ctx.Err(), s.model))
 	}
-	return provider.Chunk{}, s.fail(&provider.Error{Kind: provider.KindNetwork, Provider: s.a.name, Model: s.model,
-		Diagnostic: provider.Diagnostic{Message: "stream ended before message_stop (truncated)", RequestID: s.requestID()}})
+	return provider.Chunk{}, s.fail(s.a.base.Truncated(s.model, "message_stop", s.requestID()))
 }
 
 func (s *stream) requestID() string {
@@ -188,11 +187,11 @@ func (s *stream) handle(ev anthropic.MessageStreamEventUnion) (provider.Chunk, b
 }
 
 func (s *stream) protocolError(msg string) *provider.Error {
-	return &provider.Error{Kind: provider.KindServer, Provider: s.a.name, Model: s.model, Diagnostic: provider.Diagnostic{Message: msg, RequestID: s.requestID()}}
+	return s.a.base.Protocol(s.model, s.requestID(), msg)
 }
 
 func (s *stream) result() (*provider.Result, error) {
-	res := &provider.Result{Provider: s.a.name, Model: s.respModel, RawStopReason: s.stop, StopReason: stopReason(s.stop), ToolCalls: []provider.ToolCall{}, RequestID: s.requestID()}
+	res := &provider.Result{Provider: s.a.base.Name, Model: s.respModel, RawStopReason: s.stop, StopReason: stopReason(s.stop), ToolCalls: []provider.ToolCall{}, RequestID: s.requestID()}
 	if res.Model == "" {
 		res.Model = s.model
 	}
@@ -223,8 +222,8 @@ func (s *stream) result() (*provider.Result, error) {
 	relink(res)
 	res.Content = strings.Join(text, "")
 	res.Usage = s.usage
-	res.Cost = s.a.cost(res.Model, res.Usage)
-	res.Latency = s.a.now().Sub(s.start)
+	res.Cost = s.a.base.Cost(Namespace, res.Model, res.Usage)
+	res.Latency = s.a.base.Now().Sub(s.start)
 	return res, nil
 }
 
@@ -235,7 +234,7 @@ func (s *stream) Close() error {
 		err = s.sdk.Close()
 		s.cancel()
 		if s.err == nil && !s.done {
-			s.err = &provider.Error{Kind: provider.KindCanceled, Provider: s.a.name, Model: s.model, Diagnostic: provider.Diagnostic{Message: "stream closed by the caller"}}
+			s.err = s.a.base.Canceled(s.model)
 		}
 	})
 	return err

@@ -1,8 +1,12 @@
 package gemini
 
 import (
+	"time"
+
 	"encoding/json"
 	"testing"
+
+	"github.com/cortexbuild/cortexbuild/provider/adapterkit"
 
 	"google.golang.org/genai"
 
@@ -24,7 +28,7 @@ func TestSyntheticCallIDsAreNotSentBack(t *testing.T) {
 	if len(acc.calls) != 2 || acc.calls[0].ID == "" || acc.calls[0].ID == acc.calls[1].ID || string(acc.calls[1].Arguments) != "{}" {
 		t.Fatalf("calls = %+v", acc.calls)
 	}
-	a := &Adapter{name: "g"}
+	a := &Adapter{base: adapterkit.Base{Name: "g", Now: time.Now}}
 	res, _ := a.result(&acc, "gemini-2.5-flash")
 	req := &provider.Request{Messages: []provider.Message{provider.UserText("q"), res.Message(),
 		provider.ToolResults(provider.ToolResult{CallID: acc.calls[0].ID, Content: "18C"}, provider.ToolResult{CallID: acc.calls[1].ID, Content: "noon"})}}

@@ -3,12 +3,12 @@ package gemini
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cortexbuild/cortexbuild/provider/adapterkit"
 
 	"google.golang.org/genai"
 
@@ -16,80 +16,31 @@ import (
 )
 
 var (
-	overflowRE  = regexp.MustCompile(`(?i)input token count.*exceeds the maximum|exceeds the maximum number of tokens`)
-	htmlTitleRE = regexp.MustCompile(`(?is)<title>(.*?)</title>`)
+	overflowRE = regexp.MustCompile(`(?i)input token count.*exceeds the maximum|exceeds the maximum number of tokens`)
 )
-
-// maxRetryAfter caps a provider-requested delay.
-const maxRetryAfter = 24 * time.Hour
 
 // classify turns any failure into a *provider.Error.
 func (a *Adapter) classify(ctx context.Context, err error, model string) *provider.Error {
-	pe := &provider.Error{Provider: a.name, Model: model}
 	var apiErr genai.APIError
 	var apiErrPtr *genai.APIError
+	var pe *provider.Error
 	switch {
 	case errors.As(err, &apiErr):
+		pe = &provider.Error{Provider: a.base.Name, Model: model}
 		a.fromAPIError(pe, apiErr)
 	case errors.As(err, &apiErrPtr):
+		pe = &provider.Error{Provider: a.base.Name, Model: model}
 		a.fromAPIError(pe, *apiErrPtr)
-	case ctx.Err() != nil && context.Cause(ctx) == errAttemptTimeout:
-		pe.Kind = provider.KindTimeout
-		pe.Diagnostic.Message = "no complete answer within the attempt timeout"
-	case ctx.Err() != nil:
-		// The caller gave up; whatever the SDK made of the cut connection
-		// (a read or decode error) is a consequence.
-		pe.Kind, pe.Err = provider.KindCanceled, context.Cause(ctx)
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			pe.Kind = provider.KindTimeout
-		}
-	case errors.Is(err, context.Canceled):
-		pe.Kind, pe.Err = provider.KindCanceled, err
-	case errors.Is(err, context.DeadlineExceeded):
-		pe.Kind, pe.Err = provider.KindTimeout, err
 	default:
-		pe.Err = err
-		var ne net.Error
-		var oe *net.OpError
-		switch {
-		case errors.As(err, &oe), errors.As(err, &ne):
-			pe.Kind = provider.KindNetwork
-			if ne != nil && ne.Timeout() {
-				pe.Kind = provider.KindTimeout
-			}
-		case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), isTransport(err):
-			pe.Kind = provider.KindNetwork
-		default:
-			pe.Kind = provider.KindServer
-			pe.Diagnostic.Message = "unreadable response"
+		var ok bool
+		if pe, ok = a.base.ClassifyLocal(ctx, err, model); !ok {
+			pe = a.base.Unreadable(err, model)
 		}
-	}
-	pe.Diagnostic.Message = provider.Redact(pe.Diagnostic.Message, a.key)
-	if pe.Err != nil {
-		pe.Err = redacted{pe.Err, a.key}
 	}
 	if pe.Kind == provider.KindRateLimit {
 		a.observeRetry(pe.RetryAfter)
 	}
-	return pe
-}
-
-type redacted struct {
-	err    error
-	secret string
-}
-
-func (r redacted) Error() string { return provider.Redact(r.err.Error(), r.secret) }
-func (r redacted) Unwrap() error { return r.err }
-
-func isTransport(err error) bool {
-	s := err.Error()
-	for _, frag := range []string{"connection reset", "connection refused", "broken pipe", "unexpected EOF", "no such host", "TLS handshake", "server closed"} {
-		if strings.Contains(s, frag) {
-			return true
-		}
-	}
-	return false
+	return a.base.Finish(pe)
 }
 
 // detail returns the details of one google.rpc type ("RetryInfo").
@@ -109,12 +60,8 @@ func details(e genai.APIError, typ string) []map[string]any {
 // RetryInfo.retryDelay, unless a per-day quota is exhausted.
 func (a *Adapter) fromAPIError(pe *provider.Error, e genai.APIError) {
 	msg := e.Message
-	if strings.HasPrefix(strings.TrimSpace(msg), "<") {
-		title := ""
-		if m := htmlTitleRE.FindStringSubmatch(msg); m != nil {
-			title = ": " + strings.TrimSpace(m[1])
-		}
-		msg = "non-JSON error page from an intermediary (proxy or gateway)" + title
+	if adapterkit.LooksLikeHTML("", msg) {
+		msg = adapterkit.DescribeBody(e.Code, "text/html", msg)
 	}
 	status := e.Status
 	if _, err := strconv.Atoi(strings.Fields(status + " x")[0]); err == nil {
@@ -149,7 +96,7 @@ func (a *Adapter) fromAPIError(pe *provider.Error, e genai.APIError) {
 			for _, d := range details(e, "RetryInfo") {
 				if s, _ := d["retryDelay"].(string); s != "" {
 					if dur, err := time.ParseDuration(s); err == nil && dur > 0 {
-						pe.RetryAfter = min(dur, maxRetryAfter)
+						pe.RetryAfter = min(dur, adapterkit.MaxRetryAfter)
 					}
 				}
 			}

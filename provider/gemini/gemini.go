@@ -2,11 +2,11 @@ package gemini
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
+
+	"github.com/cortexbuild/cortexbuild/provider/adapterkit"
 
 	"google.golang.org/genai"
 
@@ -59,18 +59,9 @@ func Registration() provider.Registration {
 
 // Adapter talks to the Gemini Developer API. Build it with [New].
 type Adapter struct {
-	name    string
-	client  *genai.Client
-	key     string
-	models  map[provider.Tier]string
-	extra   provider.CapabilitySet
-	pricer  provider.Pricer
-	now     func() time.Time
-	timeout time.Duration
-
-	mu         sync.Mutex
-	retryAfter time.Duration
-	retryAt    time.Time
+	base   adapterkit.Base
+	client *genai.Client
+	limits adapterkit.Limits
 }
 
 var (
@@ -101,46 +92,19 @@ func New(s provider.Settings) (*Adapter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gemini: %w", err)
 	}
-	a := &Adapter{name: s.Name, client: client, key: key, pricer: s.Pricer, now: s.Now, timeout: s.Timeout, extra: s.Capabilities, models: map[provider.Tier]string{}}
-	if a.name == "" {
-		a.name = Type
-	}
-	if a.now == nil {
-		a.now = time.Now
-	}
-	for t, m := range DefaultModels {
-		a.models[t] = m
-	}
-	for t, m := range s.Models {
-		a.models[t] = m
-	}
-	return a, nil
+	return &Adapter{base: adapterkit.NewBase(s, Type, DefaultModels, key), client: client}, nil
 }
 
 // Name returns the instance name.
-func (a *Adapter) Name() string { return a.name }
+func (a *Adapter) Name() string { return a.base.Name }
 
 // ModelFor returns the model configured for tier t.
-func (a *Adapter) ModelFor(t provider.Tier) string { return a.models[t] }
-
-func (a *Adapter) model(req *provider.Request) string {
-	if req.Model != "" {
-		return req.Model
-	}
-	return a.models[req.EffectiveTier()]
-}
-
-func (a *Adapter) attemptTimeout(req *provider.Request) time.Duration {
-	if req.Timeout <= 0 && a.timeout > 0 {
-		return a.timeout
-	}
-	return req.EffectiveTimeout()
-}
+func (a *Adapter) ModelFor(t provider.Tier) string { return a.base.ModelFor(t) }
 
 // Capabilities returns what the configured models can do together.
 func (a *Adapter) Capabilities() provider.CapabilitySet {
-	s := baseCapabilities.Union(a.extra)
-	for _, m := range a.models {
+	s := baseCapabilities.Union(a.base.Extra)
+	for _, m := range a.base.Models {
 		s = s.Union(a.ModelCapabilities(m))
 	}
 	return s
@@ -149,77 +113,37 @@ func (a *Adapter) Capabilities() provider.CapabilitySet {
 // ModelCapabilities returns what model can do; long context (from its
 // window) and vision come from the price catalog.
 func (a *Adapter) ModelCapabilities(model string) provider.CapabilitySet {
-	s := baseCapabilities.Union(a.extra)
-	if a.pricer != nil {
-		if l, err := a.pricer.Limits(Namespace, model); err == nil {
-			s = s.Union(l.Capabilities())
-		}
-	}
-	return s
+	return a.base.ModelCapabilities(baseCapabilities, Namespace, model)
 }
 
 // EstimateCost returns an upper bound of the cost of req: the prompt counted
 // offline with a safety factor, the output (thinking included) at
 // max_tokens.
 func (a *Adapter) EstimateCost(req *provider.Request) (provider.Money, error) {
-	model := a.model(req)
-	if a.pricer == nil {
-		return 0, &provider.Error{Kind: provider.KindBadRequest, Provider: a.name, Model: model, Diagnostic: provider.Diagnostic{Message: "no price catalog configured: the request cannot be priced"}}
-	}
-	m, err := a.pricer.Estimate(Namespace, model, req, a.now())
-	if err != nil {
-		return 0, &provider.Error{Kind: provider.KindBadRequest, Provider: a.name, Model: model, Diagnostic: provider.Diagnostic{Message: err.Error()}, Err: err}
-	}
-	return m, nil
-}
-
-func (a *Adapter) cost(model string, u provider.Usage) provider.Money {
-	if a.pricer == nil {
-		return 0
-	}
-	c, err := a.pricer.Cost(Namespace, model, u, a.now())
-	if err != nil {
-		return 0
-	}
-	return c
+	return a.base.Estimate(Namespace, a.base.Model(req), req)
 }
 
 // RateLimitStatus reports what Gemini says about rate limits: nothing but
 // the retry delay of the last 429, since it sends no rate-limit headers.
 // Counts stay unknown rather than invented.
-func (a *Adapter) RateLimitStatus(context.Context) provider.RateLimitStatus {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.retryAfter == 0 {
-		return provider.RateLimitStatus{}
-	}
-	return provider.RateLimitStatus{RetryAfter: a.retryAfter, ResetAt: a.retryAt.Add(a.retryAfter), ObservedAt: a.retryAt}
-}
+func (a *Adapter) RateLimitStatus(context.Context) provider.RateLimitStatus { return a.limits.Status() }
 
 func (a *Adapter) observeRetry(d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	a.mu.Lock()
-	a.retryAfter, a.retryAt = d, a.now()
-	a.mu.Unlock()
+	now := a.base.Now()
+	a.limits.Record(provider.RateLimitStatus{RetryAfter: d, ResetAt: now.Add(d), ObservedAt: now})
 }
 
 // HealthCheck lists one model (models.list with page size 1): free, and no
 // generate quota is consumed.
 func (a *Adapter) HealthCheck(ctx context.Context) provider.HealthStatus {
-	start := a.now()
-	ctx, cancel := context.WithTimeoutCause(ctx, 30*time.Second, errAttemptTimeout)
+	start := a.base.Now()
+	ctx, cancel := context.WithTimeoutCause(ctx, 30*time.Second, adapterkit.ErrAttemptTimeout)
 	defer cancel()
 	_, err := a.client.Models.List(ctx, &genai.ListModelsConfig{PageSize: 1})
-	st := provider.HealthStatus{Healthy: err == nil, Latency: a.now().Sub(start), CheckedAt: start}
+	st := provider.HealthStatus{Healthy: err == nil, Latency: a.base.Now().Sub(start), CheckedAt: start}
 	if err != nil {
 		pe := a.classify(ctx, err, "")
 		st.Error, st.Kind = pe.Error(), pe.Kind
 	}
 	return st
 }
-
-// errAttemptTimeout is the cause of an attempt's context when its timeout,
-// not the caller, ended it.
-var errAttemptTimeout = errors.New("attempt timed out")

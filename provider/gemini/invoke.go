@@ -3,7 +3,6 @@ package gemini
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -22,12 +21,8 @@ type attempt struct {
 }
 
 func (a *Adapter) begin(ctx context.Context, req *provider.Request) (*attempt, error) {
-	at := &attempt{model: a.model(req)}
-	if err := req.Validate(); err != nil {
-		var pe *provider.Error
-		if errors.As(err, &pe) {
-			pe.Provider, pe.Model = a.name, at.model
-		}
+	at := &attempt{model: a.base.Model(req)}
+	if err := a.base.Validate(req, at.model); err != nil {
 		return nil, err
 	}
 	var err error
@@ -37,7 +32,7 @@ func (a *Adapter) begin(ctx context.Context, req *provider.Request) (*attempt, e
 	if at.contents, err = a.contents(req, at.model); err != nil {
 		return nil, err
 	}
-	at.ctx, at.cancel = context.WithTimeoutCause(ctx, a.attemptTimeout(req), errAttemptTimeout)
+	at.ctx, at.cancel = a.base.Attempt(ctx, req)
 	return at, nil
 }
 
@@ -48,9 +43,9 @@ func (a *Adapter) Invoke(ctx context.Context, req *provider.Request) (*provider.
 		return nil, err
 	}
 	defer at.cancel()
-	start := a.now()
+	start := a.base.Now()
 	resp, err := a.client.Models.GenerateContent(at.ctx, at.model, at.contents, at.config)
-	latency := a.now().Sub(start)
+	latency := a.base.Now().Sub(start)
 	if err != nil {
 		return nil, a.classify(at.ctx, err, at.model)
 	}
@@ -78,7 +73,7 @@ func (e *errBlocked) Error() string {
 }
 
 func (a *Adapter) blocked(model string, err error) *provider.Error {
-	return &provider.Error{Kind: provider.KindBadRequest, Provider: a.name, Model: model, Diagnostic: provider.Diagnostic{Status: 200, Type: "blocked_prompt", Message: err.Error()}}
+	return &provider.Error{Kind: provider.KindBadRequest, Provider: a.base.Name, Model: model, Diagnostic: provider.Diagnostic{Status: 200, Type: "blocked_prompt", Message: err.Error()}}
 }
 
 // accumulator gathers one answer from one response or a stream of them:
@@ -152,7 +147,7 @@ func (acc *accumulator) add(r *genai.GenerateContentResponse) error {
 // result builds the final Result. promptTokenCount already includes the
 // cached tokens; thoughts are billed as output.
 func (a *Adapter) result(acc *accumulator, requested string) (*provider.Result, error) {
-	res := &provider.Result{Provider: a.name, Model: acc.model, Content: acc.text.String(), ToolCalls: acc.calls, Parts: acc.parts, RawStopReason: string(acc.finish), RequestID: acc.requestID}
+	res := &provider.Result{Provider: a.base.Name, Model: acc.model, Content: acc.text.String(), ToolCalls: acc.calls, Parts: acc.parts, RawStopReason: string(acc.finish), RequestID: acc.requestID}
 	if res.ToolCalls == nil {
 		res.ToolCalls = []provider.ToolCall{}
 	}
@@ -171,9 +166,9 @@ func (a *Adapter) result(acc *accumulator, requested string) (*provider.Result, 
 		res.Usage = provider.UsageInclusive(int64(u.PromptTokenCount)+int64(u.ToolUsePromptTokenCount), int64(u.CachedContentTokenCount), 0, int64(u.CandidatesTokenCount)+int64(u.ThoughtsTokenCount))
 		res.Usage.ReasoningTokens = int64(u.ThoughtsTokenCount)
 	}
-	res.Cost = a.cost(requested, res.Usage)
+	res.Cost = a.base.Cost(Namespace, requested, res.Usage)
 	if res.Cost == 0 && res.Model != requested {
-		res.Cost = a.cost(res.Model, res.Usage)
+		res.Cost = a.base.Cost(Namespace, res.Model, res.Usage)
 	}
 	return res, nil
 }

@@ -21,10 +21,6 @@ const (
 	MetaSyntheticID = "gemini.synthetic_id"
 )
 
-func badRequest(name, model, format string, args ...any) *provider.Error {
-	return &provider.Error{Kind: provider.KindBadRequest, Provider: name, Model: model, Diagnostic: provider.Diagnostic{Message: fmt.Sprintf(format, args...)}}
-}
-
 func signature(m provider.Metadata) []byte {
 	raw, ok := m[MetaThoughtSignature]
 	if !ok {
@@ -63,7 +59,7 @@ func (a *Adapter) config(req *provider.Request, model string) (*genai.GenerateCo
 			if len(t.InputSchema) > 0 {
 				var schema map[string]any
 				if err := json.Unmarshal(t.InputSchema, &schema); err != nil {
-					return nil, badRequest(a.name, model, "tools[%d] %q: input_schema: %v", i, t.Name, err)
+					return nil, a.base.BadRequest(model, fmt.Sprintf("tools[%d] %q: input_schema: %v", i, t.Name, err))
 				}
 				fd.ParametersJsonSchema = schema
 			}
@@ -118,7 +114,7 @@ func (a *Adapter) contents(req *provider.Request, model string) ([]*genai.Conten
 				args := map[string]any{}
 				if len(p.ToolCall.Arguments) > 0 {
 					if err := json.Unmarshal(p.ToolCall.Arguments, &args); err != nil {
-						return nil, badRequest(a.name, model, "messages[%d].parts[%d]: tool call arguments: %v", i, j, err)
+						return nil, a.base.BadRequest(model, fmt.Sprintf("messages[%d].parts[%d]: tool call arguments: %v", i, j, err))
 					}
 				}
 				fc := &genai.FunctionCall{Name: p.ToolCall.Name, Args: args}
@@ -139,7 +135,7 @@ func (a *Adapter) contents(req *provider.Request, model string) ([]*genai.Conten
 					}
 				}
 				if name == "" {
-					return nil, badRequest(a.name, model, "messages[%d].parts[%d]: Gemini needs the tool name of result %q: set ToolResult.Name or include the call", i, j, tr.CallID)
+					return nil, a.base.BadRequest(model, fmt.Sprintf("messages[%d].parts[%d]: Gemini needs the tool name of result %q: set ToolResult.Name or include the call", i, j, tr.CallID))
 				}
 				fr.Name = name
 				if tr.IsError {
@@ -151,7 +147,7 @@ func (a *Adapter) contents(req *provider.Request, model string) ([]*genai.Conten
 			}
 		}
 		if len(c.Parts) == 0 {
-			return nil, badRequest(a.name, model, "messages[%d] has no content Gemini can take", i)
+			return nil, a.base.BadRequest(model, fmt.Sprintf("messages[%d] has no content Gemini can take", i))
 		}
 		out = append(out, c)
 	}

@@ -22,7 +22,7 @@ func (a *Adapter) Stream(ctx context.Context, req *provider.Request) (provider.S
 		return nil, err
 	}
 	next, stop := iter.Pull2(a.client.Models.GenerateContentStream(at.ctx, at.model, at.contents, at.config))
-	return &stream{a: a, at: at, next: next, stop: stop, start: a.now()}, nil
+	return &stream{a: a, at: at, next: next, stop: stop, start: a.base.Now()}, nil
 }
 
 type stream struct {
@@ -82,14 +82,13 @@ func (s *stream) end() (provider.Chunk, error) {
 		return provider.Chunk{}, s.fail(s.a.classify(s.at.ctx, s.at.ctx.Err(), s.at.model))
 	}
 	if s.acc.finish == "" {
-		return provider.Chunk{}, s.fail(&provider.Error{Kind: provider.KindNetwork, Provider: s.a.name, Model: s.at.model,
-			Diagnostic: provider.Diagnostic{Message: "stream ended without a finishReason (truncated)", RequestID: s.acc.requestID}})
+		return provider.Chunk{}, s.fail(s.a.base.Truncated(s.at.model, "a finishReason", s.acc.requestID))
 	}
 	res, err := s.a.result(&s.acc, s.at.model)
 	if err != nil {
 		return provider.Chunk{}, s.fail(err)
 	}
-	res.Latency = s.a.now().Sub(s.start)
+	res.Latency = s.a.base.Now().Sub(s.start)
 	s.done = true
 	s.Close()
 	return provider.Chunk{Final: true, Result: res}, nil
@@ -116,7 +115,7 @@ func (s *stream) Close() error {
 		s.at.cancel()
 		if s.err == nil && !s.done {
 			s.pending = nil
-			s.err = &provider.Error{Kind: provider.KindCanceled, Provider: s.a.name, Model: s.at.model, Diagnostic: provider.Diagnostic{Message: "stream closed by the caller"}}
+			s.err = s.a.base.Canceled(s.at.model)
 		}
 	})
 	return nil

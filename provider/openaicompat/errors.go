@@ -6,12 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cortexbuild/cortexbuild/provider/adapterkit"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/ssestream"
@@ -84,93 +85,47 @@ func parseErrorBody(b []byte) (errBody, bool) {
 }
 
 var (
-	overflowRE  = regexp.MustCompile(`(?i)maximum context length|context length|context window|exceeds the context|too many tokens|prompt is too long|input is too long`)
-	tryAgainRE  = regexp.MustCompile(`(?i)try again in ((?:\d+(?:\.\d+)?(?:ms|s|m|h))+)`)
-	overloadRE  = regexp.MustCompile(`(?i)overloaded|slow down|capacity`)
-	htmlTitleRE = regexp.MustCompile(`(?is)<title>(.*?)</title>`)
+	overflowRE = regexp.MustCompile(`(?i)maximum context length|context length|context window|exceeds the context|too many tokens|prompt is too long|input is too long`)
+	tryAgainRE = regexp.MustCompile(`(?i)try again in ((?:\d+(?:\.\d+)?(?:ms|s|m|h))+)`)
+	overloadRE = regexp.MustCompile(`(?i)overloaded|slow down|capacity`)
 )
 
 // classify turns any failure into a *provider.Error. raw is the HTTP
 // response when there was one: its status, headers and body decide, not
-// the SDK's parse of it (which fails on a proxy's HTML page).
+// the SDK's parse of it (which fails on a proxy's HTML page or a bare
+// string error).
 func (a *Adapter) classify(ctx context.Context, err error, raw *http.Response, model string) *provider.Error {
-	pe := &provider.Error{Provider: a.name, Model: model}
+	pe := &provider.Error{Provider: a.base.Name, Model: model}
 	var se *ssestream.StreamError
 	var apiErr *openai.Error
 	switch {
 	case raw != nil && raw.StatusCode >= 400:
-		body := readBody(raw)
-		a.fromHTTP(pe, raw.StatusCode, raw.Header, body)
+		a.fromHTTP(pe, raw.StatusCode, raw.Header, readBody(raw))
+		pe.Diagnostic.RequestID = raw.Header.Get("x-request-id")
 	case errors.As(err, &se):
 		eb, _ := parseErrorBody(se.Event.Data)
 		a.fromBody(pe, http.StatusOK, eb)
 	case errors.As(err, &apiErr):
 		a.fromBody(pe, apiErr.StatusCode, errBody{Type: apiErr.Type, Code: apiErr.Code, Message: apiErr.Message, Param: apiErr.Param})
-	case ctx.Err() != nil && context.Cause(ctx) == errAttemptTimeout:
-		pe.Kind = provider.KindTimeout
-		pe.Diagnostic.Message = "no complete answer within the attempt timeout"
-	case ctx.Err() != nil:
-		// The caller gave up; whatever the SDK made of the cut connection
-		// (a read or decode error) is a consequence.
-		pe.Kind, pe.Err = provider.KindCanceled, context.Cause(ctx)
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			pe.Kind = provider.KindTimeout
-		}
-	case errors.Is(err, context.Canceled):
-		pe.Kind, pe.Err = provider.KindCanceled, err
-	case errors.Is(err, context.DeadlineExceeded):
-		pe.Kind, pe.Err = provider.KindTimeout, err
 	default:
-		pe.Err = err
-		var ne net.Error
-		var oe *net.OpError
-		switch {
-		case errors.As(err, &oe), errors.As(err, &ne):
-			pe.Kind = provider.KindNetwork
-			if ne != nil && ne.Timeout() {
-				pe.Kind = provider.KindTimeout
-			}
-		case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), isTransport(err):
-			pe.Kind = provider.KindNetwork
-		default:
-			pe.Kind = provider.KindServer
-			pe.Diagnostic.Message = "unreadable response"
+		local, ok := a.base.ClassifyLocal(ctx, err, model)
+		if !ok {
+			local = a.base.Unreadable(err, model)
 		}
+		pe = local
 	}
 	if raw != nil && pe.Diagnostic.RequestID == "" {
 		pe.Diagnostic.RequestID = raw.Header.Get("x-request-id")
 	}
-	pe.Diagnostic.Message = provider.Redact(pe.Diagnostic.Message, a.key)
-	if pe.Err != nil {
-		pe.Err = redacted{pe.Err, a.key}
-	}
-	return pe
+	return a.base.Finish(pe)
 }
 
 func (a *Adapter) protocolError(model string, raw *http.Response, msg string) *provider.Error {
-	pe := &provider.Error{Kind: provider.KindServer, Provider: a.name, Model: model, Diagnostic: provider.Diagnostic{Message: msg}}
+	id := ""
 	if raw != nil {
-		pe.Diagnostic.RequestID = raw.Header.Get("x-request-id")
+		id = raw.Header.Get("x-request-id")
 	}
-	return pe
-}
-
-type redacted struct {
-	err    error
-	secret string
-}
-
-func (r redacted) Error() string { return provider.Redact(r.err.Error(), r.secret) }
-func (r redacted) Unwrap() error { return r.err }
-
-func isTransport(err error) bool {
-	s := err.Error()
-	for _, frag := range []string{"connection reset", "connection refused", "broken pipe", "unexpected EOF", "no such host", "TLS handshake", "server closed"} {
-		if strings.Contains(s, frag) {
-			return true
-		}
-	}
-	return false
+	return a.base.Protocol(model, id, msg)
 }
 
 func readBody(r *http.Response) []byte {
@@ -185,12 +140,13 @@ func readBody(r *http.Response) []byte {
 func (a *Adapter) fromHTTP(pe *provider.Error, status int, h http.Header, body []byte) {
 	eb, ok := parseErrorBody(body)
 	if !ok {
-		eb.Message = nonJSONBody(status, h.Get("content-type"), body)
+		eb.Message = adapterkit.DescribeBody(status, h.Get("content-type"), string(body))
 	}
-	pe.RetryAfter = retryAfter(h, eb.Message, a.now())
 	a.fromBody(pe, status, eb)
-	if pe.Kind != provider.KindRateLimit {
-		pe.RetryAfter = retryAfterHeader(h, a.now()) // overload may carry one too
+	if pe.Kind == provider.KindRateLimit {
+		pe.RetryAfter = retryAfter(h, eb.Message, a.base.Now())
+	} else {
+		pe.RetryAfter = adapterkit.RetryAfterHeader(h, a.base.Now()) // overload may carry one too
 	}
 	a.observe(h, pe.RetryAfter)
 }
@@ -220,48 +176,11 @@ func (a *Adapter) fromBody(pe *provider.Error, status int, eb errBody) {
 	}
 }
 
-func nonJSONBody(status int, contentType string, body []byte) string {
-	raw := strings.TrimSpace(string(body))
-	if raw == "" {
-		return "empty error body (status " + strconv.Itoa(status) + ")"
-	}
-	if strings.Contains(contentType, "html") || strings.HasPrefix(raw, "<") {
-		title := ""
-		if m := htmlTitleRE.FindStringSubmatch(raw); m != nil {
-			title = ": " + strings.TrimSpace(m[1])
-		}
-		return "non-JSON error page from an intermediary (proxy or gateway)" + title
-	}
-	if len(raw) > 200 {
-		raw = raw[:200] + "…"
-	}
-	return "unexpected error body: " + raw
-}
-
-const maxRetryAfter = 24 * time.Hour
-
-func retryAfterHeader(h http.Header, now time.Time) time.Duration {
-	if v := h.Get("retry-after-ms"); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 {
-			return min(time.Duration(ms*float64(time.Millisecond)), maxRetryAfter)
-		}
-	}
-	if v := h.Get("retry-after"); v != "" {
-		if s, err := strconv.ParseFloat(v, 64); err == nil && s > 0 {
-			return min(time.Duration(s*float64(time.Second)), maxRetryAfter)
-		}
-		if t, err := http.ParseTime(v); err == nil && t.After(now) {
-			return min(t.Sub(now), maxRetryAfter)
-		}
-	}
-	return 0
-}
-
 // retryAfter finds a rate limit's delay: retry-after-ms, retry-after, the
 // reset of the exhausted x-ratelimit window, or the message's "try again
 // in 2.4s".
 func retryAfter(h http.Header, msg string, now time.Time) time.Duration {
-	if d := retryAfterHeader(h, now); d > 0 {
+	if d := adapterkit.RetryAfterHeader(h, now); d > 0 {
 		return d
 	}
 	var d time.Duration
@@ -273,11 +192,11 @@ func retryAfter(h http.Header, msg string, now time.Time) time.Duration {
 		}
 	}
 	if d > 0 {
-		return min(d, maxRetryAfter)
+		return min(d, adapterkit.MaxRetryAfter)
 	}
 	if m := tryAgainRE.FindStringSubmatch(msg); m != nil {
 		if r, err := time.ParseDuration(m[1]); err == nil && r > 0 {
-			return min(r, maxRetryAfter)
+			return min(r, adapterkit.MaxRetryAfter)
 		}
 	}
 	return 0

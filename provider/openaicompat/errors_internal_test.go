@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cortexbuild/cortexbuild/provider/adapterkit"
+
 	"github.com/cortexbuild/cortexbuild/provider"
 )
 
@@ -32,7 +34,7 @@ func TestParseErrorBodyLeniently(t *testing.T) {
 }
 
 func TestClassifyBody(t *testing.T) {
-	a := &Adapter{name: "x", now: time.Now}
+	a := &Adapter{base: adapterkit.Base{Name: "x", Now: time.Now}}
 	tests := []struct {
 		name   string
 		status int

@@ -17,9 +17,9 @@ func (a *Adapter) Invoke(ctx context.Context, req *provider.Request) (*provider.
 		return nil, err
 	}
 	defer at.cancel()
-	start := a.now()
+	start := a.base.Now()
 	cc, err := a.client.Chat.Completions.New(at.ctx, at.params, at.opts...)
-	latency := a.now().Sub(start)
+	latency := a.base.Now().Sub(start)
 	if err != nil {
 		return nil, a.classify(at.ctx, err, at.raw, at.model)
 	}
@@ -30,7 +30,7 @@ func (a *Adapter) Invoke(ctx context.Context, req *provider.Request) (*provider.
 		return nil, a.protocolError(at.model, at.raw, "the response has no choices")
 	}
 	ch := cc.Choices[0]
-	res := &provider.Result{Provider: a.name, Model: cc.Model, RawStopReason: ch.FinishReason, ToolCalls: []provider.ToolCall{}}
+	res := &provider.Result{Provider: a.base.Name, Model: cc.Model, RawStopReason: ch.FinishReason, ToolCalls: []provider.ToolCall{}}
 	if res.Model == "" {
 		res.Model = at.model
 	}

@@ -2,13 +2,13 @@ package openaicompat
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/cortexbuild/cortexbuild/provider/adapterkit"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -50,19 +50,11 @@ func Registration() provider.Registration {
 
 // Adapter talks to one OpenAI-compatible endpoint. Build it with [New].
 type Adapter struct {
-	name    string
+	base    adapterkit.Base
 	profile Profile
 	baseURL string
 	client  openai.Client
-	key     string
-	models  map[provider.Tier]string
-	extra   provider.CapabilitySet
-	pricer  provider.Pricer
-	now     func() time.Time
-	timeout time.Duration
-
-	mu     sync.Mutex
-	limits provider.RateLimitStatus
+	limits  adapterkit.Limits
 }
 
 var (
@@ -121,53 +113,31 @@ func New(s provider.Settings) (*Adapter, error) {
 	if s.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(s.HTTPClient))
 	}
-	a := &Adapter{name: s.Name, profile: p, baseURL: base, client: openai.NewClient(opts...), key: key, pricer: s.Pricer, now: s.Now, timeout: s.Timeout, extra: s.Capabilities, models: map[provider.Tier]string{}}
-	if a.name == "" {
-		a.name = Type
-	}
-	if a.now == nil {
-		a.now = time.Now
-	}
-	for t, m := range p.DefaultModels {
-		a.models[t] = m
-	}
-	for t, m := range s.Models {
-		a.models[t] = m
-	}
-	return a, nil
+	return &Adapter{base: adapterkit.NewBase(s, Type, p.DefaultModels, key), profile: p, baseURL: base, client: openai.NewClient(opts...)}, nil
 }
 
 // Name returns the instance name.
-func (a *Adapter) Name() string { return a.name }
+func (a *Adapter) Name() string { return a.base.Name }
 
 // Profile returns the server profile in use.
 func (a *Adapter) Profile() Profile { return a.profile }
 
 // ModelFor returns the model configured for tier t ("" when none is).
-func (a *Adapter) ModelFor(t provider.Tier) string { return a.models[t] }
-
-func (a *Adapter) model(req *provider.Request) string {
-	if req.Model != "" {
-		return req.Model
-	}
-	return a.models[req.EffectiveTier()]
-}
-
-func (a *Adapter) attemptTimeout(req *provider.Request) time.Duration {
-	if req.Timeout <= 0 && a.timeout > 0 {
-		return a.timeout
-	}
-	return req.EffectiveTimeout()
-}
+func (a *Adapter) ModelFor(t provider.Tier) string { return a.base.ModelFor(t) }
 
 // Capabilities returns what the configured models can do together.
 func (a *Adapter) Capabilities() provider.CapabilitySet {
-	s := baseCapabilities.Union(a.extra)
+	s := a.capabilities()
+	for _, m := range a.base.Models {
+		s = s.Union(a.ModelCapabilities(m))
+	}
+	return s
+}
+
+func (a *Adapter) capabilities() provider.CapabilitySet {
+	s := baseCapabilities.Union(a.base.Extra)
 	if a.profile.PromptCaching {
 		s = s.With(provider.CapPromptCaching)
-	}
-	for _, m := range a.models {
-		s = s.Union(a.ModelCapabilities(m))
 	}
 	return s
 }
@@ -176,59 +146,31 @@ func (a *Adapter) Capabilities() provider.CapabilitySet {
 // caching where the server has it, long context and vision from the price
 // catalog, and whatever the configuration declares for this endpoint.
 func (a *Adapter) ModelCapabilities(model string) provider.CapabilitySet {
-	s := baseCapabilities.Union(a.extra)
-	if a.profile.PromptCaching {
-		s = s.With(provider.CapPromptCaching)
-	}
-	if a.pricer != nil {
-		ns, id := a.profile.priceRef(a.baseURL, model)
-		if l, err := a.pricer.Limits(ns, id); err == nil {
-			s = s.Union(l.Capabilities())
-		}
-	}
-	return s
+	ns, id := a.profile.priceRef(a.baseURL, model)
+	return a.base.ModelCapabilities(a.capabilities(), ns, id)
 }
 
 // EstimateCost returns an upper bound of the cost of req; local servers
 // cost zero.
 func (a *Adapter) EstimateCost(req *provider.Request) (provider.Money, error) {
-	model := a.model(req)
-	if a.pricer == nil {
-		return 0, &provider.Error{Kind: provider.KindBadRequest, Provider: a.name, Model: model, Diagnostic: provider.Diagnostic{Message: "no price catalog configured: the request cannot be priced"}}
-	}
-	ns, id := a.profile.priceRef(a.baseURL, model)
-	m, err := a.pricer.Estimate(ns, id, req, a.now())
-	if err != nil {
-		return 0, &provider.Error{Kind: provider.KindBadRequest, Provider: a.name, Model: model, Diagnostic: provider.Diagnostic{Message: err.Error()}, Err: err}
-	}
-	return m, nil
+	ns, id := a.profile.priceRef(a.baseURL, a.base.Model(req))
+	return a.base.Estimate(ns, id, req)
 }
 
 func (a *Adapter) cost(model string, u provider.Usage) provider.Money {
-	if a.pricer == nil {
-		return 0
-	}
 	ns, id := a.profile.priceRef(a.baseURL, model)
-	c, err := a.pricer.Cost(ns, id, u, a.now())
-	if err != nil {
-		return 0
-	}
-	return c
+	return a.base.Cost(ns, id, u)
 }
 
 // RateLimitStatus returns the x-ratelimit-* figures of the latest response
 // (servers that send none report nothing).
-func (a *Adapter) RateLimitStatus(context.Context) provider.RateLimitStatus {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.limits
-}
+func (a *Adapter) RateLimitStatus(context.Context) provider.RateLimitStatus { return a.limits.Status() }
 
 func (a *Adapter) observe(h http.Header, retryAfter time.Duration) {
 	if h == nil {
 		return
 	}
-	now := a.now()
+	now := a.base.Now()
 	s := provider.RateLimitStatus{ObservedAt: now, RetryAfter: retryAfter}
 	num := func(k string) *int64 {
 		v, err := strconv.ParseInt(h.Get(k), 10, 64)
@@ -246,12 +188,7 @@ func (a *Adapter) observe(h http.Header, retryAfter time.Duration) {
 			}
 		}
 	}
-	if !s.Known() {
-		return
-	}
-	a.mu.Lock()
-	a.limits = s
-	a.mu.Unlock()
+	a.limits.Record(s)
 }
 
 // parseResetDuration reads OpenAI's reset values: Go-style durations
@@ -271,12 +208,12 @@ func parseResetDuration(v string) (time.Duration, bool) {
 
 // HealthCheck lists the models (GET /models): free on every server.
 func (a *Adapter) HealthCheck(ctx context.Context) provider.HealthStatus {
-	start := a.now()
-	ctx, cancel := context.WithTimeoutCause(ctx, 30*time.Second, errAttemptTimeout)
+	start := a.base.Now()
+	ctx, cancel := context.WithTimeoutCause(ctx, 30*time.Second, adapterkit.ErrAttemptTimeout)
 	defer cancel()
 	var raw *http.Response
 	_, err := a.client.Models.List(ctx, option.WithResponseInto(&raw))
-	st := provider.HealthStatus{Healthy: err == nil, Latency: a.now().Sub(start), CheckedAt: start}
+	st := provider.HealthStatus{Healthy: err == nil, Latency: a.base.Now().Sub(start), CheckedAt: start}
 	if raw != nil && raw.StatusCode < 400 {
 		a.observe(raw.Header, 0)
 	}
@@ -286,7 +223,3 @@ func (a *Adapter) HealthCheck(ctx context.Context) provider.HealthStatus {
 	}
 	return st
 }
-
-// errAttemptTimeout is the cause of an attempt's context when its timeout,
-// not the caller, ended it.
-var errAttemptTimeout = errors.New("attempt timed out")

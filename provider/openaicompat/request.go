@@ -19,10 +19,6 @@ import (
 // message.reasoning) on a reasoning part; it is not sent back.
 const MetaReasoning = "openai.reasoning"
 
-func badRequest(name, model, format string, args ...any) *provider.Error {
-	return &provider.Error{Kind: provider.KindBadRequest, Provider: name, Model: model, Diagnostic: provider.Diagnostic{Message: fmt.Sprintf(format, args...)}}
-}
-
 // attempt is one call's prepared parameters and bounded context.
 type attempt struct {
 	model  string
@@ -35,24 +31,19 @@ type attempt struct {
 
 // begin validates and maps req and bounds the attempt by its timeout.
 func (a *Adapter) begin(ctx context.Context, req *provider.Request, stream bool) (*attempt, error) {
-	at := &attempt{model: a.model(req)}
+	at := &attempt{model: a.base.Model(req)}
 	if at.model == "" {
-		return nil, badRequest(a.name, "", "no model for tier %s: set providers.%s.models.%s in llm-config.yaml", req.EffectiveTier(), a.name, req.EffectiveTier())
+		return nil, a.base.BadRequest("", fmt.Sprintf("no model for tier %s: set providers.%s.models.%s in llm-config.yaml", req.EffectiveTier(), a.base.Name, req.EffectiveTier()))
 	}
-	if err := req.Validate(); err != nil {
-		var pe *provider.Error
-		if errors.As(err, &pe) {
-			pe.Provider, pe.Model = a.name, at.model
-		}
+	if err := a.base.Validate(req, at.model); err != nil {
 		return nil, err
 	}
 	var err error
 	if at.params, err = a.params(req, at.model, stream); err != nil {
 		return nil, err
 	}
-	timeout := a.attemptTimeout(req)
-	at.ctx, at.cancel = context.WithTimeoutCause(ctx, timeout, errAttemptTimeout)
-	at.opts = []option.RequestOption{option.WithRequestTimeout(timeout), option.WithResponseInto(&at.raw)}
+	at.ctx, at.cancel = a.base.Attempt(ctx, req)
+	at.opts = []option.RequestOption{option.WithRequestTimeout(a.base.AttemptTimeout(req)), option.WithResponseInto(&at.raw)}
 	return at, nil
 }
 
@@ -81,7 +72,7 @@ func (a *Adapter) params(req *provider.Request, model string, stream bool) (open
 		if len(t.InputSchema) > 0 {
 			params = shared.FunctionParameters{}
 			if err := json.Unmarshal(t.InputSchema, &params); err != nil {
-				return p, badRequest(a.name, model, "tools[%d] %q: input_schema: %v", i, t.Name, err)
+				return p, a.base.BadRequest(model, fmt.Sprintf("tools[%d] %q: input_schema: %v", i, t.Name, err))
 			}
 		}
 		def := shared.FunctionDefinitionParam{Name: t.Name, Parameters: params}
@@ -106,7 +97,7 @@ func (a *Adapter) params(req *provider.Request, model string, stream bool) (open
 	for i, m := range req.Conversation() {
 		msgs, err := messages(m)
 		if err != nil {
-			return p, badRequest(a.name, model, "messages[%d]: %v", i, err)
+			return p, a.base.BadRequest(model, fmt.Sprintf("messages[%d]: %v", i, err))
 		}
 		p.Messages = append(p.Messages, msgs...)
 	}

@@ -21,7 +21,7 @@ func (a *Adapter) Stream(ctx context.Context, req *provider.Request) (provider.S
 	if err != nil {
 		return nil, err
 	}
-	s := &stream{a: a, req: req, at: at, start: a.now(), byIndex: map[int64]int{}}
+	s := &stream{a: a, req: req, at: at, start: a.base.Now(), byIndex: map[int64]int{}}
 	s.sdk = a.client.Chat.Completions.NewStreaming(at.ctx, at.params, at.opts...)
 	if at.raw != nil && at.raw.StatusCode < 400 {
 		a.observe(at.raw.Header, 0)
@@ -82,8 +82,7 @@ func (s *stream) Recv() (provider.Chunk, error) {
 		}
 		// The stream ended. Without a finish reason it was cut short.
 		if s.finish == "" {
-			return provider.Chunk{}, s.fail(&provider.Error{Kind: provider.KindNetwork, Provider: s.a.name, Model: s.at.model,
-				Diagnostic: provider.Diagnostic{Message: "stream ended without a finish_reason (truncated)", RequestID: s.requestID()}})
+			return provider.Chunk{}, s.fail(s.a.base.Truncated(s.at.model, "a finish_reason", s.requestID()))
 		}
 		res, err := s.result()
 		if err != nil {
@@ -147,7 +146,7 @@ func (s *stream) handle(c openai.ChatCompletionChunk) {
 }
 
 func (s *stream) result() (*provider.Result, error) {
-	res := &provider.Result{Provider: s.a.name, Model: s.respModel, RawStopReason: s.finish, ToolCalls: []provider.ToolCall{}, RequestID: s.requestID()}
+	res := &provider.Result{Provider: s.a.base.Name, Model: s.respModel, RawStopReason: s.finish, ToolCalls: []provider.ToolCall{}, RequestID: s.requestID()}
 	if res.Model == "" {
 		res.Model = s.at.model
 	}
@@ -172,7 +171,7 @@ func (s *stream) result() (*provider.Result, error) {
 		res.Usage = estimateUsage(s.req, res)
 	}
 	res.Cost = s.a.cost(res.Model, res.Usage)
-	res.Latency = s.a.now().Sub(s.start)
+	res.Latency = s.a.base.Now().Sub(s.start)
 	return res, nil
 }
 
@@ -204,7 +203,7 @@ func (s *stream) Close() error {
 		s.at.cancel()
 		if s.err == nil && !s.done {
 			s.pending = nil
-			s.err = &provider.Error{Kind: provider.KindCanceled, Provider: s.a.name, Model: s.at.model, Diagnostic: provider.Diagnostic{Message: "stream closed by the caller"}}
+			s.err = s.a.base.Canceled(s.at.model)
 		}
 	})
 	return err

@@ -1,0 +1,310 @@
+// Package adapterkit holds what every provider adapter does the same way,
+// so each vendor package keeps only what is vendor-specific: model choice
+// by tier, per-attempt deadlines, pricing through the catalog, the
+// classification of failures that never reached the provider (deadline,
+// cancellation, transport), retry-after headers, descriptions of non-JSON
+// error pages, and redaction of the adapter's credential.
+//
+// It imports only the standard library and provider.
+package adapterkit
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// MaxRetryAfter caps any provider-requested delay; the orchestrator applies
+// its own, smaller cap on top.
+const MaxRetryAfter = 24 * time.Hour
+
+// ErrAttemptTimeout is the cause of an attempt's context when the attempt
+// timeout, not the caller, ended it.
+var ErrAttemptTimeout = errors.New("attempt timed out")
+
+// Base is the vendor-neutral state of an adapter instance.
+type Base struct {
+	Name    string
+	Models  map[provider.Tier]string
+	Extra   provider.CapabilitySet
+	Pricer  provider.Pricer
+	Now     func() time.Time
+	Timeout time.Duration
+	// Secret is the credential to redact from anything shown.
+	Secret string
+}
+
+// NewBase fills a Base from settings: the instance name (typ when unset),
+// the tier mapping (defaults overlaid with the configuration's), the clock.
+func NewBase(s provider.Settings, typ string, defaults map[provider.Tier]string, secret string) Base {
+	b := Base{Name: s.Name, Extra: s.Capabilities, Pricer: s.Pricer, Now: s.Now, Timeout: s.Timeout, Secret: secret, Models: map[provider.Tier]string{}}
+	if b.Name == "" {
+		b.Name = typ
+	}
+	if b.Now == nil {
+		b.Now = time.Now
+	}
+	for t, m := range defaults {
+		b.Models[t] = m
+	}
+	for t, m := range s.Models {
+		b.Models[t] = m
+	}
+	return b
+}
+
+// ModelFor returns the model configured for tier t ("" when none is).
+func (b *Base) ModelFor(t provider.Tier) string { return b.Models[t] }
+
+// Model returns the model req addresses: its explicit Model, else its
+// tier's.
+func (b *Base) Model(req *provider.Request) string {
+	if req.Model != "" {
+		return req.Model
+	}
+	return b.Models[req.EffectiveTier()]
+}
+
+// AttemptTimeout returns req's timeout, else the provider's, else the
+// default 300 s.
+func (b *Base) AttemptTimeout(req *provider.Request) time.Duration {
+	if req.Timeout <= 0 && b.Timeout > 0 {
+		return b.Timeout
+	}
+	return req.EffectiveTimeout()
+}
+
+// Attempt returns a context bounded by req's attempt timeout; its cause is
+// [ErrAttemptTimeout] when the timeout ended it.
+func (b *Base) Attempt(ctx context.Context, req *provider.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, b.AttemptTimeout(req), ErrAttemptTimeout)
+}
+
+// Validate runs req.Validate and names this adapter and model in its error.
+func (b *Base) Validate(req *provider.Request, model string) error {
+	err := req.Validate()
+	var pe *provider.Error
+	if errors.As(err, &pe) {
+		pe.Provider, pe.Model = b.Name, model
+	}
+	return err
+}
+
+// BadRequest returns a bad-request error of this adapter.
+func (b *Base) BadRequest(model, msg string) *provider.Error {
+	return &provider.Error{Kind: provider.KindBadRequest, Provider: b.Name, Model: model, Diagnostic: provider.Diagnostic{Message: msg}}
+}
+
+// ModelCapabilities returns base, the configured extras, and the long
+// context and vision capabilities the price catalog records for model in
+// namespace ns.
+func (b *Base) ModelCapabilities(base provider.CapabilitySet, ns, model string) provider.CapabilitySet {
+	s := base.Union(b.Extra)
+	if b.Pricer != nil {
+		if l, err := b.Pricer.Limits(ns, model); err == nil {
+			s = s.Union(l.Capabilities())
+		}
+	}
+	return s
+}
+
+// Estimate prices an upper bound of req on model; an unpriceable request
+// is a bad-request error saying why.
+func (b *Base) Estimate(ns, model string, req *provider.Request) (provider.Money, error) {
+	if b.Pricer == nil {
+		return 0, b.BadRequest(model, "no price catalog configured: the request cannot be priced")
+	}
+	m, err := b.Pricer.Estimate(ns, model, req, b.Now())
+	if err != nil {
+		pe := b.BadRequest(model, err.Error())
+		pe.Err = err
+		return 0, pe
+	}
+	return m, nil
+}
+
+// Cost prices usage; an unknown model costs zero here (the orchestrator
+// refuses unpriceable paid requests before they are sent).
+func (b *Base) Cost(ns, model string, u provider.Usage) provider.Money {
+	if b.Pricer == nil {
+		return 0
+	}
+	c, err := b.Pricer.Cost(ns, model, u, b.Now())
+	if err != nil {
+		return 0
+	}
+	return c
+}
+
+// ClassifyLocal classifies a failure that did not come from the provider's
+// answer: the attempt timeout, the caller's cancellation or deadline, a
+// transport failure. It returns false for anything else, which the vendor
+// code classifies. An unreadable answer (the SDK could not decode it) is a
+// server error.
+func (b *Base) ClassifyLocal(ctx context.Context, err error, model string) (*provider.Error, bool) {
+	pe := &provider.Error{Provider: b.Name, Model: model}
+	var ne net.Error
+	var oe *net.OpError
+	switch {
+	case ctx.Err() != nil && context.Cause(ctx) == ErrAttemptTimeout:
+		pe.Kind = provider.KindTimeout
+		pe.Diagnostic.Message = "no complete answer within the attempt timeout"
+	case ctx.Err() != nil:
+		// The caller gave up; whatever the SDK made of the cut connection
+		// (a read or decode error) is a consequence.
+		pe.Kind, pe.Err = provider.KindCanceled, context.Cause(ctx)
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			pe.Kind = provider.KindTimeout
+		}
+	case errors.Is(err, context.Canceled):
+		pe.Kind, pe.Err = provider.KindCanceled, err
+	case errors.Is(err, context.DeadlineExceeded):
+		pe.Kind, pe.Err = provider.KindTimeout, err
+	case errors.As(err, &oe), errors.As(err, &ne):
+		pe.Kind, pe.Err = provider.KindNetwork, err
+		if ne != nil && ne.Timeout() {
+			pe.Kind = provider.KindTimeout
+		}
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), isTransport(err):
+		pe.Kind, pe.Err = provider.KindNetwork, err
+	default:
+		return nil, false
+	}
+	return pe, true
+}
+
+// Unreadable is the error for an answer the SDK could not decode: the
+// provider broke its own protocol.
+func (b *Base) Unreadable(err error, model string) *provider.Error {
+	return &provider.Error{Kind: provider.KindServer, Provider: b.Name, Model: model, Diagnostic: provider.Diagnostic{Message: "unreadable response"}, Err: err}
+}
+
+func isTransport(err error) bool {
+	s := err.Error()
+	for _, frag := range []string{"connection reset", "connection refused", "broken pipe", "unexpected EOF", "no such host", "TLS handshake", "server closed"} {
+		if strings.Contains(s, frag) {
+			return true
+		}
+	}
+	return false
+}
+
+// Finish redacts the adapter's credential from the error's message and
+// cause before it leaves the adapter.
+func (b *Base) Finish(pe *provider.Error) *provider.Error {
+	pe.Diagnostic.Message = provider.Redact(pe.Diagnostic.Message, b.Secret)
+	if pe.Err != nil {
+		if _, done := pe.Err.(redacted); !done {
+			pe.Err = redacted{pe.Err, b.Secret}
+		}
+	}
+	return pe
+}
+
+// redacted wraps an error whose text might quote a credential.
+type redacted struct {
+	err    error
+	secret string
+}
+
+func (r redacted) Error() string { return provider.Redact(r.err.Error(), r.secret) }
+func (r redacted) Unwrap() error { return r.err }
+
+// Canceled is the error a stream reports after its caller closed it.
+func (b *Base) Canceled(model string) *provider.Error {
+	return &provider.Error{Kind: provider.KindCanceled, Provider: b.Name, Model: model, Diagnostic: provider.Diagnostic{Message: "stream closed by the caller"}}
+}
+
+// Truncated is the error of a stream that ended before its end marker.
+func (b *Base) Truncated(model, what, requestID string) *provider.Error {
+	return &provider.Error{Kind: provider.KindNetwork, Provider: b.Name, Model: model, Diagnostic: provider.Diagnostic{Message: "stream ended without " + what + " (truncated)", RequestID: requestID}}
+}
+
+// Protocol is the error of an answer that breaks the provider's protocol.
+func (b *Base) Protocol(model, requestID, msg string) *provider.Error {
+	return &provider.Error{Kind: provider.KindServer, Provider: b.Name, Model: model, Diagnostic: provider.Diagnostic{Message: msg, RequestID: requestID}}
+}
+
+// RetryAfterHeader reads retry-after-ms, then retry-after (seconds or an
+// HTTP date), capped at [MaxRetryAfter]; zero when absent.
+func RetryAfterHeader(h http.Header, now time.Time) time.Duration {
+	if h == nil {
+		return 0
+	}
+	if v := h.Get("retry-after-ms"); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 {
+			return min(time.Duration(ms*float64(time.Millisecond)), MaxRetryAfter)
+		}
+	}
+	if v := h.Get("retry-after"); v != "" {
+		if s, err := strconv.ParseFloat(v, 64); err == nil && s > 0 {
+			return min(time.Duration(s*float64(time.Second)), MaxRetryAfter)
+		}
+		if t, err := http.ParseTime(v); err == nil && t.After(now) {
+			return min(t.Sub(now), MaxRetryAfter)
+		}
+	}
+	return 0
+}
+
+var htmlTitle = regexp.MustCompile(`(?is)<title>(.*?)</title>`)
+
+// LooksLikeHTML reports whether an error body is a web page rather than the
+// provider's JSON.
+func LooksLikeHTML(contentType, body string) bool {
+	return strings.Contains(contentType, "html") || strings.HasPrefix(strings.TrimSpace(body), "<")
+}
+
+// DescribeBody turns an error body that is not the provider's JSON into a
+// diagnostic: a proxy's HTML page by its title, an empty body, or the start
+// of whatever else came.
+func DescribeBody(status int, contentType, body string) string {
+	raw := strings.TrimSpace(body)
+	if raw == "" {
+		return "empty error body (status " + strconv.Itoa(status) + ")"
+	}
+	if LooksLikeHTML(contentType, raw) {
+		title := ""
+		if m := htmlTitle.FindStringSubmatch(raw); m != nil {
+			title = ": " + strings.TrimSpace(m[1])
+		}
+		return "non-JSON error page from an intermediary (proxy or gateway)" + title
+	}
+	if len(raw) > 200 {
+		raw = raw[:200] + "…"
+	}
+	return "unexpected error body: " + raw
+}
+
+// Limits keeps the latest rate-limit status an adapter observed; the zero
+// value reports nothing known. It is safe for concurrent use.
+type Limits struct {
+	mu sync.Mutex
+	s  provider.RateLimitStatus
+}
+
+// Status returns the latest status.
+func (l *Limits) Status() provider.RateLimitStatus {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.s
+}
+
+// Record keeps s when it says anything at all.
+func (l *Limits) Record(s provider.RateLimitStatus) {
+	if !s.Known() {
+		return
+	}
+	l.mu.Lock()
+	l.s = s
+	l.mu.Unlock()
+}
