@@ -42,6 +42,12 @@ type ModelCapabler interface {
 	ModelCapabilities(model string) CapabilitySet
 }
 
+// Endpointer is implemented by adapters that talk to one base URL; the
+// locality gate decides on it before any connection is made.
+type Endpointer interface {
+	BaseURL() string
+}
+
 // TierMapper is implemented by adapters that map tiers to models; the router
 // uses it to explain its choices.
 type TierMapper interface {

@@ -56,14 +56,16 @@ func Registration() provider.Registration {
 
 // Adapter talks to one Anthropic endpoint. Build it with [New].
 type Adapter struct {
-	base   adapterkit.Base
-	client anthropic.Client
-	limits adapterkit.Limits
+	base    adapterkit.Base
+	baseURL string
+	client  anthropic.Client
+	limits  adapterkit.Limits
 }
 
 var _ provider.Adapter = (*Adapter)(nil)
 var _ provider.ModelCapabler = (*Adapter)(nil)
 var _ provider.TierMapper = (*Adapter)(nil)
+var _ provider.Endpointer = (*Adapter)(nil)
 
 // New builds an adapter from settings. The api_key credential is required.
 func New(s provider.Settings) (*Adapter, error) {
@@ -84,8 +86,11 @@ func New(s provider.Settings) (*Adapter, error) {
 	if s.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(s.HTTPClient))
 	}
-	return &Adapter{base: adapterkit.NewBase(s, Type, DefaultModels, key), client: anthropic.NewClient(opts...)}, nil
+	return &Adapter{base: adapterkit.NewBase(s, Type, DefaultModels, key), baseURL: base, client: anthropic.NewClient(opts...)}, nil
 }
+
+// BaseURL returns the endpoint the adapter talks to.
+func (a *Adapter) BaseURL() string { return a.baseURL }
 
 // Name returns the instance name.
 func (a *Adapter) Name() string { return a.base.Name }

@@ -59,15 +59,17 @@ func Registration() provider.Registration {
 
 // Adapter talks to the Gemini Developer API. Build it with [New].
 type Adapter struct {
-	base   adapterkit.Base
-	client *genai.Client
-	limits adapterkit.Limits
+	base    adapterkit.Base
+	baseURL string
+	client  *genai.Client
+	limits  adapterkit.Limits
 }
 
 var (
 	_ provider.Adapter       = (*Adapter)(nil)
 	_ provider.ModelCapabler = (*Adapter)(nil)
 	_ provider.TierMapper    = (*Adapter)(nil)
+	_ provider.Endpointer    = (*Adapter)(nil)
 )
 
 // New builds an adapter from settings. The api_key credential is required.
@@ -92,8 +94,11 @@ func New(s provider.Settings) (*Adapter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gemini: %w", err)
 	}
-	return &Adapter{base: adapterkit.NewBase(s, Type, DefaultModels, key), client: client}, nil
+	return &Adapter{base: adapterkit.NewBase(s, Type, DefaultModels, key), baseURL: base, client: client}, nil
 }
+
+// BaseURL returns the endpoint the adapter talks to.
+func (a *Adapter) BaseURL() string { return a.baseURL }
 
 // Name returns the instance name.
 func (a *Adapter) Name() string { return a.base.Name }

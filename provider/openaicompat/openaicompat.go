@@ -61,6 +61,7 @@ var (
 	_ provider.Adapter       = (*Adapter)(nil)
 	_ provider.ModelCapabler = (*Adapter)(nil)
 	_ provider.TierMapper    = (*Adapter)(nil)
+	_ provider.Endpointer    = (*Adapter)(nil)
 )
 
 // sdkHeaders are the request headers the SDK may send; anything else (an
@@ -115,6 +116,9 @@ func New(s provider.Settings) (*Adapter, error) {
 	}
 	return &Adapter{base: adapterkit.NewBase(s, Type, p.DefaultModels, key), profile: p, baseURL: base, client: openai.NewClient(opts...)}, nil
 }
+
+// BaseURL returns the endpoint the adapter talks to.
+func (a *Adapter) BaseURL() string { return a.baseURL }
 
 // Name returns the instance name.
 func (a *Adapter) Name() string { return a.base.Name }

@@ -1,0 +1,98 @@
+package orchestrator
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// Notification is something a person should hear about: a paused project,
+// an exhausted quota, an unreachable provider.
+type Notification struct {
+	Level    string    `json:"level"` // info, warning, critical
+	Event    string    `json:"event"` // project_paused, quota_exhausted, provider_unreachable, ...
+	Project  string    `json:"project,omitempty"`
+	Provider string    `json:"provider,omitempty"`
+	Message  string    `json:"message"`
+	At       time.Time `json:"at"`
+}
+
+// Notifier delivers notifications.
+type Notifier interface {
+	Notify(ctx context.Context, n Notification) error
+}
+
+type discard struct{}
+
+func (discard) Notify(context.Context, Notification) error { return nil }
+
+// LogNotifier writes notifications to a structured logger.
+type LogNotifier struct{ Logger *slog.Logger }
+
+// Notify logs n.
+func (l LogNotifier) Notify(ctx context.Context, n Notification) error {
+	lg := l.Logger
+	if lg == nil {
+		lg = slog.Default()
+	}
+	lvl := slog.LevelInfo
+	switch n.Level {
+	case "warning":
+		lvl = slog.LevelWarn
+	case "critical":
+		lvl = slog.LevelError
+	}
+	lg.LogAttrs(ctx, lvl, n.Message, slog.String("event", n.Event), slog.String("project", n.Project), slog.String("provider", n.Provider))
+	return nil
+}
+
+// WebhookNotifier POSTs each notification as JSON to URL.
+type WebhookNotifier struct {
+	URL    string
+	Client *http.Client // nil: a client with a 10 s timeout
+}
+
+// Notify posts n; a non-2xx answer is an error.
+func (w WebhookNotifier) Notify(ctx context.Context, n Notification) error {
+	body, err := json.Marshal(n)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	c := w.Client
+	if c == nil {
+		c = &http.Client{Timeout: 10 * time.Second}
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("webhook: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("webhook: %s answered %s", w.URL, resp.Status)
+	}
+	return nil
+}
+
+// Notifiers fans a notification out to several sinks; every sink is tried
+// and the first error returned.
+type Notifiers []Notifier
+
+// Notify delivers n to every sink.
+func (ns Notifiers) Notify(ctx context.Context, n Notification) error {
+	var first error
+	for _, x := range ns {
+		if err := x.Notify(ctx, n); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}

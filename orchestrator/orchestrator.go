@@ -1,0 +1,241 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// Gate decides whether a provider's endpoint may be reached; the locality
+// gate implements it. A refusal opens no connection.
+type Gate interface {
+	Check(ctx context.Context, provider, baseURL string) error
+}
+
+// Settings configure an Orchestrator. The zero value of each field is the
+// default named in its comment.
+type Settings struct {
+	// Project names the project in notifications.
+	Project string
+	// Endpoints are the configured providers; their order is the default
+	// preference.
+	Endpoints []Endpoint
+	// Preference reorders Endpoints by name; unnamed ones follow.
+	Preference []string
+	// Agents override the default routing per agent.
+	Agents map[string]AgentSettings
+	// AllowAlternates fails over to the next provider on a rate limit or an
+	// exhausted quota instead of waiting or surfacing. Default false.
+	AllowAlternates bool
+	// MaxRetryAfter caps a provider-requested wait; a longer one is not
+	// waited for. Default 60 s.
+	MaxRetryAfter time.Duration
+	// ServerAttempts is how many times a server or overload failure is tried
+	// on one provider before the next. Default 3.
+	ServerAttempts int
+	// Backoff returns the wait before retry n (1-based) of a server
+	// failure. Default: 500 ms × 2ⁿ⁻¹, capped at 8 s, minus up to 25%
+	// jitter.
+	Backoff func(n int) time.Duration
+	// Sleep waits d or until ctx ends. Default: a timer; tests inject one
+	// that returns at once.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Online reports whether this machine has a network at all, to tell
+	// "offline" from "the provider is unreachable". Default: a non-loopback
+	// interface is up with a global address (no traffic is sent).
+	Online func(ctx context.Context) bool
+	// Gate checks every endpoint before it is called; nil allows all (the
+	// CLI always sets the locality gate).
+	Gate Gate
+	// Notifier hears about pauses, exhausted quotas and outages; nil drops
+	// notifications.
+	Notifier Notifier
+	// State persists the project's pause; nil keeps it in memory.
+	State State
+}
+
+// Orchestrator routes calls to providers and applies the failure policy.
+// It is safe for concurrent use.
+type Orchestrator struct {
+	s         Settings
+	endpoints map[string]*Endpoint
+	order     []string
+
+	mu        sync.Mutex
+	notBefore map[string]time.Time // per-provider rate-limit queue
+}
+
+// New validates settings and returns an orchestrator.
+func New(s Settings) (*Orchestrator, error) {
+	o := &Orchestrator{s: s, endpoints: map[string]*Endpoint{}, notBefore: map[string]time.Time{}}
+	for i := range s.Endpoints {
+		ep := &s.Endpoints[i]
+		if ep.Name == "" || ep.Adapter == nil {
+			return nil, fmt.Errorf("orchestrator: endpoint %d needs a name and an adapter", i)
+		}
+		if _, dup := o.endpoints[ep.Name]; dup {
+			return nil, fmt.Errorf("orchestrator: provider %q configured twice", ep.Name)
+		}
+		o.endpoints[ep.Name] = ep
+	}
+	for _, name := range s.Preference {
+		if _, ok := o.endpoints[name]; !ok {
+			return nil, fmt.Errorf("orchestrator: preference names unknown provider %q", name)
+		}
+		o.order = append(o.order, name)
+	}
+	for _, ep := range s.Endpoints {
+		if !slices.Contains(o.order, ep.Name) {
+			o.order = append(o.order, ep.Name)
+		}
+	}
+	if o.s.MaxRetryAfter <= 0 {
+		o.s.MaxRetryAfter = 60 * time.Second
+	}
+	if o.s.ServerAttempts <= 0 {
+		o.s.ServerAttempts = 3
+	}
+	if o.s.Backoff == nil {
+		o.s.Backoff = DefaultBackoff
+	}
+	if o.s.Sleep == nil {
+		o.s.Sleep = sleep
+	}
+	if o.s.Now == nil {
+		o.s.Now = time.Now
+	}
+	if o.s.Online == nil {
+		o.s.Online = HasNetwork
+	}
+	if o.s.State == nil {
+		o.s.State = &MemoryState{}
+	}
+	if o.s.Notifier == nil {
+		o.s.Notifier = discard{}
+	}
+	return o, nil
+}
+
+// DefaultBackoff is 500 ms × 2ⁿ⁻¹ capped at 8 s, minus up to 25% jitter.
+func DefaultBackoff(n int) time.Duration {
+	d := 500 * time.Millisecond << min(n-1, 4)
+	d = min(d, 8*time.Second)
+	return d - time.Duration(rand.Int64N(int64(d/4)+1))
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// HasNetwork reports whether any non-loopback interface is up with a global
+// unicast address. It sends nothing.
+func HasNetwork(context.Context) bool {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return false
+	}
+	for _, i := range ifs {
+		if i.Flags&net.FlagUp == 0 || i.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, _ := i.Addrs()
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.IsGlobalUnicast() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Call is one invocation by an agent.
+type Call struct {
+	// Agent chooses the tier and providers (see DefaultAgentRouting); ""
+	// uses the request's tier and the global preference.
+	Agent string
+	// Task groups invocations for budgets and audit.
+	Task string
+	// Needs are capabilities required beyond what the request implies
+	// (tools imply tool_use, prompt caching implies prompt_caching).
+	Needs provider.CapabilitySet
+	// Request is what to send; the router sets its model and tier.
+	Request provider.Request
+}
+
+// Attempt records one try on one provider.
+type Attempt struct {
+	Provider string        `json:"provider"`
+	Model    string        `json:"model"`
+	Tier     provider.Tier `json:"tier"`
+	// Outcome is "ok" or the error kind ("rate_limit", "refused" for the
+	// locality gate, ...).
+	Outcome    string         `json:"outcome"`
+	Error      string         `json:"error,omitempty"`
+	Latency    time.Duration  `json:"latency_ns"`
+	Usage      provider.Usage `json:"usage"`
+	Cost       provider.Money `json:"cost_usd"`
+	RetryAfter time.Duration  `json:"retry_after_ns,omitempty"`
+	// Waited is how long the loop waited before this attempt (backoff or
+	// a rate limit).
+	Waited    time.Duration `json:"waited_ns,omitempty"`
+	StartedAt time.Time     `json:"started_at"`
+}
+
+// Outcome is a successful call: the result, every attempt made, and the
+// routing trace.
+type Outcome struct {
+	*provider.Result
+	Attempts []Attempt `json:"attempts"`
+	Trace    Trace     `json:"route"`
+}
+
+// Error is a failed call: the last provider error (its kind decides what
+// the caller may do), what the orchestrator concluded, and every attempt.
+type Error struct {
+	// Err is the last provider error, or the reason nothing was tried.
+	Err error
+	// Summary says what the orchestrator concluded ("this machine is
+	// offline", "the project is paused: …").
+	Summary  string
+	Attempts []Attempt
+	Trace    Trace
+}
+
+func (e *Error) Error() string {
+	if e.Summary != "" && e.Err != nil {
+		return e.Summary + ": " + e.Err.Error()
+	}
+	if e.Summary != "" {
+		return e.Summary
+	}
+	return e.Err.Error()
+}
+
+// Unwrap returns the last provider error, so errors.Is(err, provider.KindX)
+// works on the orchestrator's error too.
+func (e *Error) Unwrap() error { return e.Err }
+
+// ErrPaused is wrapped by every refusal while the project is paused.
+var ErrPaused = errors.New("the project is paused")
+
+// ErrNoCandidate is wrapped when no configured provider can serve a call.
+var ErrNoCandidate = errors.New("no provider can serve this call")

@@ -1,0 +1,170 @@
+package orchestrator
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// Endpoint is one configured provider instance.
+type Endpoint struct {
+	// Name is the instance name from the configuration.
+	Name    string
+	Adapter provider.Adapter
+}
+
+// AgentSettings override one agent's routing.
+type AgentSettings struct {
+	// Tier replaces the agent's default tier.
+	Tier provider.Tier
+	// Model names an exact model; it wins over Tier.
+	Model string
+	// Providers lists the instance names to use, most preferred first.
+	Providers []string
+	// MaxTokens is the output limit when a request sets none.
+	MaxTokens int
+}
+
+// Candidate is one provider and model the router considered.
+type Candidate struct {
+	Provider string        `json:"provider"`
+	Model    string        `json:"model"`
+	Tier     provider.Tier `json:"tier"`
+	Kept     bool          `json:"kept"`
+	// Reason says why the candidate was kept or dropped.
+	Reason string `json:"reason"`
+
+	endpoint *Endpoint
+	caps     provider.CapabilitySet
+}
+
+// Trace explains a routing decision: the agent's tier, what the request
+// needs, and every candidate with the reason it was kept or dropped.
+type Trace struct {
+	Agent      string                 `json:"agent,omitempty"`
+	Tier       provider.Tier          `json:"tier"`
+	Needs      provider.CapabilitySet `json:"needs"`
+	Candidates []Candidate            `json:"candidates"`
+}
+
+// Kept returns the candidates that survived, in order of preference.
+func (t *Trace) Kept() []Candidate {
+	var out []Candidate
+	for _, c := range t.Candidates {
+		if c.Kept {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// String renders the trace for people, one candidate a line.
+func (t *Trace) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "agent %s: tier %s", orDash(t.Agent), t.Tier)
+	if t.Needs.Len() > 0 {
+		fmt.Fprintf(&b, ", needs %s", t.Needs)
+	}
+	b.WriteString("\n")
+	for i, c := range t.Candidates {
+		mark := "drop"
+		if c.Kept {
+			mark = "keep"
+		}
+		model := c.Model
+		if model == "" {
+			model = "-"
+		}
+		fmt.Fprintf(&b, "  %d. %s %s/%s: %s\n", i+1, mark, c.Provider, model, c.Reason)
+	}
+	return b.String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// tierFor resolves the tier of a call: the request's explicit tier, the
+// agent's configured tier, the spec's default for the agent, balanced.
+func (o *Orchestrator) tierFor(c *Call) provider.Tier {
+	if c.Request.Tier != "" {
+		return c.Request.Tier
+	}
+	if a, ok := o.s.Agents[c.Agent]; ok && a.Tier != "" {
+		return a.Tier
+	}
+	if t, ok := DefaultAgentRouting[c.Agent]; ok {
+		return t
+	}
+	return provider.TierBalanced
+}
+
+// route lists the candidates for c: the agent's providers (or the global
+// preference), each with the model for the tier, filtered by the
+// capabilities the call needs, in order of preference. Health reorders them
+// at call time (a provider waiting out a rate limit goes last when
+// alternates are allowed).
+func (o *Orchestrator) route(c *Call, tier provider.Tier, needs provider.CapabilitySet) Trace {
+	t := Trace{Agent: c.Agent, Tier: tier, Needs: needs}
+	agent := o.s.Agents[c.Agent]
+	order := o.order
+	if len(agent.Providers) > 0 {
+		order = agent.Providers
+	}
+	model := c.Request.Model
+	if model == "" {
+		model = agent.Model
+	}
+	for _, name := range order {
+		ep := o.endpoints[name]
+		cand := Candidate{Provider: name, Tier: tier}
+		if ep == nil {
+			cand.Reason = "not configured"
+			t.Candidates = append(t.Candidates, cand)
+			continue
+		}
+		cand.endpoint = ep
+		cand.Model = model
+		if cand.Model == "" {
+			if tm, ok := ep.Adapter.(provider.TierMapper); ok {
+				cand.Model = tm.ModelFor(tier)
+			}
+		}
+		cand.caps = capabilitiesOf(ep.Adapter, cand.Model)
+		switch missing := cand.caps.Missing(needs); {
+		case cand.Model == "":
+			cand.Reason = "no model configured for tier " + string(tier)
+		case missing != 0:
+			cand.Reason = "lacks " + missing.String()
+		default:
+			cand.Kept = true
+			cand.Reason = "has " + orNone(needs)
+		}
+		t.Candidates = append(t.Candidates, cand)
+	}
+	return t
+}
+
+func orNone(s provider.CapabilitySet) string {
+	if s.Len() == 0 {
+		return "everything needed"
+	}
+	return s.String()
+}
+
+func capabilitiesOf(a provider.Adapter, model string) provider.CapabilitySet {
+	if mc, ok := a.(provider.ModelCapabler); ok && model != "" {
+		return mc.ModelCapabilities(model)
+	}
+	return a.Capabilities()
+}
+
+// Route explains where c would go, without calling anything.
+func (o *Orchestrator) Route(c Call) Trace {
+	tier := o.tierFor(&c)
+	return o.route(&c, tier, c.Needs.Union(c.Request.RequiredCapabilities()))
+}

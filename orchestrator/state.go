@@ -1,0 +1,138 @@
+package orchestrator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// State persists whether the project is paused (after a provider refused
+// its credentials) so a restart does not lift the pause.
+type State interface {
+	Paused(ctx context.Context) (reason string, paused bool, err error)
+	Pause(ctx context.Context, reason string) error
+	Resume(ctx context.Context) error
+}
+
+// MemoryState keeps the pause in memory.
+type MemoryState struct {
+	mu     sync.Mutex
+	reason string
+	paused bool
+}
+
+// Paused reports the pause.
+func (m *MemoryState) Paused(context.Context) (string, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.reason, m.paused, nil
+}
+
+// Pause records a pause.
+func (m *MemoryState) Pause(_ context.Context, reason string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reason, m.paused = reason, true
+	return nil
+}
+
+// Resume lifts it.
+func (m *MemoryState) Resume(context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reason, m.paused = "", false
+	return nil
+}
+
+// FileState keeps the pause in a JSON file (for example
+// .cortexbuild/project-state.json), written atomically with mode 0600 and
+// re-read on every call, so another process's pause or resume is seen.
+type FileState struct {
+	Path string
+	Now  func() time.Time
+	mu   sync.Mutex
+}
+
+type fileState struct {
+	Paused   bool      `json:"paused"`
+	Reason   string    `json:"reason,omitempty"`
+	PausedAt time.Time `json:"paused_at,omitzero"`
+}
+
+func (f *FileState) read() (fileState, error) {
+	var s fileState
+	b, err := os.ReadFile(f.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return s, nil
+	}
+	if err != nil {
+		return s, err
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, fmt.Errorf("%s is corrupt (%v): fix or delete it", f.Path, err)
+	}
+	return s, nil
+}
+
+func (f *FileState) write(s fileState) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(f.Path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(f.Path), ".state-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), f.Path)
+}
+
+// Paused reports the recorded pause.
+func (f *FileState) Paused(context.Context) (string, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.read()
+	return s.Reason, s.Paused, err
+}
+
+// Pause records a pause.
+func (f *FileState) Pause(_ context.Context, reason string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := time.Now
+	if f.Now != nil {
+		now = f.Now
+	}
+	return f.write(fileState{Paused: true, Reason: reason, PausedAt: now().UTC()})
+}
+
+// Resume lifts the pause.
+func (f *FileState) Resume(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.write(fileState{})
+}

@@ -1,0 +1,89 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+type openedStream struct {
+	s     provider.Stream
+	first provider.Chunk
+}
+
+// Stream routes c like Invoke, but streams the answer. Retries and failover
+// happen only until the first chunk arrives; after that a failure ends the
+// stream with the error, and the last attempt records the partial usage.
+func (o *Orchestrator) Stream(ctx context.Context, c Call) (*Stream, error) {
+	v, attempts, trace, err := o.run(ctx, c, func(ctx context.Context, ep *Endpoint, req *provider.Request) (any, error) {
+		s, err := ep.Adapter.Stream(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		first, err := s.Recv()
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		return &openedStream{s: s, first: first}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	os := v.(*openedStream)
+	return &Stream{inner: os.s, first: &os.first, attempts: attempts, trace: trace}, nil
+}
+
+// Stream is an answer in progress through the orchestrator. It implements
+// provider.Stream.
+type Stream struct {
+	inner provider.Stream
+	first *provider.Chunk
+
+	mu       sync.Mutex
+	attempts []Attempt
+	trace    Trace
+}
+
+var _ provider.Stream = (*Stream)(nil)
+
+// Recv returns the next chunk; after the final one, io.EOF.
+func (s *Stream) Recv() (provider.Chunk, error) {
+	var c provider.Chunk
+	var err error
+	if s.first != nil {
+		c, s.first = *s.first, nil
+	} else {
+		c, err = s.inner.Recv()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last := &s.attempts[len(s.attempts)-1]
+	switch {
+	case err != nil && !errors.Is(err, io.EOF):
+		last.Outcome, last.Error = provider.KindOf(err).String(), err.Error()
+		var pe *provider.Error
+		if errors.As(err, &pe) && pe.Usage != nil {
+			last.Usage = *pe.Usage
+		}
+	case c.Final && c.Result != nil:
+		last.Usage, last.Cost, last.Latency = c.Result.Usage, c.Result.Cost, c.Result.Latency
+	}
+	return c, err
+}
+
+// Close releases the connection.
+func (s *Stream) Close() error { return s.inner.Close() }
+
+// Attempts returns every attempt, the last one updated as the stream went.
+func (s *Stream) Attempts() []Attempt {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Attempt(nil), s.attempts...)
+}
+
+// Trace returns the routing decision.
+func (s *Stream) Trace() Trace { return s.trace }
