@@ -42,6 +42,15 @@ type File struct {
 	Cache         Cache                `yaml:"cache" desc:"Response cache (deduplicates identical requests)."`
 	Store         Store                `yaml:"store" desc:"Where the ledger, budgets and consent are kept."`
 	Pricing       Pricing              `yaml:"pricing" desc:"Extra price catalogs for models the built-in catalog lacks."`
+	Notifications Notifications        `yaml:"notifications" desc:"Where pauses, exhausted quotas and outages are reported."`
+}
+
+// Notifications configures where notifications go. The log (standard
+// error) always gets them.
+type Notifications struct {
+	Pos yamlx.Pos `yaml:"-"`
+
+	WebhookURL Secret `yaml:"webhook_url" desc:"Also POST each notification as JSON to this URL, e.g. ${CORTEXBUILD_WEBHOOK_URL}."`
 }
 
 // Provider is one provider endpoint.

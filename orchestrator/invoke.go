@@ -34,7 +34,9 @@ func (o *Orchestrator) Invoke(ctx context.Context, c Call) (*Outcome, error) {
 }
 
 // Paused returns the reason the project is paused, if it is.
-func (o *Orchestrator) Paused(ctx context.Context) (string, bool, error) { return o.s.State.Paused(ctx) }
+func (o *Orchestrator) Paused(ctx context.Context) (string, bool, error) {
+	return o.s.State.Paused(ctx)
+}
 
 // Resume lifts a pause (cortexbuild project resume).
 func (o *Orchestrator) Resume(ctx context.Context) error { return o.s.State.Resume(ctx) }
@@ -279,4 +281,3 @@ func (o *Orchestrator) noCandidate(t Trace) error {
 	}
 	return &Error{Err: ErrNoCandidate, Summary: "no candidate is left:\n" + t.String(), Trace: t}
 }
-

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -239,3 +240,26 @@ var ErrPaused = errors.New("the project is paused")
 
 // ErrNoCandidate is wrapped when no configured provider can serve a call.
 var ErrNoCandidate = errors.New("no provider can serve this call")
+
+// MarshalJSON writes the result's fields with attempts and route added
+// (the embedded Result's own MarshalJSON would otherwise hide them).
+func (o Outcome) MarshalJSON() ([]byte, error) {
+	fields := map[string]json.RawMessage{}
+	if o.Result != nil {
+		b, err := json.Marshal(o.Result)
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(b, &fields); err != nil {
+			return nil, err
+		}
+	}
+	for k, v := range map[string]any{"attempts": o.Attempts, "route": o.Trace} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		fields[k] = b
+	}
+	return json.Marshal(fields)
+}

@@ -168,3 +168,12 @@ func (o *Orchestrator) Route(c Call) Trace {
 	tier := o.tierFor(&c)
 	return o.route(&c, tier, c.Needs.Union(c.Request.RequiredCapabilities()))
 }
+
+// Estimate asks the named provider for an upper bound of req's cost.
+func (o *Orchestrator) Estimate(providerName string, req *provider.Request) (provider.Money, error) {
+	ep := o.endpoints[providerName]
+	if ep == nil {
+		return 0, fmt.Errorf("provider %q is not configured", providerName)
+	}
+	return ep.Adapter.EstimateCost(req)
+}

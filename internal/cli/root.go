@@ -101,7 +101,8 @@ directory or a parent); 'cortexbuild init' writes a commented starter.
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&e.configPath, "config", "", "configuration file (default: .cortexbuild/llm-config.yaml in this directory or a parent)")
-	root.AddCommand(e.versionCmd(), e.initCmd(), e.configCmd(), e.pricingCmd(), e.providersCmd())
+	root.AddCommand(e.versionCmd(), e.initCmd(), e.configCmd(), e.pricingCmd(), e.providersCmd(),
+		e.invokeCmd(), e.routeCmd(), e.projectCmd())
 	return root
 }
 

@@ -1,0 +1,116 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/cortexbuild/cortexbuild/provider/anthropic/anthropicfake"
+)
+
+// fakeProject writes a project whose one provider is an Anthropic fake on
+// loopback (the locality gate's loopback tier: no consent needed).
+func fakeProject(t *testing.T, orchestration bool) (string, *anthropicfake.Server) {
+	t.Helper()
+	srv := anthropicfake.New(anthropicfake.WithAPIKey(testKey))
+	t.Cleanup(srv.Close)
+	dir := writeConfig(t, fmt.Sprintf(`orchestration: %v
+providers:
+  claude:
+    type: anthropic
+    base_url: %s
+    credentials:
+      api_key: ${MY_KEY}
+budgets:
+  confirm_above: "100"
+`, orchestration, srv.URL()))
+	return dir, srv
+}
+
+var keyEnv = map[string]string{"MY_KEY": testKey}
+
+func TestInvokeThroughTheOrchestrator(t *testing.T) {
+	dir, srv := fakeProject(t, true)
+	srv.Enqueue(anthropicfake.TextReply("Hello from the fake."))
+	code, out, errs := run(t, dir, keyEnv, "invoke", "--agent", "builder", "say hello")
+	if code != 0 || !strings.Contains(out, "Hello from the fake.") {
+		t.Fatalf("invoke = %d %q %q", code, out, errs)
+	}
+	for _, want := range []string{"estimate: at most $", "claude/claude-sonnet-4-6", "model claude-sonnet-4-6 on claude", "tokens", "$"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errs)
+		}
+	}
+	srv.Enqueue(anthropicfake.Overloaded(), anthropicfake.TextReply("second try"))
+	code, out, _ = run(t, dir, keyEnv, "invoke", "--json", "--agent", "explore", "hi")
+	var res struct {
+		Content  string `json:"content"`
+		Model    string `json:"model_used"`
+		Cost     string `json:"cost_usd"`
+		Attempts []struct{ Outcome string }
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Content != "second try" || res.Model != "claude-haiku-4-5" || len(res.Attempts) != 2 || res.Attempts[0].Outcome != "overloaded" {
+		t.Errorf("invoke --json = %d %s", code, out)
+	}
+	srv.Enqueue(anthropicfake.TextReply("streamed words arrive"))
+	code, out, errs = run(t, dir, keyEnv, "invoke", "--stream", "hi")
+	if code != 0 || !strings.Contains(out, "streamed words arrive") {
+		t.Errorf("invoke --stream = %d %q %q", code, out, errs)
+	}
+}
+
+func TestInvokeRefusesInRenderedMode(t *testing.T) {
+	dir, srv := fakeProject(t, false)
+	code, _, errs := run(t, dir, keyEnv, "invoke", "hi")
+	if code != ExitFailure || !strings.Contains(errs, "rendered mode") || !strings.Contains(errs, "CORTEXBUILD_LLM=1") {
+		t.Errorf("rendered mode = %d %q", code, errs)
+	}
+	if len(srv.Requests()) != 0 {
+		t.Error("a provider was called in rendered mode")
+	}
+	vars := map[string]string{"MY_KEY": testKey, "CORTEXBUILD_LLM": "1"}
+	srv.Enqueue(anthropicfake.TextReply("on"))
+	if code, out, errs := run(t, dir, vars, "invoke", "hi"); code != 0 || !strings.Contains(out, "on") {
+		t.Errorf("CORTEXBUILD_LLM=1 = %d %q %q", code, out, errs)
+	}
+}
+
+func TestAuthFailurePausesTheProject(t *testing.T) {
+	dir, srv := fakeProject(t, true)
+	srv.Enqueue(anthropicfake.AuthError())
+	code, _, errs := run(t, dir, keyEnv, "invoke", "hi")
+	if code != ExitFailure || !strings.Contains(errs, "project paused") {
+		t.Fatalf("auth failure = %d %q", code, errs)
+	}
+	if code, out, _ := run(t, dir, nil, "project", "status"); code != 0 || !strings.HasPrefix(out, "paused:") {
+		t.Errorf("status = %d %q", code, out)
+	}
+	// The pause survives the process: a new run is refused without calling the provider.
+	before := len(srv.Requests())
+	if code, _, errs := run(t, dir, keyEnv, "invoke", "hi"); code != ExitFailure || !strings.Contains(errs, "paused") || len(srv.Requests()) != before {
+		t.Errorf("invoke while paused = %d %q", code, errs)
+	}
+	if code, out, _ := run(t, dir, nil, "project", "resume"); code != 0 || !strings.Contains(out, "resumed") {
+		t.Errorf("resume = %d %q", code, out)
+	}
+	srv.Enqueue(anthropicfake.TextReply("back"))
+	if code, out, _ := run(t, dir, keyEnv, "invoke", "hi"); code != 0 || !strings.Contains(out, "back") {
+		t.Errorf("after resume = %d %q", code, out)
+	}
+}
+
+func TestRouteExplains(t *testing.T) {
+	dir, _ := fakeProject(t, true)
+	code, out, _ := run(t, dir, keyEnv, "route", "--agent", "critic", "--needs", "tool_use,long_context_1m", "--explain")
+	if code != 0 || !strings.Contains(out, "agent critic: tier reasoning_heavy, needs long_context_1m,tool_use") || !strings.Contains(out, "keep claude/claude-opus-4-7") {
+		t.Errorf("route = %d\n%s", code, out)
+	}
+	code, out, _ = run(t, dir, keyEnv, "route", "--agent", "explore", "--needs", "long_context_1m")
+	if code != ExitFailure || !strings.Contains(out, "drop claude/claude-haiku-4-5: lacks long_context_1m") {
+		t.Errorf("route without a candidate = %d\n%s", code, out)
+	}
+	if code, _, errs := run(t, dir, keyEnv, "route", "--needs", "telepathy"); code != ExitUsage || !strings.Contains(errs, "unknown capability") {
+		t.Errorf("bad capability = %d %q", code, errs)
+	}
+}
