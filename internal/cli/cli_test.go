@@ -20,10 +20,20 @@ const testKey = "sk-ant-test-DO-NOT-PRINT-0123456789"
 // stdout and stderr.
 func run(t *testing.T, dir string, vars map[string]string, args ...string) (int, string, string) {
 	t.Helper()
+	return runWith(t, nil, dir, vars, args...)
+}
+
+// runWith is run with a hook that adjusts the environment first (for
+// example the locality gate's resolver and dialer).
+func runWith(t *testing.T, hook func(*env), dir string, vars map[string]string, args ...string) (int, string, string) {
+	t.Helper()
 	var out, errb bytes.Buffer
 	e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, wd: dir, registry: builtin.Registry(),
 		getenv:    func(k string) string { return vars[k] },
 		lookupEnv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok },
+	}
+	if hook != nil {
+		hook(e)
 	}
 	code := e.run(context.Background(), args)
 	for _, s := range []string{out.String(), errb.String()} {

@@ -32,7 +32,7 @@ func (e *env) gate(f *config.File) *locality.Gate {
 	if f.Locality.Mode == config.LocalityLocalOnly {
 		mode = locality.ModeLocalOnly
 	}
-	return &locality.Gate{Mode: mode, Consents: locality.NewFileStore(filepath.Join(e.stateDir(f), "consent.json"))}
+	return &locality.Gate{Mode: mode, Consents: locality.NewFileStore(filepath.Join(e.stateDir(f), "consent.json")), Resolver: e.resolver, Dial: e.dial}
 }
 
 // gateCheck adapts the locality gate to the orchestrator's Gate.

@@ -66,6 +66,10 @@ every attempt. The prompt comes from the argument or, when absent, standard inpu
 			if err != nil {
 				return err
 			}
+			if tr := o.Route(call); len(tr.Kept()) > 0 {
+				kept := tr.Kept()
+				e.askConsent(cmd, f, kept[0].Provider)
+			}
 			if est, where, ok := e.estimate(o, call); ok {
 				fmt.Fprintf(e.stderr, "estimate: at most $%s on %s\n", est, where)
 				if limit := f.Budgets.ConfirmAbove; limit != nil && est > *limit && !yes {

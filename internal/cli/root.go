@@ -14,6 +14,7 @@ import (
 
 	"github.com/cortexbuild/cortexbuild/config"
 	"github.com/cortexbuild/cortexbuild/internal/builtin"
+	"github.com/cortexbuild/cortexbuild/orchestrator/locality"
 	"github.com/cortexbuild/cortexbuild/provider"
 )
 
@@ -57,6 +58,10 @@ type env struct {
 	lookupEnv      func(string) (string, bool)
 	registry       *provider.Registry
 	wd             string
+	// resolver and dial, when set, replace the locality gate's DNS and
+	// dialer (tests use recording, refusing ones).
+	resolver locality.Resolver
+	dial     locality.DialFunc
 }
 
 // Main runs the command line with args and returns the process exit code.
@@ -102,7 +107,7 @@ directory or a parent); 'cortexbuild init' writes a commented starter.
 	}
 	root.PersistentFlags().StringVar(&e.configPath, "config", "", "configuration file (default: .cortexbuild/llm-config.yaml in this directory or a parent)")
 	root.AddCommand(e.versionCmd(), e.initCmd(), e.configCmd(), e.pricingCmd(), e.providersCmd(),
-		e.invokeCmd(), e.routeCmd(), e.projectCmd())
+		e.invokeCmd(), e.routeCmd(), e.projectCmd(), e.consentCmd())
 	return root
 }
 

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
-	"strings"
 	"time"
 )
 
@@ -120,7 +119,9 @@ func (g *Gate) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
 		if !ok {
 			return nil, fmt.Errorf("the resolver returned an invalid address %v", ipa.IP)
 		}
-		if a.Is6() && !a.Is4In6() && ipa.Zone != "" {
+		// net.IP holds IPv4 addresses in 16 bytes; report them as IPv4.
+		a = a.Unmap()
+		if a.Is6() && ipa.Zone != "" {
 			a = a.WithZone(ipa.Zone)
 		}
 		addrs = append(addrs, a)
@@ -173,7 +174,7 @@ func (g *Gate) consent(ctx context.Context, provider string) (Consent, bool, err
 	if err != nil {
 		return Consent{}, false, err
 	}
-	if ok && !strings.EqualFold(c.Provider, provider) {
+	if ok && c.Provider != provider {
 		// A store that answers for another provider is broken; fail closed.
 		return Consent{}, false, fmt.Errorf("locality: the consent store answered for %q when asked for %q", c.Provider, provider)
 	}

@@ -1,0 +1,274 @@
+package locality
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// MemoryStore is a ConsentStore in memory, for tests and for embedding.
+// The zero value is empty and ready to use.
+type MemoryStore struct {
+	mu sync.Mutex
+	m  map[string]Consent
+}
+
+// NewMemoryStore returns a store holding cs.
+func NewMemoryStore(cs ...Consent) *MemoryStore {
+	s := &MemoryStore{m: make(map[string]Consent, len(cs))}
+	for _, c := range cs {
+		s.m[c.Provider] = c
+	}
+	return s
+}
+
+// Consent implements ConsentStore.
+func (s *MemoryStore) Consent(ctx context.Context, provider string) (Consent, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.m[provider]
+	return c, ok, nil
+}
+
+// Grant implements ConsentStore.
+func (s *MemoryStore) Grant(ctx context.Context, c Consent) error {
+	if err := c.validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]Consent{}
+	}
+	s.m[c.Provider] = c
+	return nil
+}
+
+// Revoke implements ConsentStore.
+func (s *MemoryStore) Revoke(ctx context.Context, provider string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.m[provider]
+	delete(s.m, provider)
+	return ok, nil
+}
+
+// List implements ConsentStore.
+func (s *MemoryStore) List(ctx context.Context) ([]Consent, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Consent, 0, len(s.m))
+	for _, c := range s.m {
+		out = append(out, c)
+	}
+	sortConsents(out)
+	return out, nil
+}
+
+func sortConsents(cs []Consent) {
+	slices.SortFunc(cs, func(a, b Consent) int { return strings.Compare(a.Provider, b.Provider) })
+}
+
+// DefaultConsentFile is where a project keeps its consents, relative to
+// the project root.
+const DefaultConsentFile = ".cortexbuild/consent.json"
+
+// fileVersion is the version of the consent file format.
+const fileVersion = 1
+
+// consentFile is the JSON layout of a consent file.
+type consentFile struct {
+	Version  int       `json:"version"`
+	Consents []Consent `json:"consents"`
+}
+
+// FileStore is a ConsentStore kept in a JSON file, such as
+// .cortexbuild/consent.json.
+//
+// Every call reads the file again, so a grant or revocation by another
+// process is seen by the next call. A missing file holds no consent; a file
+// that cannot be parsed is an error naming it, and is never overwritten.
+// Writes replace the file atomically (a temporary file in the same
+// directory, synced, then renamed over it) with mode 0600, so a reader
+// never sees a partial file. Calls are serialised across every FileStore
+// of this process on the same path; read-modify-write cycles of two
+// processes are not (each write is still atomic, but one of two
+// simultaneous grants can be lost).
+type FileStore struct {
+	path string
+}
+
+// NewFileStore returns the store kept in the file at path. It touches
+// nothing until used.
+func NewFileStore(path string) *FileStore { return &FileStore{path: path} }
+
+// Path returns the file's path.
+func (s *FileStore) Path() string { return s.path }
+
+// fileLocks serialises FileStores of this process by absolute path.
+var fileLocks sync.Map // string -> *sync.Mutex
+
+func (s *FileStore) lock() func() {
+	key, err := filepath.Abs(s.path)
+	if err != nil {
+		key = filepath.Clean(s.path)
+	}
+	m, _ := fileLocks.LoadOrStore(key, new(sync.Mutex))
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
+}
+
+// Consent implements ConsentStore.
+func (s *FileStore) Consent(ctx context.Context, provider string) (Consent, bool, error) {
+	defer s.lock()()
+	cs, err := s.read()
+	if err != nil {
+		return Consent{}, false, err
+	}
+	for _, c := range cs {
+		if c.Provider == provider {
+			return c, true, nil
+		}
+	}
+	return Consent{}, false, nil
+}
+
+// Grant implements ConsentStore.
+func (s *FileStore) Grant(ctx context.Context, c Consent) error {
+	if err := c.validate(); err != nil {
+		return err
+	}
+	defer s.lock()()
+	cs, err := s.read()
+	if err != nil {
+		return err
+	}
+	cs = slices.DeleteFunc(cs, func(old Consent) bool { return old.Provider == c.Provider })
+	return s.write(append(cs, c))
+}
+
+// Revoke implements ConsentStore.
+func (s *FileStore) Revoke(ctx context.Context, provider string) (bool, error) {
+	defer s.lock()()
+	cs, err := s.read()
+	if err != nil {
+		return false, err
+	}
+	n := len(cs)
+	cs = slices.DeleteFunc(cs, func(c Consent) bool { return c.Provider == provider })
+	if len(cs) == n {
+		return false, nil
+	}
+	return true, s.write(cs)
+}
+
+// List implements ConsentStore.
+func (s *FileStore) List(ctx context.Context) ([]Consent, error) {
+	defer s.lock()()
+	cs, err := s.read()
+	if err != nil {
+		return nil, err
+	}
+	sortConsents(cs)
+	return cs, nil
+}
+
+// read parses the file; a missing file is empty.
+func (s *FileStore) read() ([]Consent, error) {
+	b, err := os.ReadFile(s.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("locality: reading consent file: %w", err)
+	}
+	corrupt := func(why error) error {
+		return fmt.Errorf("locality: consent file %s is corrupt (fix or delete it, then grant consent again): %w", s.path, why)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var f consentFile
+	if err := dec.Decode(&f); err != nil {
+		return nil, corrupt(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, corrupt(errors.New("data after the JSON object"))
+	}
+	if f.Version != fileVersion {
+		return nil, corrupt(fmt.Errorf("version %d, want %d", f.Version, fileVersion))
+	}
+	seen := map[string]bool{}
+	for i, c := range f.Consents {
+		if err := c.validate(); err != nil {
+			return nil, corrupt(fmt.Errorf("entry %d: %w", i, err))
+		}
+		if seen[c.Provider] {
+			return nil, corrupt(fmt.Errorf("two entries for provider %q", c.Provider))
+		}
+		seen[c.Provider] = true
+	}
+	return f.Consents, nil
+}
+
+// write replaces the file atomically with cs.
+func (s *FileStore) write(cs []Consent) (err error) {
+	sortConsents(cs)
+	if cs == nil {
+		cs = []Consent{}
+	}
+	b, err := json.MarshalIndent(consentFile{Version: fileVersion, Consents: cs}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("locality: encoding consent file: %w", err)
+	}
+	b = append(b, '\n')
+	dir := filepath.Dir(s.path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("locality: writing consent file %s: %w", s.path, err)
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(s.path)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("locality: writing consent file %s: %w", s.path, err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+			err = fmt.Errorf("locality: writing consent file %s: %w", s.path, err)
+		}
+	}()
+	if err := tmp.Chmod(0o600); err != nil {
+		return err
+	}
+	if _, err := tmp.Write(b); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), s.path); err != nil {
+		return err
+	}
+	syncDir(dir)
+	return nil
+}
+
+// syncDir makes a rename in dir durable where the platform allows it.
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		d.Sync() // best effort: not supported everywhere (Windows)
+		d.Close()
+	}
+}
