@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
 )
 
 // egress records every lookup and dial and refuses all of them: no test
@@ -104,4 +103,3 @@ providers:
 		t.Errorf("local-only = %d %q dials %v", code, errs, g.dials)
 	}
 }
-

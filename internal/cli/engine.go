@@ -127,4 +127,3 @@ func (e *env) confirm(question string) bool {
 	fmt.Fscanln(e.stdin, &answer)
 	return strings.EqualFold(strings.TrimSpace(answer), "y") || strings.EqualFold(strings.TrimSpace(answer), "yes")
 }
-

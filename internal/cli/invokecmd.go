@@ -281,4 +281,3 @@ func (e *env) projectCmd() *cobra.Command {
 	cmd.AddCommand(status, resume)
 	return cmd
 }
-
