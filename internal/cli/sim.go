@@ -55,10 +55,10 @@ money. Each endpoint answers every call with an echo of the last user text
 
 N is --port-base (default %[2]d; 0 for any free ports). The sim prints its
 endpoints and serves until interrupted (Ctrl-C). --write-config FILE writes a
-complete llm-config.yaml pointing every provider at it (credentials read from
-$%[3]s; routing preference anthropic, openai, gemini, ollama; fail over on
-rate limits; local-only locality); --print-config prints that file for the
-fixed ports and exits without serving. Then:
+complete llm-config.yaml pointing every provider at it: keys read from
+$%[3]s, routing preference anthropic, openai, gemini, ollama, failover
+on rate limits, locality local-only, cache off. --print-config prints that
+file for the fixed ports and exits without serving. Then:
 
   export %[3]s=%[1]s; cortexbuild --config FILE ...
 
@@ -75,7 +75,7 @@ Examples:
   cortexbuild sim --fault anthropic:529x2 --write-config sim.yaml
   cortexbuild sim --fault anthropic:429:retry-after=2 --fault openai:quota
   cortexbuild sim --fault gemini:429:retry-after=31 --fault ollama:slowxinf
-  cortexbuild sim --print-config > .cortexbuild/llm-config.yaml`, sim.Key, simDefaultPortBase, sim.KeyEnv, sim.Syntax, sim.FaultHelp()),
+  cortexbuild sim --print-config > sim.yaml`, sim.Key, simDefaultPortBase, sim.KeyEnv, sim.Syntax, sim.FaultHelp()),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var parsed []sim.Fault
