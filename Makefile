@@ -3,9 +3,9 @@ GO ?= go
 
 .PHONY: demo test build vet fmt lint bench
 
-# The main job: until the orchestrator's demo exists, list the providers.
+# The main job: a scripted multi-agent task against the built-in simulator (no keys, no network).
 demo:
-	$(GO) run ./cmd/cortexbuild providers list
+	$(GO) run ./cmd/cortexbuild demo
 
 # Every test, with the race detector. Integration tests that need PostgreSQL
 # or Redis skip (saying why) when those are absent, and fail in CI.

@@ -114,3 +114,21 @@ func TestRouteExplains(t *testing.T) {
 		t.Errorf("bad capability = %d %q", code, errs)
 	}
 }
+
+func TestDemoRunsOffline(t *testing.T) {
+	code, out, errs := run(t, t.TempDir(), nil, "demo")
+	if code != 0 {
+		t.Fatalf("demo = %d\n%s\n%s", code, out, errs)
+	}
+	for _, want := range []string{
+		"attempt 3: anthropic/claude-sonnet-4-6 overloaded", "attempt 4: openai/gpt-5-mini ok", // backoff then failover
+		"anthropic/claude-sonnet-4-6 rate_limit",                                  // alternates on a rate limit
+		"drop openai/gpt-5: lacks long_context_1m",                                // capability routing
+		"attempt 1: openai/gpt-5-nano network", "attempt 2: openai/gpt-5-nano ok", // network retry
+		"total",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+}
