@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"text/tabwriter"
 
@@ -77,15 +76,15 @@ func (e *env) providersListCmd() *cobra.Command {
 			for _, r := range e.registry.All() {
 				fmt.Fprintf(w, "\n  %s — %s\n", r.Type, r.Description)
 				if r.DefaultBaseURL != "" {
-					fmt.Fprintf(w, "    endpoint:      %s\n", r.DefaultBaseURL)
+					fmt.Fprintf(w, "    %-17s%s\n", "endpoint:", r.DefaultBaseURL)
 				}
 				if len(r.Profiles) > 0 {
-					fmt.Fprintf(w, "    profiles:      %s\n", strings.Join(r.Profiles, ", "))
+					fmt.Fprintf(w, "    %-17s%s\n", "profiles:", strings.Join(r.Profiles, ", "))
 				}
-				fmt.Fprintf(w, "    capabilities:  %s\n", strings.ReplaceAll(r.Capabilities.String(), ",", ", "))
+				fmt.Fprintf(w, "    %-17s%s\n", "capabilities:", strings.ReplaceAll(r.Capabilities.String(), ",", ", "))
 				for _, t := range provider.Tiers {
 					if m := r.DefaultModels[t]; m != "" {
-						fmt.Fprintf(w, "    %-15s%s\n", string(t)+":", m)
+						fmt.Fprintf(w, "    %-17s%s\n", string(t)+":", m)
 					}
 				}
 				for _, c := range r.Credentials {
@@ -97,7 +96,7 @@ func (e *env) providersListCmd() *cobra.Command {
 					if len(c.EnvVars) > 0 {
 						env = ", from $" + strings.Join(c.EnvVars, " or $")
 					}
-					fmt.Fprintf(w, "    credential:    %s (%s%s) %s\n", c.Name, req, env, c.Description)
+					fmt.Fprintf(w, "    %-17s%s (%s%s) %s\n", "credential:", c.Name, req, env, c.Description)
 				}
 			}
 			fmt.Fprintln(w, "\nConfigured providers:")
@@ -109,13 +108,10 @@ func (e *env) providersListCmd() *cobra.Command {
 			fmt.Fprintln(tw, "  NAME\tTYPE\tENDPOINT\tMODELS\tCREDENTIALS")
 			for _, c := range configured {
 				var models, creds []string
-				tiers := make([]string, 0, len(c.Models))
-				for t := range c.Models {
-					tiers = append(tiers, string(t))
-				}
-				sort.Strings(tiers)
-				for _, t := range tiers {
-					models = append(models, t+"="+c.Models[provider.Tier(t)])
+				for _, t := range provider.Tiers {
+					if m := c.Models[t]; m != "" {
+						models = append(models, string(t)+"="+m)
+					}
 				}
 				for _, s := range c.Credentials {
 					state := "missing"
