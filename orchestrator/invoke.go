@@ -22,15 +22,30 @@ const maxRateWaits = 3
 type try func(ctx context.Context, ep *Endpoint, req *provider.Request) (any, error)
 
 // Invoke routes c, applies the failure policy and returns the result with
-// every attempt. A failure is an [*Error] wrapping the last provider error.
+// every attempt. With a ledger it first holds the estimate against the
+// budgets and settles to the actual cost after; with a cache, a repeated
+// identical request is answered from it. A failure is an [*Error] wrapping
+// the last provider error (or the budget that refused the call).
 func (o *Orchestrator) Invoke(ctx context.Context, c Call) (*Outcome, error) {
-	v, attempts, trace, err := o.run(ctx, c, func(ctx context.Context, ep *Endpoint, req *provider.Request) (any, error) {
-		return ep.Adapter.Invoke(ctx, req)
-	})
+	if o.cacheOn(&c) {
+		return o.invokeCached(ctx, c)
+	}
+	return o.invoke(ctx, c)
+}
+
+func (o *Orchestrator) invoke(ctx context.Context, c Call) (*Outcome, error) {
+	h, err := o.reserve(ctx, &c)
 	if err != nil {
 		return nil, err
 	}
-	return &Outcome{Result: v.(*provider.Result), Attempts: attempts, Trace: trace}, nil
+	v, attempts, trace, err := o.run(ctx, c, func(ctx context.Context, ep *Endpoint, req *provider.Request) (any, error) {
+		return ep.Adapter.Invoke(ctx, req)
+	})
+	o.settle(ctx, h, &c, attempts, err == nil)
+	if err != nil {
+		return nil, err
+	}
+	return &Outcome{Result: v.(*provider.Result), Attempts: attempts, Trace: trace, InvocationID: h.id, Estimate: h.estimate}, nil
 }
 
 // Paused returns the reason the project is paused, if it is.
@@ -127,7 +142,7 @@ func (o *Orchestrator) run(ctx context.Context, c Call, attempt try) (any, []Att
 			waited = 0
 			if err == nil {
 				if r := resultOf(v); r != nil {
-					a.Latency, a.Usage, a.Cost = r.Latency, r.Usage, r.Cost
+					a.Latency, a.Usage, a.Cost, a.Estimated = r.Latency, r.Usage, r.Cost, r.Usage.Estimated
 				}
 				attempts = append(attempts, a)
 				return v, attempts, trace, nil
@@ -136,7 +151,7 @@ func (o *Orchestrator) run(ctx context.Context, c Call, attempt try) (any, []Att
 			a.Outcome, a.Error, a.RetryAfter = kind.String(), err.Error(), provider.RetryAfterOf(err)
 			var pe *provider.Error
 			if errors.As(err, &pe) && pe.Usage != nil {
-				a.Usage = *pe.Usage
+				a.Usage, a.Cost, a.Estimated = *pe.Usage, pe.Cost, pe.Usage.Estimated
 			}
 			attempts = append(attempts, a)
 			last = err

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cortexbuild/cortexbuild/cache"
+	"github.com/cortexbuild/cortexbuild/ledger"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -62,6 +64,27 @@ type Settings struct {
 	Notifier Notifier
 	// State persists the project's pause; nil keeps it in memory.
 	State State
+
+	// Ledger records every attempt and holds each call's estimate against
+	// the month's and the task's budgets before the call (reserve, then
+	// settle to the actual cost, or release); nil records nothing and
+	// enforces no task or month budget.
+	Ledger ledger.Store
+	// AgentBudgets limit one invocation's estimate per agent.
+	AgentBudgets map[string]AgentBudget
+	// Location is the time zone of the monthly budget. Default UTC.
+	Location *time.Location
+	// ReservationTTL is how long a hold lasts if its process dies before
+	// settling. Default 1 h.
+	ReservationTTL time.Duration
+	// FreeFailsOpen lets calls whose estimate is zero (local models) run
+	// when the ledger cannot be reached; paid calls always fail closed.
+	FreeFailsOpen bool
+	// Cache answers repeated identical requests; nil disables it.
+	Cache *cache.Cache
+	// CacheAgents overrides, per agent, whether responses are cached (the
+	// default: on for tester_validator, optimizer and explore).
+	CacheAgents map[string]*bool
 }
 
 // Orchestrator routes calls to providers and applies the failure policy.
@@ -123,6 +146,12 @@ func New(s Settings) (*Orchestrator, error) {
 	if o.s.Notifier == nil {
 		o.s.Notifier = discard{}
 	}
+	if o.s.Location == nil {
+		o.s.Location = time.UTC
+	}
+	if o.s.ReservationTTL <= 0 {
+		o.s.ReservationTTL = time.Hour
+	}
 	return o, nil
 }
 
@@ -180,6 +209,11 @@ type Call struct {
 	Needs provider.CapabilitySet
 	// Request is what to send; the router sets its model and tier.
 	Request provider.Request
+	// Approved lets an estimate above the agent's escalating budget run: a
+	// person approved it.
+	Approved bool
+	// InvocationID names the call in the ledger; "" generates one.
+	InvocationID string
 }
 
 // Attempt records one try on one provider.
@@ -199,6 +233,8 @@ type Attempt struct {
 	// a rate limit).
 	Waited    time.Duration `json:"waited_ns,omitempty"`
 	StartedAt time.Time     `json:"started_at"`
+	// Estimated says the usage was counted offline.
+	Estimated bool `json:"estimated,omitempty"`
 }
 
 // Outcome is a successful call: the result, every attempt made, and the
@@ -207,6 +243,12 @@ type Outcome struct {
 	*provider.Result
 	Attempts []Attempt `json:"attempts"`
 	Trace    Trace     `json:"route"`
+	// InvocationID names the call in the ledger.
+	InvocationID string `json:"invocation_id,omitempty"`
+	// Estimate is the upper bound reserved before the call.
+	Estimate provider.Money `json:"estimate_usd"`
+	// Saved is what a cache hit saved.
+	Saved provider.Money `json:"saved_usd,omitempty"`
 }
 
 // Error is a failed call: the last provider error (its kind decides what
@@ -254,7 +296,7 @@ func (o Outcome) MarshalJSON() ([]byte, error) {
 			return nil, err
 		}
 	}
-	for k, v := range map[string]any{"attempts": o.Attempts, "route": o.Trace} {
+	for k, v := range map[string]any{"attempts": o.Attempts, "route": o.Trace, "invocation_id": o.InvocationID, "estimate_usd": o.Estimate, "saved_usd": o.Saved} {
 		b, err := json.Marshal(v)
 		if err != nil {
 			return nil, err

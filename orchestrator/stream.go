@@ -18,6 +18,10 @@ type openedStream struct {
 // happen only until the first chunk arrives; after that a failure ends the
 // stream with the error, and the last attempt records the partial usage.
 func (o *Orchestrator) Stream(ctx context.Context, c Call) (*Stream, error) {
+	h, err := o.reserve(ctx, &c)
+	if err != nil {
+		return nil, err
+	}
 	v, attempts, trace, err := o.run(ctx, c, func(ctx context.Context, ep *Endpoint, req *provider.Request) (any, error) {
 		s, err := ep.Adapter.Stream(ctx, req)
 		if err != nil {
@@ -31,10 +35,13 @@ func (o *Orchestrator) Stream(ctx context.Context, c Call) (*Stream, error) {
 		return &openedStream{s: s, first: first}, nil
 	})
 	if err != nil {
+		o.settle(ctx, h, &c, attempts, false)
 		return nil, err
 	}
 	os := v.(*openedStream)
-	return &Stream{inner: os.s, first: &os.first, attempts: attempts, trace: trace}, nil
+	return &Stream{inner: os.s, first: &os.first, attempts: attempts, trace: trace, settle: func(ok bool, as []Attempt) {
+		o.settle(context.WithoutCancel(ctx), h, &c, as, ok)
+	}}, nil
 }
 
 // Stream is an answer in progress through the orchestrator. It implements
@@ -46,6 +53,18 @@ type Stream struct {
 	mu       sync.Mutex
 	attempts []Attempt
 	trace    Trace
+	settle   func(ok bool, attempts []Attempt)
+	settled  bool
+}
+
+// finish settles the stream's reservation once, when it ends.
+func (s *Stream) finishLocked(ok bool) {
+	if s.settled || s.settle == nil {
+		return
+	}
+	s.settled = true
+	as := append([]Attempt(nil), s.attempts...)
+	s.settle(ok, as)
 }
 
 var _ provider.Stream = (*Stream)(nil)
@@ -67,16 +86,25 @@ func (s *Stream) Recv() (provider.Chunk, error) {
 		last.Outcome, last.Error = provider.KindOf(err).String(), err.Error()
 		var pe *provider.Error
 		if errors.As(err, &pe) && pe.Usage != nil {
-			last.Usage = *pe.Usage
+			last.Usage, last.Cost, last.Estimated = *pe.Usage, pe.Cost, pe.Usage.Estimated
 		}
+		s.finishLocked(false)
 	case c.Final && c.Result != nil:
-		last.Usage, last.Cost, last.Latency = c.Result.Usage, c.Result.Cost, c.Result.Latency
+		last.Usage, last.Cost, last.Latency, last.Estimated = c.Result.Usage, c.Result.Cost, c.Result.Latency, c.Result.Usage.Estimated
+		s.finishLocked(true)
 	}
 	return c, err
 }
 
-// Close releases the connection.
-func (s *Stream) Close() error { return s.inner.Close() }
+// Close releases the connection. A stream closed before its end settles
+// what the last attempt reported so far.
+func (s *Stream) Close() error {
+	err := s.inner.Close()
+	s.mu.Lock()
+	s.finishLocked(false)
+	s.mu.Unlock()
+	return err
+}
 
 // Attempts returns every attempt, the last one updated as the stream went.
 func (s *Stream) Attempts() []Attempt {

@@ -139,8 +139,9 @@ type Error struct {
 	// Diagnostic is what the provider said.
 	Diagnostic Diagnostic
 	// Usage is what was billed before the failure (a stream that broke
-	// midway), or nil when nothing was.
+	// midway), or nil when nothing was; Cost is its price.
 	Usage *Usage
+	Cost  Money
 	// Err is the underlying cause, if any.
 	Err error
 }

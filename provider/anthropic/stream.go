@@ -101,7 +101,7 @@ func (s *stream) fail(err error) error {
 	if pe, ok := err.(*provider.Error); ok {
 		if s.gotUsage {
 			u := s.usage
-			pe.Usage = &u
+			pe.Usage, pe.Cost = &u, s.a.base.Cost(Namespace, s.model, u)
 		}
 		if pe.Diagnostic.RequestID == "" {
 			pe.Diagnostic.RequestID = s.requestID()

@@ -99,7 +99,7 @@ func (s *stream) fail(err error) error {
 	if pe, ok := err.(*provider.Error); ok && s.acc.usage != nil {
 		if res, rerr := s.a.result(&s.acc, s.at.model); rerr == nil {
 			u := res.Usage
-			pe.Usage = &u
+			pe.Usage, pe.Cost = &u, res.Cost
 		}
 	}
 	s.err = err

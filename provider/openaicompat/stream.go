@@ -186,6 +186,9 @@ func (s *stream) fail(err error) error {
 			u := estimateUsage(s.req, &provider.Result{Content: s.text.String()})
 			pe.Usage = &u
 		}
+		if pe.Usage != nil {
+			pe.Cost = s.a.cost(s.at.model, *pe.Usage)
+		}
 		if pe.Diagnostic.RequestID == "" {
 			pe.Diagnostic.RequestID = s.requestID()
 		}

@@ -1,0 +1,5 @@
+package cache
+
+// SetJoinHook makes c call f each time a caller starts waiting for a flight,
+// so tests can release a fill once every caller is waiting.
+func SetJoinHook(c *Cache, f func(Key)) { c.joined = f }

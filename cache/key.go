@@ -1,0 +1,259 @@
+package cache
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"slices"
+	"sync"
+
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// KeyVersion is the version of the key format. Raise it whenever what goes
+// into a key, or how, changes, so that old entries are never read with a new
+// meaning.
+const KeyVersion = 1
+
+// ErrNoNamespace is returned by [NewKey] for a request without a cache_key:
+// the caller did not ask for caching, so the request is sent as is.
+var ErrNoNamespace = errors.New("cache: the request has no cache_key, so its response is not cached")
+
+// Key identifies one cached response: the SHA-256 of a normalised request and
+// its [Scope]. The zero Key is never a valid key.
+type Key [sha256.Size]byte
+
+// String returns the key in lower-case hex.
+func (k Key) String() string { return hex.EncodeToString(k[:]) }
+
+// IsZero reports whether k is the zero Key.
+func (k Key) IsZero() bool { return k == Key{} }
+
+// Scope is what the key needs besides the request: where the response may be
+// reused.
+type Scope struct {
+	// Project owns the entry; entries never cross projects. Required.
+	Project string
+	// Provider is the adapter instance that will serve the call (the name in
+	// llm-config.yaml, as in provider.Result.Provider). Required.
+	Provider string
+	// Model is the model the instance resolved for the request (for example
+	// with provider.TierMapper) when the caller knows it; empty otherwise.
+	// With it, a change of the tier-to-model mapping starts new entries.
+	Model string
+}
+
+// Cacheable reports whether req asks for response caching: it has a
+// cache_key namespace.
+func Cacheable(req *provider.Request) bool { return req != nil && req.CacheKey != "" }
+
+// NewKey returns the key of req in scope. It returns [ErrNoNamespace] when
+// req has no cache_key, and an error when the scope lacks its project or
+// provider.
+//
+// The key covers every field of [provider.Request] that can change the
+// answer; see the package documentation for the normalisation. Invalid JSON
+// in tool arguments, schemas or metadata is hashed byte for byte (and kept
+// apart from every valid value), so it never matches anything else.
+func NewKey(scope Scope, req *provider.Request) (Key, error) {
+	switch {
+	case req == nil:
+		return Key{}, errors.New("cache: no request")
+	case req.CacheKey == "":
+		return Key{}, ErrNoNamespace
+	case scope.Project == "":
+		return Key{}, errors.New("cache: the scope has no project; entries must never cross projects")
+	case scope.Provider == "":
+		return Key{}, errors.New("cache: the scope has no provider instance")
+	}
+	w := keyWriters.Get().(*keyWriter)
+	w.b = w.b[:0]
+	w.request(scope, req)
+	k := Key(sha256.Sum256(w.b))
+	if cap(w.b) <= maxPooledKeyBuffer {
+		keyWriters.Put(w)
+	}
+	return k, nil
+}
+
+// maxPooledKeyBuffer bounds the buffers kept for reuse, so that one huge
+// request does not pin its memory.
+const maxPooledKeyBuffer = 1 << 20
+
+var keyWriters = sync.Pool{New: func() any { return new(keyWriter) }}
+
+// keyWriter serialises the key material unambiguously: strings and byte
+// strings are length-prefixed, lists are count-prefixed, optional values
+// carry a presence byte, and every section starts with a tag, so no two
+// different inputs give the same bytes.
+type keyWriter struct {
+	b     []byte
+	canon canonicalizer
+	jbuf  []byte
+	names []string
+}
+
+// Section tags. They are part of the format: changing one needs a new
+// KeyVersion.
+const (
+	tagHeader       = 'H'
+	tagScope        = 'S'
+	tagModel        = 'M'
+	tagSystem       = 's'
+	tagConversation = 'C'
+	tagMessage      = 'm'
+	tagPart         = 'p'
+	tagToolCall     = 'c'
+	tagToolResult   = 'r'
+	tagTools        = 'T'
+	tagTool         = 't'
+	tagOptions      = 'O'
+	tagMeta         = 'X'
+	tagAbsent       = 0
+	jsonEmpty       = 0
+	jsonCanonical   = 1
+	jsonInvalid     = 2
+)
+
+func (w *keyWriter) request(scope Scope, req *provider.Request) {
+	w.tag(tagHeader)
+	w.str("cortexbuild response cache")
+	w.uint(KeyVersion)
+
+	w.tag(tagScope)
+	w.str(scope.Project)
+	w.str(req.CacheKey)
+	w.str(scope.Provider)
+
+	w.tag(tagModel)
+	w.str(scope.Model)
+	w.str(req.Model)
+	w.str(string(req.EffectiveTier()))
+
+	w.tag(tagSystem)
+	w.str(req.System)
+
+	// Messages then Prompt as the last user turn, without building the
+	// appended slice that Request.Conversation would.
+	w.tag(tagConversation)
+	n := len(req.Messages)
+	if req.Prompt != "" {
+		n++
+	}
+	w.uint(uint64(n))
+	for i := range req.Messages {
+		w.message(&req.Messages[i])
+	}
+	if req.Prompt != "" {
+		w.tag(tagMessage)
+		w.str(string(provider.RoleUser))
+		w.uint(1)
+		w.part(&provider.Part{Type: provider.PartText, Text: req.Prompt})
+	}
+
+	w.tag(tagTools)
+	w.uint(uint64(len(req.Tools)))
+	for i := range req.Tools {
+		t := &req.Tools[i]
+		w.tag(tagTool)
+		w.str(t.Name)
+		w.str(t.Description)
+		w.json(t.InputSchema)
+	}
+
+	w.tag(tagOptions)
+	choice := req.ToolChoice
+	if choice == "" {
+		choice = provider.ToolChoiceAuto
+	}
+	w.str(string(choice))
+	w.uint(uint64(req.EffectiveMaxTokens()))
+	w.str(string(req.PromptCache))
+	w.meta(req.Meta)
+}
+
+func (w *keyWriter) message(m *provider.Message) {
+	w.tag(tagMessage)
+	w.str(string(m.Role))
+	w.uint(uint64(len(m.Parts)))
+	for i := range m.Parts {
+		w.part(&m.Parts[i])
+	}
+}
+
+func (w *keyWriter) part(p *provider.Part) {
+	w.tag(tagPart)
+	w.str(string(p.Type))
+	w.str(p.Text)
+	if c := p.ToolCall; c != nil {
+		w.tag(tagToolCall)
+		w.str(c.ID)
+		w.str(c.Name)
+		w.json(c.Arguments)
+		w.meta(c.Meta)
+	} else {
+		w.tag(tagAbsent)
+	}
+	if r := p.ToolResult; r != nil {
+		w.tag(tagToolResult)
+		w.str(r.CallID)
+		w.str(r.Name)
+		w.str(r.Content)
+		w.bool(r.IsError)
+	} else {
+		w.tag(tagAbsent)
+	}
+	w.meta(p.Meta)
+}
+
+// meta writes provider metadata with its keys in order; nil and empty are
+// alike.
+func (w *keyWriter) meta(m provider.Metadata) {
+	w.tag(tagMeta)
+	w.uint(uint64(len(m)))
+	if len(m) == 0 {
+		return
+	}
+	w.names = w.names[:0]
+	for k := range m {
+		w.names = append(w.names, k)
+	}
+	slices.Sort(w.names)
+	for _, k := range w.names {
+		w.str(k)
+		w.json(m[k])
+	}
+}
+
+// json writes a JSON value in canonical form, or byte for byte (tagged apart)
+// when it is not valid JSON.
+func (w *keyWriter) json(raw json.RawMessage) {
+	if len(raw) == 0 {
+		w.tag(jsonEmpty)
+		return
+	}
+	c, err := w.canon.appendCanonical(w.jbuf[:0], raw)
+	if err != nil {
+		w.tag(jsonInvalid)
+		w.bytes(raw)
+		return
+	}
+	w.jbuf = c
+	w.tag(jsonCanonical)
+	w.bytes(c)
+}
+
+func (w *keyWriter) tag(t byte)     { w.b = append(w.b, t) }
+func (w *keyWriter) uint(n uint64)  { w.b = binary.AppendUvarint(w.b, n) }
+func (w *keyWriter) str(s string)   { w.uint(uint64(len(s))); w.b = append(w.b, s...) }
+func (w *keyWriter) bytes(b []byte) { w.uint(uint64(len(b))); w.b = append(w.b, b...) }
+
+func (w *keyWriter) bool(v bool) {
+	if v {
+		w.tag(1)
+	} else {
+		w.tag(0)
+	}
+}

@@ -1,0 +1,59 @@
+// Package ledger is the durable spend record and budget store of the
+// provider layer: it admits an invocation only if every budget it counts
+// against can take its estimate, turns the estimate into the actual cost
+// when the invocation ends, and keeps one ledger row per attempt.
+//
+// # Budgets and scopes
+//
+// A budget is a limit ([provider.Money], exact nano-dollars) on a [Scope]:
+// "task:<id>" for all invocations of a task, or "month:<YYYY-MM>" for the
+// whole project in a calendar month, which the caller computes in its
+// configured time zone ([MonthScope]). A scope without a limit is tracked
+// (its spend accumulates) but never refuses. A scope can be paused; a
+// settlement that makes a scope reach its limit pauses it, and raising the
+// limit ([Store.SetBudget]) or [Store.Resume] lifts that pause.
+//
+// # The life of a reservation
+//
+//	                   Reserve(id, estimate, scopes, expires_at)
+//	                   all scopes or none; spent+held+estimate <= limit
+//	                                    │
+//	 *BudgetError / *PausedError ◄──────┤ (nothing held)
+//	                                    ▼
+//	                          ┌───────────────────┐
+//	                          │  hold (estimate)  │  counted in Held of
+//	                          │   on every scope  │  every scope
+//	                          └─────────┬─────────┘
+//	         ┌──────────────────────────┼───────────────────────────┐
+//	         ▼                          ▼                           ▼
+//	Settle(id, actual, entry)     Release(id)          ExpireReservations(now)
+//	hold → spend of the actual    hold dropped,        holds past expires_at
+//	cost + ledger row, once;      nothing spent        dropped (a crashed
+//	a scope at its limit is                            process leaks nothing);
+//	paused                                             Reserve ignores them too
+//
+// Settle is idempotent by invocation id (a second one returns
+// [ErrAlreadySettled] and changes nothing), and settling an invocation
+// whose hold is gone still records its spend exactly once, because the money
+// was spent. Release is idempotent too.
+//
+// # Back ends
+//
+// [OpenSQLite] is the embedded default (a file under .cortexbuild/, WAL,
+// busy_timeout, one writer at a time with BEGIN IMMEDIATE, so several
+// processes may share the file). [OpenPostgres] serves several processes on
+// several machines: each transaction locks the scope rows it decides on with
+// SELECT … FOR UPDATE in scope order. Both carry a versioned schema
+// (schema_version: each migration applied once, in order, in a
+// transaction; a newer schema than this program knows is refused with
+// [ErrSchemaTooNew]) and pass one conformance suite, ledger/ledgertest.
+//
+// An unreachable store returns errors wrapping [ErrUnavailable], on which
+// the orchestrator fails closed for paid endpoints.
+//
+// # Spend reports
+//
+// [Store.Spend] sums the ledger rows a [Filter] selects, grouped by task,
+// agent, provider/model or month; [SpendReport] marshals to JSON with money
+// as decimal strings, for `cortexbuild spend --json`.
+package ledger

@@ -1,0 +1,281 @@
+package ledger
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// This file holds what both back ends share: validation, the admission
+// decision, the pause reason and the grouping of spend totals. The back ends
+// only move rows.
+
+// Pause kinds, stored with a pause so that raising a budget lifts only the
+// pause the budget caused.
+const (
+	pauseNone   = ""
+	pauseBudget = "budget"
+	pauseManual = "manual"
+)
+
+// scopeState is one locked scope row as Reserve sees it.
+type scopeState struct {
+	scope   Scope
+	limited bool
+	limit   provider.Money
+	spent   provider.Money
+	held    provider.Money // unexpired holds only
+	paused  bool
+	reason  string
+}
+
+// admit decides a reservation of amount against the locked states, which
+// are sorted by scope: the first paused scope refuses, then the first scope
+// whose limit would be exceeded.
+func admit(states []scopeState, amount provider.Money) error {
+	for _, st := range states {
+		if st.paused {
+			return &PausedError{Scope: st.scope, Reason: st.reason}
+		}
+	}
+	for _, st := range states {
+		if st.limited && exceeds(st.spent, st.held, amount, st.limit) {
+			return &BudgetError{Scope: st.scope, Limit: st.limit, Spent: st.spent, Held: st.held, Asked: amount}
+		}
+	}
+	return nil
+}
+
+// exceeds reports whether spent + held + amount > limit, without
+// overflowing; all four are non-negative.
+func exceeds(spent, held, amount, limit provider.Money) bool {
+	if spent > limit {
+		return true
+	}
+	room := limit - spent
+	if held > room {
+		return true
+	}
+	return amount > room-held
+}
+
+// reachedLimit reports whether a settled scope must be paused.
+func reachedLimit(limited bool, limit, spent provider.Money) bool {
+	return limited && spent >= limit
+}
+
+// pauseReason says why a scope was paused by its budget.
+func pauseReason(s Scope, limit, spent provider.Money) string {
+	switch s.Kind() {
+	case KindMonth:
+		return fmt.Sprintf("monthly budget reached for %s: spent $%s of $%s", s.ID(), spent, limit)
+	default:
+		return fmt.Sprintf("%s budget reached: spent $%s of $%s", s.Kind(), spent, limit)
+	}
+}
+
+func validID(id string) error {
+	if id == "" || len(id) > 200 || strings.IndexFunc(id, unicode.IsControl) >= 0 {
+		return fmt.Errorf("%w: invocation id %q: 1 to 200 printable characters", ErrInvalid, id)
+	}
+	return nil
+}
+
+// checkReservation validates r against the store's clock and returns its
+// scopes in lock order.
+func checkReservation(r Reservation, now time.Time) ([]Scope, error) {
+	if err := validID(r.InvocationID); err != nil {
+		return nil, err
+	}
+	if r.Amount < 0 {
+		return nil, fmt.Errorf("%w: reservation %s: negative amount $%s", ErrInvalid, r.InvocationID, r.Amount)
+	}
+	if !r.ExpiresAt.After(now) {
+		return nil, fmt.Errorf("%w: reservation %s: expires_at %s is not after now (%s)", ErrInvalid, r.InvocationID,
+			r.ExpiresAt.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano))
+	}
+	return normScopes(r.Scopes)
+}
+
+// checkSettlement validates s, fills in its entry's id and time, and
+// returns its scopes in lock order.
+func checkSettlement(s *Settlement, now time.Time) ([]Scope, error) {
+	if err := validID(s.InvocationID); err != nil {
+		return nil, err
+	}
+	if s.Cost < 0 {
+		return nil, fmt.Errorf("%w: settlement %s: negative cost $%s", ErrInvalid, s.InvocationID, s.Cost)
+	}
+	switch s.Entry.InvocationID {
+	case "":
+		s.Entry.InvocationID = s.InvocationID
+	case s.InvocationID:
+	default:
+		return nil, fmt.Errorf("%w: settlement %s carries the ledger entry of invocation %s", ErrInvalid, s.InvocationID, s.Entry.InvocationID)
+	}
+	if err := checkAttempt(&s.Entry, now); err != nil {
+		return nil, err
+	}
+	return normScopes(s.Scopes)
+}
+
+// checkAttempt validates a ledger row and fills in a missing time.
+func checkAttempt(a *AttemptRow, now time.Time) error {
+	if err := validID(a.InvocationID); err != nil {
+		return err
+	}
+	if a.Cost < 0 || a.Saving < 0 {
+		return fmt.Errorf("%w: attempt of %s: negative cost or saving", ErrInvalid, a.InvocationID)
+	}
+	if a.InputTokens < 0 || a.OutputTokens < 0 || a.CacheReadTokens < 0 || a.CacheWriteTokens < 0 {
+		return fmt.Errorf("%w: attempt of %s: negative token count", ErrInvalid, a.InvocationID)
+	}
+	if a.Time.IsZero() {
+		a.Time = now
+	}
+	return nil
+}
+
+func checkFilter(f Filter) error {
+	switch f.By {
+	case ByNone, ByTask, ByAgent, ByModel, ByMonth:
+	default:
+		return fmt.Errorf("%w: group by %q: use task, agent, model or month", ErrInvalid, f.By)
+	}
+	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
+		return fmt.Errorf("%w: filter from %s is not before to %s", ErrInvalid, f.From, f.To)
+	}
+	return nil
+}
+
+// filterWhere returns the WHERE clause selecting f's rows, with $n
+// placeholders numbered from first, and its arguments.
+func filterWhere(f Filter, first int) (string, []any) {
+	var conds []string
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		conds = append(conds, fmt.Sprintf(cond, first+len(args)-1))
+	}
+	if f.Task != "" {
+		add("task = $%d", f.Task)
+	}
+	if f.Agent != "" {
+		add("agent = $%d", f.Agent)
+	}
+	if f.Provider != "" {
+		add("provider = $%d", f.Provider)
+	}
+	if !f.From.IsZero() {
+		add("at >= $%d", f.From.UnixNano())
+	}
+	if !f.To.IsZero() {
+		add("at < $%d", f.To.UnixNano())
+	}
+	if len(conds) == 0 {
+		return "", nil
+	}
+	return " WHERE " + strings.Join(conds, " AND "), args
+}
+
+// bucketNanos is the width of the time buckets that ByMonth groups by in
+// SQL before the buckets are assigned to months in Go. Every time zone's
+// offset is a multiple of 15 minutes, so a bucket never straddles a month
+// boundary.
+const bucketNanos = int64(15 * time.Minute)
+
+// spendQuery returns the aggregate query of the attempts table for f: one
+// row per group with the key (text, or an integer bucket for ByMonth) and
+// the sums, in the column order scanTotals reads.
+func spendQuery(f Filter, table string) (string, []any) {
+	key := "''"
+	switch f.By {
+	case ByTask:
+		key = "task"
+	case ByAgent:
+		key = "agent"
+	case ByModel:
+		key = "provider || '/' || model"
+	case ByMonth:
+		key = fmt.Sprintf("at / %d", bucketNanos)
+	}
+	where, args := filterWhere(f, 1)
+	q := "SELECT " + key + " AS k, count(*)," +
+		" CAST(coalesce(sum(cost_nanos), 0) AS BIGINT)," +
+		" CAST(coalesce(sum(saving_nanos), 0) AS BIGINT)," +
+		" CAST(coalesce(sum(CASE WHEN cache_hit THEN 1 ELSE 0 END), 0) AS BIGINT)," +
+		" CAST(coalesce(sum(CASE WHEN estimated THEN 1 ELSE 0 END), 0) AS BIGINT)," +
+		" CAST(coalesce(sum(input_tokens), 0) AS BIGINT)," +
+		" CAST(coalesce(sum(output_tokens), 0) AS BIGINT)," +
+		" CAST(coalesce(sum(cache_read_tokens), 0) AS BIGINT)," +
+		" CAST(coalesce(sum(cache_write_tokens), 0) AS BIGINT)" +
+		" FROM " + table + where
+	if f.By != ByNone {
+		q += " GROUP BY k"
+	}
+	return q, args
+}
+
+// spendRow is one row of spendQuery: a text key, or a bucket for ByMonth.
+type spendRow struct {
+	key    string
+	bucket int64
+	t      Totals
+}
+
+// totalsDest returns the scan destinations of the sums of spendQuery.
+func totalsDest(t *Totals) []any {
+	return []any{&t.Attempts, (*int64)(&t.Cost), (*int64)(&t.Savings), &t.CacheHits, &t.Estimated,
+		&t.InputTokens, &t.OutputTokens, &t.CacheReadTokens, &t.CacheWriteTokens}
+}
+
+// buildReport merges the rows of spendQuery into a report.
+func buildReport(f Filter, rows []spendRow) SpendReport {
+	rep := SpendReport{By: f.By}
+	groups := map[string]*Totals{}
+	loc := f.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	for _, r := range rows {
+		if r.t.Attempts == 0 {
+			continue
+		}
+		rep.Total.add(r.t)
+		if f.By == ByNone {
+			continue
+		}
+		key := r.key
+		if f.By == ByMonth {
+			key = time.Unix(0, r.bucket*bucketNanos).In(loc).Format("2006-01")
+		}
+		g := groups[key]
+		if g == nil {
+			g = &Totals{}
+			groups[key] = g
+		}
+		g.add(r.t)
+	}
+	for k, t := range groups {
+		rep.Groups = append(rep.Groups, SpendGroup{Key: k, Totals: *t})
+	}
+	sort.Slice(rep.Groups, func(i, j int) bool { return rep.Groups[i].Key < rep.Groups[j].Key })
+	return rep
+}
+
+// nanos converts a time to the integer column form; fromNanos converts
+// back, in UTC.
+func nanos(t time.Time) int64     { return t.UnixNano() }
+func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+func scopeStrings(s []Scope) []string {
+	out := make([]string, len(s))
+	for i, x := range s {
+		out[i] = string(x)
+	}
+	return out
+}

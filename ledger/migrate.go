@@ -1,0 +1,135 @@
+package ledger
+
+// A migration moves the schema from version-1 to version. Each is applied
+// once, in order, in its own transaction, which also records it in the
+// schema_version table; a database whose highest version is above the last
+// one here was written by a newer program and is refused with
+// [ErrSchemaTooNew]. Migrations are never edited once released: a change is
+// a new migration.
+type migration struct {
+	version     int
+	description string
+	sqlite      []string
+	postgres    []string // "_S_." stands for the quoted schema
+}
+
+// LatestSchemaVersion is the schema version this package writes: the
+// version of the last migration.
+const LatestSchemaVersion = 2
+
+var migrations = []migration{
+	{
+		version:     1,
+		description: "scopes, reservations, holds, settlements and attempts",
+		sqlite: []string{
+			`CREATE TABLE scopes (
+				scope        TEXT PRIMARY KEY,
+				limit_nanos  INTEGER CHECK (limit_nanos >= 0),
+				spent_nanos  INTEGER NOT NULL DEFAULT 0,
+				paused       INTEGER NOT NULL DEFAULT 0,
+				pause_kind   TEXT NOT NULL DEFAULT '',
+				pause_reason TEXT NOT NULL DEFAULT '',
+				updated_at   INTEGER NOT NULL DEFAULT 0
+			) STRICT, WITHOUT ROWID`,
+			// One row per scope of each reservation; the embedded store has a
+			// single writer, so the rows of one invocation need no parent
+			// row to be created or removed together, and one B-tree is
+			// written instead of four.
+			`CREATE TABLE holds (
+				invocation_id TEXT NOT NULL,
+				scope         TEXT NOT NULL,
+				amount_nanos  INTEGER NOT NULL CHECK (amount_nanos >= 0),
+				created_at    INTEGER NOT NULL,
+				expires_at    INTEGER NOT NULL,
+				PRIMARY KEY (invocation_id, scope)
+			) STRICT, WITHOUT ROWID`,
+			`CREATE TABLE settlements (
+				invocation_id  TEXT PRIMARY KEY,
+				cost_nanos     INTEGER NOT NULL,
+				reserved_nanos INTEGER,
+				settled_at     INTEGER NOT NULL
+			) STRICT, WITHOUT ROWID`,
+			`CREATE TABLE attempts (
+				id                 INTEGER PRIMARY KEY,
+				invocation_id      TEXT NOT NULL,
+				at                 INTEGER NOT NULL,
+				task               TEXT NOT NULL,
+				agent              TEXT NOT NULL,
+				provider           TEXT NOT NULL,
+				model              TEXT NOT NULL,
+				outcome            TEXT NOT NULL,
+				input_tokens       INTEGER NOT NULL,
+				output_tokens      INTEGER NOT NULL,
+				cache_read_tokens  INTEGER NOT NULL,
+				cache_write_tokens INTEGER NOT NULL,
+				cost_nanos         INTEGER NOT NULL,
+				cache_hit          INTEGER NOT NULL,
+				saving_nanos       INTEGER NOT NULL,
+				estimated          INTEGER NOT NULL
+			) STRICT`,
+		},
+		postgres: []string{
+			`CREATE TABLE _S_.scopes (
+				scope        TEXT PRIMARY KEY,
+				limit_nanos  BIGINT CHECK (limit_nanos >= 0),
+				spent_nanos  BIGINT NOT NULL DEFAULT 0,
+				paused       BOOLEAN NOT NULL DEFAULT false,
+				pause_kind   TEXT NOT NULL DEFAULT '',
+				pause_reason TEXT NOT NULL DEFAULT '',
+				updated_at   BIGINT NOT NULL DEFAULT 0
+			)`,
+			`CREATE TABLE _S_.reservations (
+				invocation_id TEXT PRIMARY KEY,
+				amount_nanos  BIGINT NOT NULL CHECK (amount_nanos >= 0),
+				created_at    BIGINT NOT NULL,
+				expires_at    BIGINT NOT NULL
+			)`,
+			`CREATE INDEX reservations_expires_at ON _S_.reservations (expires_at)`,
+			`CREATE TABLE _S_.holds (
+				invocation_id TEXT NOT NULL REFERENCES _S_.reservations (invocation_id) ON DELETE CASCADE,
+				scope         TEXT NOT NULL,
+				amount_nanos  BIGINT NOT NULL,
+				expires_at    BIGINT NOT NULL,
+				PRIMARY KEY (invocation_id, scope)
+			)`,
+			`CREATE INDEX holds_scope ON _S_.holds (scope, expires_at)`,
+			`CREATE TABLE _S_.settlements (
+				invocation_id  TEXT PRIMARY KEY,
+				cost_nanos     BIGINT NOT NULL,
+				reserved_nanos BIGINT,
+				settled_at     BIGINT NOT NULL
+			)`,
+			`CREATE TABLE _S_.attempts (
+				id                 BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+				invocation_id      TEXT NOT NULL,
+				at                 BIGINT NOT NULL,
+				task               TEXT NOT NULL,
+				agent              TEXT NOT NULL,
+				provider           TEXT NOT NULL,
+				model              TEXT NOT NULL,
+				outcome            TEXT NOT NULL,
+				input_tokens       BIGINT NOT NULL,
+				output_tokens      BIGINT NOT NULL,
+				cache_read_tokens  BIGINT NOT NULL,
+				cache_write_tokens BIGINT NOT NULL,
+				cost_nanos         BIGINT NOT NULL,
+				cache_hit          BOOLEAN NOT NULL,
+				saving_nanos       BIGINT NOT NULL,
+				estimated          BOOLEAN NOT NULL
+			)`,
+			`CREATE INDEX attempts_invocation ON _S_.attempts (invocation_id)`,
+		},
+	},
+	{
+		version:     2,
+		description: "indexes of the ledger for spend reports by time, task and agent",
+		sqlite: []string{
+			`CREATE INDEX attempts_task ON attempts (task, at)`,
+		},
+		postgres: []string{
+			`CREATE INDEX attempts_at ON _S_.attempts (at)`,
+			`CREATE INDEX attempts_task ON _S_.attempts (task, at)`,
+			`CREATE INDEX attempts_agent ON _S_.attempts (agent, at)`,
+		},
+	},
+}

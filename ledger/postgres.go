@@ -1,0 +1,714 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// DefaultSchema is the PostgreSQL schema the tables live in unless
+// [WithSchema] says otherwise.
+const DefaultSchema = "cortexbuild_ledger"
+
+// Postgres is the [Store] shared by several processes through one
+// PostgreSQL database (a pgx connection pool). Every transaction that reads
+// a budget to decide locks the scope rows first, with SELECT … FOR UPDATE in
+// scope order, so concurrent reservations and settlements of a scope are
+// serialised and never deadlock on each other; the holds are summed by a
+// later statement of the same transaction, which sees every hold committed
+// before the lock was granted. A transaction that PostgreSQL aborts as a
+// deadlock or serialization failure is retried.
+type Postgres struct {
+	pool   *pgxpool.Pool
+	schema string // quoted
+	now    func() time.Time
+	closed atomic.Bool
+}
+
+var _ Store = (*Postgres)(nil)
+
+var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// OpenPostgres connects to the database at url (a postgres:// URL or a
+// key=value DSN), creates the schema ([DefaultSchema] or [WithSchema]) if
+// missing and brings its tables up to date.
+func OpenPostgres(ctx context.Context, url string, opts ...Option) (*Postgres, error) {
+	o := buildOptions(opts)
+	if o.schema == "" {
+		o.schema = DefaultSchema
+	}
+	if !schemaName.MatchString(o.schema) {
+		return nil, fmt.Errorf("%w: schema %q: lower-case letters, digits and _, at most 63", ErrInvalid, o.schema)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("%w: PostgreSQL URL: %v", ErrInvalid, err)
+	}
+	if o.maxConns > 0 {
+		cfg.MaxConns = o.maxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, pgErr("connect", err)
+	}
+	p := &Postgres{pool: pool, schema: pgx.Identifier{o.schema}.Sanitize(), now: o.now}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, pgErr("connect", err)
+	}
+	if err := p.migrate(ctx, o.schema); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// q qualifies the tables of a statement with the store's schema.
+func (p *Postgres) q(sql string) string { return strings.ReplaceAll(sql, "_S_.", p.schema+".") }
+
+func (p *Postgres) migrate(ctx context.Context, schema string) error {
+	for {
+		var cur int
+		err := p.tx(ctx, "migrate", func(tx pgx.Tx) error {
+			// One migrator at a time per schema, across processes.
+			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", "cortexbuild ledger "+schema); err != nil {
+				return err
+			}
+			var exists bool
+			if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", schema).Scan(&exists); err != nil {
+				return err
+			}
+			if !exists {
+				if _, err := tx.Exec(ctx, "CREATE SCHEMA "+p.schema); err != nil {
+					return err
+				}
+			}
+			if _, err := tx.Exec(ctx, p.q(`CREATE TABLE IF NOT EXISTS _S_.schema_version (
+				version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at BIGINT NOT NULL)`)); err != nil {
+				return err
+			}
+			if err := tx.QueryRow(ctx, p.q("SELECT coalesce(max(version), 0) FROM _S_.schema_version")).Scan(&cur); err != nil {
+				return err
+			}
+			if cur > LatestSchemaVersion {
+				return fmt.Errorf("%w: schema %s is at version %d, this program knows up to %d", ErrSchemaTooNew, schema, cur, LatestSchemaVersion)
+			}
+			if cur == LatestSchemaVersion {
+				return nil
+			}
+			m := migrations[cur]
+			for _, q := range m.postgres {
+				if _, err := tx.Exec(ctx, p.q(q)); err != nil {
+					return fmt.Errorf("ledger: migration %d (%s): %w", m.version, m.description, err)
+				}
+			}
+			_, err := tx.Exec(ctx, p.q("INSERT INTO _S_.schema_version (version, description, applied_at) VALUES ($1, $2, $3)"),
+				m.version, m.description, nanos(p.now()))
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if cur+1 >= LatestSchemaVersion {
+			return nil
+		}
+	}
+}
+
+// pgErr classifies an error: failures to reach or use the server wrap
+// ErrUnavailable.
+func pgErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code[:2] {
+		case "08", // connection exception
+			"28", // invalid authorization
+			"3D", // invalid catalog name (no such database)
+			"53", // insufficient resources (disk full, too many connections)
+			"57", // operator intervention (shutdown)
+			"58": // system error (I/O)
+			return fmt.Errorf("ledger: %s: %w: %v", op, ErrUnavailable, err)
+		}
+		return fmt.Errorf("ledger: %s: %w", op, err)
+	}
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("ledger: %s: %w", op, err)
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	if errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) || pgconn.SafeToRetry(err) ||
+		strings.Contains(err.Error(), "closed pool") || strings.Contains(err.Error(), "conn closed") {
+		return fmt.Errorf("ledger: %s: %w: %w", op, ErrUnavailable, err)
+	}
+	return fmt.Errorf("ledger: %s: %w", op, err)
+}
+
+func pgCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// tx runs fn in a transaction, retrying it when PostgreSQL aborts it as a
+// deadlock victim or a serialization failure. Errors of the store's own pass
+// through; driver errors are classified.
+func (p *Postgres) tx(ctx context.Context, op string, fn func(pgx.Tx) error) error {
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	for attempt := 0; ; attempt++ {
+		err := p.tryTx(ctx, fn)
+		if err == nil {
+			return nil
+		}
+		if isOwn(err) {
+			return err
+		}
+		if c := pgCode(err); (c == "40001" || c == "40P01") && attempt < 20 && ctx.Err() == nil {
+			continue
+		}
+		if p.closed.Load() {
+			return ErrClosed
+		}
+		return pgErr(op, err)
+	}
+}
+
+func (p *Postgres) tryTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	tx, err := p.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback(context.WithoutCancel(ctx))
+		return err
+	}
+	// Commit even if ctx ends now, so that the outcome matches the nil
+	// returned.
+	return tx.Commit(context.WithoutCancel(ctx))
+}
+
+// withConn runs fn on a pooled connection; fn manages its own transaction
+// (BEGIN and COMMIT travel in the same batches as the statements, to save
+// round trips). A transaction fn leaves open is rolled back. Deadlock
+// victims and serialization failures are retried like in tx.
+func (p *Postgres) withConn(ctx context.Context, op string, fn func(c *pgxpool.Conn) error) error {
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	for attempt := 0; ; attempt++ {
+		err := func() error {
+			c, err := p.pool.Acquire(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Release() // destroys a connection left in a transaction
+			err = fn(c)
+			if c.Conn().PgConn().TxStatus() != 'I' && !c.Conn().IsClosed() {
+				if _, rerr := c.Exec(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil && err == nil {
+					err = rerr
+				}
+			}
+			return err
+		}()
+		if err == nil || isOwn(err) {
+			return err
+		}
+		if c := pgCode(err); (c == "40001" || c == "40P01") && attempt < 20 && ctx.Err() == nil {
+			continue
+		}
+		if p.closed.Load() {
+			return ErrClosed
+		}
+		return pgErr(op, err)
+	}
+}
+
+// exec runs one statement in its own transaction and returns the rows it
+// affected.
+func (p *Postgres) exec(ctx context.Context, op, sql string, args ...any) (int64, error) {
+	var n int64
+	err := p.tx(ctx, op, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, p.q(sql), args...)
+		n = tag.RowsAffected()
+		return err
+	})
+	return n, err
+}
+
+// read checks that the store is open before a read.
+func (p *Postgres) read(op string, err error) error {
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	return pgErr(op, err)
+}
+
+// SetBudget implements [Store].
+func (p *Postgres) SetBudget(ctx context.Context, scope Scope, limit provider.Money) error {
+	if err := scope.Validate(); err != nil {
+		return err
+	}
+	if limit < 0 {
+		return fmt.Errorf("%w: negative limit $%s for %s", ErrInvalid, limit, scope)
+	}
+	_, err := p.exec(ctx, "set budget", setBudgetSQL("_S_.scopes"), string(scope), int64(limit), nanos(p.now()))
+	return err
+}
+
+// RemoveBudget implements [Store].
+func (p *Postgres) RemoveBudget(ctx context.Context, scope Scope) error {
+	if err := scope.Validate(); err != nil {
+		return err
+	}
+	_, err := p.exec(ctx, "remove budget", removeBudgetSQL("_S_.scopes"), string(scope), nanos(p.now()))
+	return err
+}
+
+// Budget implements [Store].
+func (p *Postgres) Budget(ctx context.Context, scope Scope) (Budget, error) {
+	if err := scope.Validate(); err != nil {
+		return Budget{}, err
+	}
+	if p.closed.Load() {
+		return Budget{}, ErrClosed
+	}
+	b, err := scanBudgetPg(p.pool.QueryRow(ctx, p.q(budgetSQL("_S_."))+" WHERE s.scope = $2", nanos(p.now()), string(scope)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Budget{Scope: scope}, nil
+	}
+	return b, p.read("budget", err)
+}
+
+func scanBudgetPg(sc pgx.Row) (Budget, error) {
+	var b Budget
+	var limit *int64
+	err := sc.Scan((*string)(&b.Scope), &limit, (*int64)(&b.Spent), &b.Paused, &b.PauseReason, (*int64)(&b.Held))
+	if limit != nil {
+		b.Limited, b.Limit = true, provider.Money(*limit)
+	}
+	return b, err
+}
+
+// Budgets implements [Store].
+func (p *Postgres) Budgets(ctx context.Context) ([]Budget, error) {
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	rows, err := p.pool.Query(ctx, p.q(budgetSQL("_S_."))+" WHERE s.limit_nanos IS NOT NULL ORDER BY s.scope", nanos(p.now()))
+	if err != nil {
+		return nil, p.read("budgets", err)
+	}
+	defer rows.Close()
+	var out []Budget
+	for rows.Next() {
+		b, err := scanBudgetPg(rows)
+		if err != nil {
+			return nil, p.read("budgets", err)
+		}
+		out = append(out, b)
+	}
+	return out, p.read("budgets", rows.Err())
+}
+
+// Reserve implements [Store].
+func (p *Postgres) Reserve(ctx context.Context, r Reservation) error {
+	now := p.now()
+	scopes, err := checkReservation(r, now)
+	if err != nil {
+		return err
+	}
+	n, ss := nanos(now), scopeStrings(scopes)
+	return p.withConn(ctx, "reserve", func(c *pgxpool.Conn) error {
+		// First round trip: begin, create missing scope rows, lock them in
+		// scope order, release expired holds (of these scopes, and an
+		// expired reservation of this id), check for a duplicate, and sum
+		// the unexpired holds, in a statement after the lock so that it
+		// sees every hold committed before the lock was granted.
+		b := &pgx.Batch{}
+		b.Queue("BEGIN")
+		b.Queue(p.q(`INSERT INTO _S_.scopes (scope, updated_at) SELECT s, $2 FROM unnest($1::text[]) AS s ORDER BY s
+			ON CONFLICT (scope) DO NOTHING`), ss, n)
+		b.Queue(p.q(`SELECT scope, limit_nanos, spent_nanos, paused, pause_reason FROM _S_.scopes
+			WHERE scope = ANY($1) ORDER BY scope FOR UPDATE`), ss)
+		b.Queue(p.q(`DELETE FROM _S_.reservations WHERE expires_at <= $2 AND (invocation_id = $3 OR invocation_id IN
+			(SELECT invocation_id FROM _S_.holds WHERE scope = ANY($1) AND expires_at <= $2))`), ss, n, r.InvocationID)
+		b.Queue(p.q(`SELECT EXISTS (SELECT 1 FROM _S_.reservations WHERE invocation_id = $1)
+			OR EXISTS (SELECT 1 FROM _S_.settlements WHERE invocation_id = $1)`), r.InvocationID)
+		b.Queue(p.q(`SELECT scope, CAST(sum(amount_nanos) AS BIGINT) FROM _S_.holds
+			WHERE scope = ANY($1) AND expires_at > $2 GROUP BY scope`), ss, n)
+		states, dup, err := readReserveBatch(c.SendBatch(ctx, b), len(scopes))
+		if err != nil {
+			return err
+		}
+		if dup {
+			return fmt.Errorf("%w: %s", ErrDuplicateInvocation, r.InvocationID)
+		}
+		if err := admit(states, r.Amount); err != nil {
+			return err
+		}
+		// Second round trip: hold and commit.
+		b = &pgx.Batch{}
+		b.Queue(p.q(`WITH r AS (
+				INSERT INTO _S_.reservations (invocation_id, amount_nanos, created_at, expires_at) VALUES ($1, $2, $3, $4)
+				RETURNING invocation_id)
+			INSERT INTO _S_.holds (invocation_id, scope, amount_nanos, expires_at)
+			SELECT r.invocation_id, s, $2, $4 FROM r, unnest($5::text[]) AS s`),
+			r.InvocationID, int64(r.Amount), n, nanos(r.ExpiresAt), ss)
+		b.Queue("COMMIT")
+		err = execBatch(c.SendBatch(context.WithoutCancel(ctx), b), 2)
+		if pgCode(err) == "23505" { // a concurrent reservation of the same id won
+			return fmt.Errorf("%w: %s", ErrDuplicateInvocation, r.InvocationID)
+		}
+		return err
+	})
+}
+
+// execBatch reads n statement results of a batch and closes it.
+func execBatch(br pgx.BatchResults, n int) error {
+	for range n {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return err
+		}
+	}
+	return br.Close()
+}
+
+func readReserveBatch(br pgx.BatchResults, nScopes int) (states []scopeState, dup bool, err error) {
+	defer func() {
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	for range 2 { // BEGIN, ensure the scopes
+		if _, err := br.Exec(); err != nil {
+			return nil, false, err
+		}
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, false, err
+	}
+	for rows.Next() {
+		var st scopeState
+		var limit *int64
+		if err := rows.Scan((*string)(&st.scope), &limit, (*int64)(&st.spent), &st.paused, &st.reason); err != nil {
+			rows.Close()
+			return nil, false, err
+		}
+		if limit != nil {
+			st.limited, st.limit = true, provider.Money(*limit)
+		}
+		states = append(states, st)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, false, err
+	}
+	if len(states) != nScopes {
+		return nil, false, fmt.Errorf("ledger: reserve locked %d scopes of %d", len(states), nScopes)
+	}
+	if _, err := br.Exec(); err != nil {
+		return nil, false, err
+	}
+	if err := br.QueryRow().Scan(&dup); err != nil {
+		return nil, false, err
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return nil, false, err
+	}
+	held := map[Scope]provider.Money{}
+	for rows.Next() {
+		var sc string
+		var h int64
+		if err := rows.Scan(&sc, &h); err != nil {
+			rows.Close()
+			return nil, false, err
+		}
+		held[Scope(sc)] = provider.Money(h)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, false, err
+	}
+	for i := range states {
+		states[i].held = held[states[i].scope]
+	}
+	return states, dup, nil
+}
+
+// Settle implements [Store].
+func (p *Postgres) Settle(ctx context.Context, set Settlement) error {
+	now := p.now()
+	scopes, err := checkSettlement(&set, now)
+	if err != nil {
+		return err
+	}
+	n := nanos(now)
+	return p.withConn(ctx, "settle", func(c *pgxpool.Conn) error {
+		// First round trip, outside the transaction (a reservation's
+		// scopes never change): which scopes to charge, the reservation's
+		// if it is still there.
+		b := &pgx.Batch{}
+		b.Queue(p.q(`SELECT amount_nanos FROM _S_.reservations WHERE invocation_id = $1`), set.InvocationID)
+		b.Queue(p.q(`SELECT scope FROM _S_.holds WHERE invocation_id = $1 ORDER BY scope`), set.InvocationID)
+		reserved, held, err := readSettleBatch(c.SendBatch(ctx, b))
+		if err != nil {
+			return err
+		}
+		charge := scopes
+		if reserved != nil && len(held) > 0 {
+			charge = held
+		}
+		ss := scopeStrings(charge)
+		// Second round trip: begin, record the settlement (a second one
+		// conflicts and changes nothing), lock the scopes in order, drop
+		// the reservation, charge, and write the ledger row.
+		b = &pgx.Batch{}
+		b.Queue("BEGIN")
+		b.Queue(p.q(`INSERT INTO _S_.settlements (invocation_id, cost_nanos, reserved_nanos, settled_at) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (invocation_id) DO NOTHING`), set.InvocationID, int64(set.Cost), reserved, n)
+		b.Queue(p.q(`INSERT INTO _S_.scopes (scope, updated_at) SELECT s, $2 FROM unnest($1::text[]) AS s ORDER BY s
+			ON CONFLICT (scope) DO NOTHING`), ss, n)
+		b.Queue(p.q(`SELECT scope FROM _S_.scopes WHERE scope = ANY($1) ORDER BY scope FOR UPDATE`), ss)
+		b.Queue(p.q(`DELETE FROM _S_.reservations WHERE invocation_id = $1`), set.InvocationID)
+		b.Queue(p.q(`UPDATE _S_.scopes SET spent_nanos = spent_nanos + $2, updated_at = $3 WHERE scope = ANY($1)
+			RETURNING scope, limit_nanos, spent_nanos, paused`), ss, int64(set.Cost), n)
+		b.Queue(p.q(insertAttemptSQL("_S_.attempts")), attemptArgs(set.Entry)...)
+		toPause, err := readChargeBatch(c.SendBatch(ctx, b), set.InvocationID)
+		if err != nil {
+			return err
+		}
+		// Third round trip: pause the scopes that reached their limit, and
+		// commit.
+		b = &pgx.Batch{}
+		for _, st := range toPause {
+			b.Queue(p.q(`UPDATE _S_.scopes SET paused = true, pause_kind = 'budget', pause_reason = $2, updated_at = $3
+				WHERE scope = $1`), string(st.scope), pauseReason(st.scope, st.limit, st.spent), n)
+		}
+		b.Queue("COMMIT")
+		return execBatch(c.SendBatch(context.WithoutCancel(ctx), b), b.Len())
+	})
+}
+
+func readSettleBatch(br pgx.BatchResults) (reserved *int64, held []Scope, err error) {
+	defer func() {
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	var amt int64
+	switch err := br.QueryRow().Scan(&amt); {
+	case err == nil:
+		reserved = &amt
+	case !errors.Is(err, pgx.ErrNoRows):
+		return nil, nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var sc string
+		if err := rows.Scan(&sc); err != nil {
+			return nil, nil, err
+		}
+		held = append(held, Scope(sc))
+	}
+	return reserved, held, rows.Err()
+}
+
+// readChargeBatch reads the settlement batch and returns the scopes that
+// reached their limit and are not paused yet.
+func readChargeBatch(br pgx.BatchResults, id string) (toPause []scopeState, err error) {
+	defer func() {
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	if _, err := br.Exec(); err != nil { // BEGIN
+		return nil, err
+	}
+	tag, err := br.Exec()
+	if err != nil {
+		return nil, err
+	}
+	if tag.RowsAffected() == 0 {
+		return nil, fmt.Errorf("%w: %s", ErrAlreadySettled, id)
+	}
+	for range 3 { // ensure scopes, lock them, drop the reservation
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var st scopeState
+		var limit *int64
+		if err := rows.Scan((*string)(&st.scope), &limit, (*int64)(&st.spent), &st.paused); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if limit != nil {
+			st.limited, st.limit = true, provider.Money(*limit)
+		}
+		if !st.paused && reachedLimit(st.limited, st.limit, st.spent) {
+			toPause = append(toPause, st)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	_, err = br.Exec()
+	return toPause, err
+}
+
+// Release implements [Store].
+func (p *Postgres) Release(ctx context.Context, invocationID string) error {
+	if err := validID(invocationID); err != nil {
+		return err
+	}
+	_, err := p.exec(ctx, "release", `DELETE FROM _S_.reservations WHERE invocation_id = $1`, invocationID)
+	return err
+}
+
+// ExpireReservations implements [Store].
+func (p *Postgres) ExpireReservations(ctx context.Context, now time.Time) (int, error) {
+	n, err := p.exec(ctx, "expire reservations", `DELETE FROM _S_.reservations WHERE expires_at <= $1`, nanos(now))
+	return int(n), err
+}
+
+// RecordAttempt implements [Store].
+func (p *Postgres) RecordAttempt(ctx context.Context, a AttemptRow) error {
+	if err := checkAttempt(&a, p.now()); err != nil {
+		return err
+	}
+	_, err := p.exec(ctx, "record attempt", insertAttemptSQL("_S_.attempts"), attemptArgs(a)...)
+	return err
+}
+
+// Attempts implements [Store].
+func (p *Postgres) Attempts(ctx context.Context, f Filter) ([]AttemptRow, error) {
+	f.By = ByNone
+	if err := checkFilter(f); err != nil {
+		return nil, err
+	}
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	where, args := filterWhere(f, 1)
+	rows, err := p.pool.Query(ctx, p.q("SELECT "+attemptColumns+" FROM _S_.attempts"+where+" ORDER BY at, id"), args...)
+	if err != nil {
+		return nil, p.read("attempts", err)
+	}
+	defer rows.Close()
+	var out []AttemptRow
+	for rows.Next() {
+		a, err := scanAttempt(rows)
+		if err != nil {
+			return nil, p.read("attempts", err)
+		}
+		out = append(out, a)
+	}
+	return out, p.read("attempts", rows.Err())
+}
+
+// Spend implements [Store].
+func (p *Postgres) Spend(ctx context.Context, f Filter) (SpendReport, error) {
+	if err := checkFilter(f); err != nil {
+		return SpendReport{}, err
+	}
+	if p.closed.Load() {
+		return SpendReport{}, ErrClosed
+	}
+	q, args := spendQuery(f, p.q("_S_.attempts"))
+	rows, err := p.pool.Query(ctx, q, args...)
+	if err != nil {
+		return SpendReport{}, p.read("spend", err)
+	}
+	defer rows.Close()
+	var got []spendRow
+	for rows.Next() {
+		var r spendRow
+		key := any(&r.key)
+		if f.By == ByMonth {
+			key = &r.bucket
+		}
+		if err := rows.Scan(append([]any{key}, totalsDest(&r.t)...)...); err != nil {
+			return SpendReport{}, p.read("spend", err)
+		}
+		got = append(got, r)
+	}
+	if err := rows.Err(); err != nil {
+		return SpendReport{}, p.read("spend", err)
+	}
+	return buildReport(f, got), nil
+}
+
+// Pause implements [Store].
+func (p *Postgres) Pause(ctx context.Context, scope Scope, reason string) error {
+	if err := scope.Validate(); err != nil {
+		return err
+	}
+	_, err := p.exec(ctx, "pause", pauseSQL("_S_.scopes"), string(scope), pauseText(reason), nanos(p.now()))
+	return err
+}
+
+// Resume implements [Store].
+func (p *Postgres) Resume(ctx context.Context, scope Scope) error {
+	if err := scope.Validate(); err != nil {
+		return err
+	}
+	_, err := p.exec(ctx, "resume", resumeSQL("_S_.scopes"), string(scope), nanos(p.now()))
+	return err
+}
+
+// Paused implements [Store].
+func (p *Postgres) Paused(ctx context.Context, scope Scope) (string, bool, error) {
+	b, err := p.Budget(ctx, scope)
+	return b.PauseReason, b.Paused, err
+}
+
+// SchemaVersion implements [Store].
+func (p *Postgres) SchemaVersion(ctx context.Context) (int, error) {
+	if p.closed.Load() {
+		return 0, ErrClosed
+	}
+	var v int
+	err := p.pool.QueryRow(ctx, p.q("SELECT coalesce(max(version), 0) FROM _S_.schema_version")).Scan(&v)
+	return v, p.read("schema version", err)
+}
+
+// Close implements [Store].
+func (p *Postgres) Close() error {
+	if p.closed.Swap(true) {
+		return nil
+	}
+	p.pool.Close()
+	return nil
+}

@@ -1,0 +1,204 @@
+package orchestrator
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/cortexbuild/cortexbuild/cache"
+	"github.com/cortexbuild/cortexbuild/ledger"
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// AgentBudget limits the estimate of one invocation by an agent.
+type AgentBudget struct {
+	Limit provider.Money
+	// Escalate asks for approval instead of refusing: the call fails with
+	// an [*EstimateError] whose NeedsApproval is true, and runs once the
+	// caller sets Call.Approved.
+	Escalate bool
+}
+
+// EstimateError refuses a call whose estimate exceeds its agent's budget.
+type EstimateError struct {
+	Agent         string
+	Estimate      provider.Money
+	Limit         provider.Money
+	NeedsApproval bool
+}
+
+func (e *EstimateError) Error() string {
+	if e.NeedsApproval {
+		return fmt.Sprintf("agent %s: the estimate $%s is above its budget of $%s and needs approval", e.Agent, e.Estimate, e.Limit)
+	}
+	return fmt.Sprintf("agent %s: the estimate $%s is above its budget of $%s (agents.%s.budget); the call was not made", e.Agent, e.Estimate, e.Limit, e.Agent)
+}
+
+// ErrUnpriced is wrapped when a paid endpoint cannot price a request: such
+// a call is refused rather than run unbudgeted.
+var ErrUnpriced = errors.New("the request cannot be priced")
+
+// hold is a call's reservation.
+type hold struct {
+	id       string
+	estimate provider.Money
+	scopes   []ledger.Scope
+	ledger   ledger.Store // nil when nothing is recorded
+}
+
+func newInvocationID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "inv_" + hex.EncodeToString(b[:])
+}
+
+// estimate bounds the cost of c over the candidates it may use: the largest
+// estimate among them. The first candidate must be priceable.
+func (o *Orchestrator) estimate(c *Call) (provider.Money, error) {
+	tr := o.route(c, o.tierFor(c), c.Needs.Union(c.Request.RequiredCapabilities()))
+	var est provider.Money
+	for i, k := range tr.Kept() {
+		req := c.Request
+		req.Model, req.Tier = k.Model, k.Tier
+		e, err := k.endpoint.Adapter.EstimateCost(&req)
+		if err != nil {
+			if i == 0 {
+				return 0, fmt.Errorf("%w on %s/%s: %v", ErrUnpriced, k.Provider, k.Model, err)
+			}
+			continue
+		}
+		est = max(est, e)
+	}
+	return est, nil
+}
+
+// reserve checks the agent's budget and holds the estimate against the
+// month's and the task's budgets, all or nothing.
+func (o *Orchestrator) reserve(ctx context.Context, c *Call) (*hold, error) {
+	h := &hold{id: c.InvocationID}
+	if h.id == "" {
+		h.id = newInvocationID()
+	}
+	ab, limited := o.s.AgentBudgets[c.Agent]
+	if o.s.Ledger == nil && !limited {
+		return h, nil
+	}
+	est, err := o.estimate(c)
+	if err != nil {
+		return nil, &Error{Err: err, Summary: "refused: add the model's prices (pricing.catalog_files) so the call can be budgeted"}
+	}
+	h.estimate = est
+	if limited && ab.Limit > 0 && est > ab.Limit && !(ab.Escalate && c.Approved) {
+		return nil, &Error{Err: &EstimateError{Agent: c.Agent, Estimate: est, Limit: ab.Limit, NeedsApproval: ab.Escalate}}
+	}
+	if o.s.Ledger == nil {
+		return h, nil
+	}
+	now := o.s.Now()
+	h.scopes = []ledger.Scope{ledger.MonthScope(now.In(o.s.Location))}
+	if c.Task != "" {
+		h.scopes = append(h.scopes, ledger.TaskScope(c.Task))
+	}
+	err = o.s.Ledger.Reserve(ctx, ledger.Reservation{InvocationID: h.id, Amount: est, Scopes: h.scopes, ExpiresAt: now.Add(o.s.ReservationTTL)})
+	switch {
+	case err == nil:
+		h.ledger = o.s.Ledger
+		return h, nil
+	case errors.Is(err, ledger.ErrUnavailable) && est == 0 && o.s.FreeFailsOpen:
+		o.notify(ctx, "warning", "ledger_unavailable", "", "the ledger is unreachable; a free (local) call runs unrecorded: "+err.Error())
+		return h, nil
+	case errors.Is(err, ledger.ErrUnavailable):
+		return nil, &Error{Err: err, Summary: "refused: the ledger cannot be reached, and paid calls are never made unrecorded"}
+	case errors.Is(err, ledger.ErrPaused):
+		return nil, &Error{Err: err, Summary: "refused until the budget is raised ('cortexbuild budget set') or the scope resumed ('cortexbuild task resume')"}
+	case errors.Is(err, ledger.ErrOverBudget):
+		return nil, &Error{Err: err, Summary: fmt.Sprintf("refused: the estimate $%s does not fit the budget", est)}
+	}
+	return nil, &Error{Err: err, Summary: "refused: the reservation failed"}
+}
+
+// settle records every attempt and turns the hold into the actual spend
+// (the sum of what the attempts billed), or releases it when nothing was
+// billed. Failing to record is reported loudly: the money was spent.
+func (o *Orchestrator) settle(ctx context.Context, h *hold, c *Call, attempts []Attempt, ok bool) {
+	if h == nil || h.ledger == nil {
+		return
+	}
+	var total provider.Money
+	rows := make([]ledger.AttemptRow, len(attempts))
+	for i, a := range attempts {
+		total += a.Cost
+		rows[i] = ledger.AttemptRow{InvocationID: h.id, Time: a.StartedAt, Task: c.Task, Agent: c.Agent, Provider: a.Provider, Model: a.Model, Outcome: a.Outcome,
+			InputTokens: a.Usage.InputTokens, OutputTokens: a.Usage.OutputTokens, CacheReadTokens: a.Usage.CacheReadTokens, CacheWriteTokens: a.Usage.CacheWriteTokens,
+			Cost: a.Cost, EstimatedUsage: a.Estimated}
+	}
+	report := func(err error) {
+		if err != nil && !errors.Is(err, ledger.ErrAlreadySettled) {
+			o.notify(ctx, "critical", "ledger_write_failed", "", fmt.Sprintf("invocation %s spent $%s but the ledger write failed: %v", h.id, total, err))
+		}
+	}
+	for i := 0; i < len(rows)-1; i++ {
+		report(h.ledger.RecordAttempt(ctx, rows[i]))
+	}
+	if len(rows) == 0 || (total == 0 && !ok) {
+		if len(rows) > 0 {
+			report(h.ledger.RecordAttempt(ctx, rows[len(rows)-1]))
+		}
+		report(h.ledger.Release(ctx, h.id))
+		return
+	}
+	report(h.ledger.Settle(ctx, ledger.Settlement{InvocationID: h.id, Cost: total, Scopes: h.scopes, Entry: rows[len(rows)-1]}))
+}
+
+// cacheOn reports whether c may be answered from the cache.
+func (o *Orchestrator) cacheOn(c *Call) bool {
+	return o.s.Cache != nil && cache.Enabled(c.Agent, o.s.CacheAgents[c.Agent])
+}
+
+// invokeCached answers c from the cache when an identical request was
+// answered in the last TTL; concurrent identical misses make one provider
+// call. A hit costs nothing, and the ledger records it with its saving.
+func (o *Orchestrator) invokeCached(ctx context.Context, c Call) (*Outcome, error) {
+	trace := o.Route(c)
+	kept := trace.Kept()
+	if len(kept) == 0 {
+		return o.invoke(ctx, c)
+	}
+	req := c.Request
+	if req.CacheKey == "" {
+		req.CacheKey = "agent:" + c.Agent
+	}
+	key, err := cache.NewKey(cache.Scope{Project: o.s.Project, Provider: kept[0].Provider, Model: kept[0].Model}, &req)
+	if err != nil {
+		return o.invoke(ctx, c)
+	}
+	var filled *Outcome
+	res, oc, err := o.s.Cache.Do(ctx, key, func(ctx context.Context) (*provider.Result, error) {
+		out, err := o.invoke(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		filled = out
+		return out.Result, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if filled != nil && !oc.Hit && !oc.Shared {
+		return filled, nil
+	}
+	id := c.InvocationID
+	if id == "" {
+		id = newInvocationID()
+	}
+	a := Attempt{Provider: res.Provider, Model: res.Model, Tier: kept[0].Tier, Outcome: "cache_hit", StartedAt: o.s.Now()}
+	if o.s.Ledger != nil {
+		row := ledger.AttemptRow{InvocationID: id, Time: a.StartedAt, Task: c.Task, Agent: c.Agent, Provider: a.Provider, Model: a.Model, Outcome: a.Outcome, CacheHit: true, Saving: oc.Saved}
+		if err := o.s.Ledger.RecordAttempt(ctx, row); err != nil {
+			o.notify(ctx, "warning", "ledger_write_failed", "", "a cache hit was not recorded: "+err.Error())
+		}
+	}
+	return &Outcome{Result: res, Attempts: []Attempt{a}, Trace: trace, InvocationID: id, Saved: oc.Saved}, nil
+}

@@ -1,0 +1,203 @@
+package orchestrator_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cortexbuild/cortexbuild/cache"
+	"github.com/cortexbuild/cortexbuild/ledger"
+	"github.com/cortexbuild/cortexbuild/orchestrator"
+	"github.com/cortexbuild/cortexbuild/provider"
+	"github.com/cortexbuild/cortexbuild/provider/anthropic/anthropicfake"
+)
+
+func openLedger(t *testing.T) ledger.Store {
+	t.Helper()
+	st, err := ledger.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func TestReserveThenSettleToTheActualCost(t *testing.T) {
+	st := openLedger(t)
+	w := newWorld(t, func(s *orchestrator.Settings) { s.Preference = order("anthropic"); s.Ledger = st })
+	w.anth.Enqueue(anthropicfake.Reply{Text: "ok", Usage: anthropicfake.Usage{Input: 1000, Output: 100}})
+	out, oe := w.invoke(t, orchestrator.Call{Agent: "builder", Task: "t1", Request: provider.Request{Prompt: "hi", MaxTokens: 1000}})
+	if oe != nil {
+		t.Fatal(oe)
+	}
+	// sonnet-4-6: 1000×3 + 100×15 = 4500 per million.
+	if out.Cost != provider.MustMoney("0.0045") || out.Estimate < out.Cost {
+		t.Fatalf("cost %s estimate %s", out.Cost, out.Estimate)
+	}
+	b, _ := st.Budget(context.Background(), ledger.TaskScope("t1"))
+	if b.Spent != out.Cost || b.Held != 0 {
+		t.Errorf("task scope = %+v", b)
+	}
+	rep, _ := st.Spend(context.Background(), ledger.Filter{Task: "t1"})
+	if rep.Total.Cost != out.Cost || rep.Total.Attempts != 1 || rep.Total.InputTokens != 1000 {
+		t.Errorf("ledger = %+v", rep.Total)
+	}
+}
+
+func TestBudgetsRefuseBeforeAnyProviderCall(t *testing.T) {
+	st := openLedger(t)
+	w := newWorld(t, func(s *orchestrator.Settings) {
+		s.Preference, s.Ledger = order("anthropic"), st
+		s.AgentBudgets = map[string]orchestrator.AgentBudget{"planner": {Limit: provider.MustMoney("0.001")}, "critic": {Limit: provider.MustMoney("0.001"), Escalate: true}}
+	})
+	_, oe := w.invoke(t, orchestrator.Call{Agent: "planner"})
+	var ee *orchestrator.EstimateError
+	if oe == nil || !errors.As(oe, &ee) || ee.NeedsApproval {
+		t.Fatalf("agent budget abort = %v", oe)
+	}
+	_, oe = w.invoke(t, orchestrator.Call{Agent: "critic"})
+	if oe == nil || !errors.As(oe, &ee) || !ee.NeedsApproval {
+		t.Fatalf("agent budget escalate = %v", oe)
+	}
+	if _, oe := w.invoke(t, orchestrator.Call{Agent: "critic", Approved: true}); oe != nil {
+		t.Errorf("approved call refused: %v", oe)
+	}
+	if err := st.SetBudget(context.Background(), ledger.TaskScope("tiny"), provider.MustMoney("0.0001")); err != nil {
+		t.Fatal(err)
+	}
+	before := len(w.anth.Requests())
+	_, oe = w.invoke(t, orchestrator.Call{Agent: "builder", Task: "tiny"})
+	if oe == nil || !errors.Is(oe, ledger.ErrOverBudget) || len(w.anth.Requests()) != before {
+		t.Errorf("task budget = %v, %d provider calls", oe, len(w.anth.Requests())-before)
+	}
+}
+
+func TestTaskPausesWhenItsBudgetIsReached(t *testing.T) {
+	st := openLedger(t)
+	ctx := context.Background()
+	w := newWorld(t, func(s *orchestrator.Settings) { s.Preference, s.Ledger = order("anthropic"), st })
+	// Room for the estimate of one call; the actual spend then reaches the limit.
+	if err := st.SetBudget(ctx, ledger.TaskScope("t"), provider.MustMoney("0.02")); err != nil {
+		t.Fatal(err)
+	}
+	w.anth.Enqueue(anthropicfake.Reply{Text: "big", Usage: anthropicfake.Usage{Input: 5000, Output: 1000}}) // $0.03 actual
+	if _, oe := w.invoke(t, orchestrator.Call{Agent: "builder", Task: "t", Request: provider.Request{Prompt: "x", MaxTokens: 1000}}); oe != nil {
+		t.Fatal(oe)
+	}
+	if _, paused, _ := st.Paused(ctx, ledger.TaskScope("t")); !paused {
+		t.Fatal("task not paused after reaching its budget")
+	}
+	_, oe := w.invoke(t, orchestrator.Call{Agent: "builder", Task: "t"})
+	if oe == nil || !errors.Is(oe, ledger.ErrPaused) {
+		t.Errorf("call on a paused task = %v", oe)
+	}
+}
+
+func TestUnpriceablePaidCallIsRefused(t *testing.T) {
+	st := openLedger(t)
+	w := newWorld(t, func(s *orchestrator.Settings) { s.Preference, s.Ledger = order("anthropic"), st })
+	_, oe := w.invoke(t, orchestrator.Call{Agent: "builder", Request: provider.Request{Prompt: "hi", Model: "claude-unreleased-9"}})
+	if oe == nil || !errors.Is(oe, orchestrator.ErrUnpriced) || len(w.anth.Requests()) != 0 {
+		t.Errorf("unpriced = %v", oe)
+	}
+}
+
+func TestClosedLedgerFailsPaidCallsClosed(t *testing.T) {
+	st := openLedger(t)
+	st.Close()
+	w := newWorld(t, func(s *orchestrator.Settings) { s.Preference, s.Ledger, s.FreeFailsOpen = order("anthropic"), st, true })
+	_, oe := w.invoke(t, orchestrator.Call{Agent: "builder"})
+	if oe == nil || !errors.Is(oe, ledger.ErrUnavailable) || len(w.anth.Requests()) != 0 {
+		t.Errorf("closed ledger = %v", oe)
+	}
+}
+
+func TestStreamSettlesPartialUsage(t *testing.T) {
+	st := openLedger(t)
+	w := newWorld(t, func(s *orchestrator.Settings) { s.Preference, s.Ledger = order("anthropic"), st })
+	w.anth.Enqueue(anthropicfake.Reply{Text: "partial answer that breaks", Usage: anthropicfake.Usage{Input: 2000, Output: 50},
+		MidStreamError: &anthropicfake.StreamError{Type: "overloaded_error", Message: "Overloaded", AfterEvents: 4}})
+	s, err := w.o.Stream(context.Background(), orchestrator.Call{Agent: "builder", Task: "s", Request: provider.Request{Prompt: "hi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := provider.Collect(s); provider.KindOf(err) != provider.KindOverloaded {
+		t.Fatalf("err = %v", err)
+	}
+	b, _ := st.Budget(context.Background(), ledger.TaskScope("s"))
+	if b.Spent == 0 || b.Held != 0 {
+		t.Errorf("partial usage not settled: %+v", b)
+	}
+}
+
+func TestCacheHitsAreFreeAndRecorded(t *testing.T) {
+	st := openLedger(t)
+	c := cache.New(cache.NewMemory(cache.MemoryOptions{}), cache.Options{})
+	w := newWorld(t, func(s *orchestrator.Settings) { s.Preference, s.Ledger, s.Cache = order("anthropic"), st, c })
+	w.anth.Enqueue(anthropicfake.Reply{Text: "the layout", Usage: anthropicfake.Usage{Input: 100, Output: 20}})
+	call := orchestrator.Call{Agent: "explore", Task: "c", Request: provider.Request{Prompt: "summarise the repo"}}
+	first, oe := w.invoke(t, call)
+	if oe != nil || first.CacheHit {
+		t.Fatalf("first = %+v %v", first, oe)
+	}
+	second, oe := w.invoke(t, call)
+	if oe != nil || !second.CacheHit || second.Cost != 0 || second.Content != "the layout" || second.Saved != first.Cost {
+		t.Fatalf("second = %+v %v", second, oe)
+	}
+	if n := len(w.anth.Requests()); n != 1 {
+		t.Errorf("%d provider calls for a cached request", n)
+	}
+	rep, _ := st.Spend(context.Background(), ledger.Filter{Task: "c"})
+	if rep.Total.CacheHits != 1 || rep.Total.Savings != first.Cost || rep.Total.Cost != first.Cost {
+		t.Errorf("ledger = %+v", rep.Total)
+	}
+	// Agents that are not read-only are not cached by default.
+	w.anth.Enqueue(anthropicfake.TextReply("a"), anthropicfake.TextReply("b"))
+	for range 2 {
+		if _, oe := w.invoke(t, orchestrator.Call{Agent: "builder", Request: provider.Request{Prompt: "same"}}); oe != nil {
+			t.Fatal(oe)
+		}
+	}
+	if n := len(w.anth.Requests()); n != 3 {
+		t.Errorf("builder was cached: %d calls", n)
+	}
+}
+
+func TestConcurrentIdenticalMissesMakeOneCall(t *testing.T) {
+	c := cache.New(cache.NewMemory(cache.MemoryOptions{}), cache.Options{})
+	var calls atomic.Int64
+	gate := make(chan struct{})
+	w := newWorld(t, func(s *orchestrator.Settings) { s.Preference, s.Cache = order("anthropic"), c })
+	w.anth.Enqueue(anthropicfake.TextReply("one answer").WithHold(gate))
+	var wg sync.WaitGroup
+	results := make([]*orchestrator.Outcome, 10)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := w.o.Invoke(context.Background(), orchestrator.Call{Agent: "explore", Request: provider.Request{Prompt: "same question"}})
+			if err == nil {
+				calls.Add(1)
+				results[i] = out
+			}
+		}()
+	}
+	_ = w.anth.WaitRequests(context.Background(), 1)
+	close(gate)
+	wg.Wait()
+	if calls.Load() != 10 || len(w.anth.Requests()) != 1 {
+		t.Errorf("%d answers, %d provider calls", calls.Load(), len(w.anth.Requests()))
+	}
+	paid := 0
+	for _, r := range results {
+		if r != nil && !r.CacheHit {
+			paid++
+		}
+	}
+	if paid != 1 {
+		t.Errorf("%d paid answers, want exactly 1", paid)
+	}
+}
