@@ -8,6 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"github.com/cortexbuild/cortexbuild/cache"
+	"github.com/cortexbuild/cortexbuild/ledger"
 
 	"github.com/cortexbuild/cortexbuild/config"
 	"github.com/cortexbuild/cortexbuild/orchestrator"
@@ -43,11 +47,129 @@ func (c gateCheck) Check(ctx context.Context, prov, baseURL string) error {
 	return err
 }
 
+// openLedger opens the project's store: SQLite under .cortexbuild/ by
+// default, PostgreSQL when configured.
+func (e *env) openLedger(ctx context.Context, f *config.File) (ledger.Store, error) {
+	if f.Store.Backend == config.StorePostgres {
+		dsn, err := f.Store.DSN.Resolve(e.lookupEnv)
+		if err != nil {
+			return nil, withCode(ExitConfig, err)
+		}
+		st, err := ledger.OpenPostgres(ctx, dsn)
+		if err != nil {
+			return nil, withCode(ExitFailure, fmt.Errorf("store: %w", err))
+		}
+		return st, nil
+	}
+	path := f.Store.Path
+	if path == "" {
+		path = filepath.Join(config.Dir, "state.db")
+	}
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(e.projectDir(f), path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, withCode(ExitFailure, err)
+	}
+	st, err := ledger.OpenSQLite(ctx, path)
+	if err != nil {
+		return nil, withCode(ExitFailure, fmt.Errorf("store: %w", err))
+	}
+	return st, nil
+}
+
+// openCache opens the project's response cache (nil when off).
+func (e *env) openCache(ctx context.Context, f *config.File) (*cache.Cache, error) {
+	opts := cache.Options{TTL: f.Cache.TTL}
+	switch f.Cache.Backend {
+	case config.CacheOff:
+		return nil, nil
+	case config.CacheRedis:
+		u, err := f.Cache.URL.Resolve(e.lookupEnv)
+		if err != nil {
+			return nil, withCode(ExitConfig, err)
+		}
+		r, err := cache.OpenRedis(ctx, u, cache.RedisOptions{})
+		if err != nil {
+			return nil, withCode(ExitFailure, fmt.Errorf("cache: %w", err))
+		}
+		return cache.New(r, opts), nil
+	}
+	return cache.New(cache.NewMemory(cache.MemoryOptions{MaxEntries: f.Cache.MaxEntries}), opts), nil
+}
+
+// budgetLocation is the time zone of the monthly budget.
+func budgetLocation(f *config.File) *time.Location {
+	if f.Budgets.Timezone != "" {
+		if loc, err := time.LoadLocation(f.Budgets.Timezone); err == nil {
+			return loc
+		}
+	}
+	return time.UTC
+}
+
+// applyBudgets writes the configured limits into the store: this month's
+// project budget and, for a task, the default task budget unless the task
+// already has one.
+func applyBudgets(ctx context.Context, st ledger.Store, f *config.File, task string) error {
+	if m := f.Budgets.ProjectMonthly; m != nil {
+		scope := ledger.MonthScope(time.Now().In(budgetLocation(f)))
+		if b, err := st.Budget(ctx, scope); err != nil {
+			return err
+		} else if !b.Limited || b.Limit != *m {
+			if err := st.SetBudget(ctx, scope, *m); err != nil {
+				return err
+			}
+		}
+	}
+	if t := f.Budgets.Task; t != nil && task != "" {
+		scope := ledger.TaskScope(task)
+		if b, err := st.Budget(ctx, scope); err != nil {
+			return err
+		} else if !b.Limited {
+			return st.SetBudget(ctx, scope, *t)
+		}
+	}
+	return nil
+}
+
 // engine builds the orchestrator of a project from its configuration: one
 // adapter per configured provider, each connecting only through the
-// locality gate, priced by the catalog, with the project's pause state and
-// notification sinks.
+// locality gate, priced by the catalog, with the project's pause state,
+// notification sinks, ledger, budgets and cache. close releases the store.
 func (e *env) engine(f *config.File) (*orchestrator.Orchestrator, error) {
+	o, _, err := e.engineWith(context.Background(), f, "", false)
+	return o, err
+}
+
+func (e *env) engineWith(ctx context.Context, f *config.File, task string, withStore bool) (*orchestrator.Orchestrator, func(), error) {
+	closer := func() {}
+	var st ledger.Store
+	var c *cache.Cache
+	if withStore {
+		var err error
+		if st, err = e.openLedger(ctx, f); err != nil {
+			return nil, closer, err
+		}
+		closer = func() { st.Close() }
+		if err := applyBudgets(ctx, st, f, task); err != nil {
+			closer()
+			return nil, func() {}, withCode(ExitFailure, fmt.Errorf("budgets: %w", err))
+		}
+		if c, err = e.openCache(ctx, f); err != nil {
+			closer()
+			return nil, func() {}, err
+		}
+	}
+	o, err := e.buildEngine(f, st, c)
+	if err != nil {
+		closer()
+		return nil, func() {}, err
+	}
+	return o, closer, nil
+}
+
+func (e *env) buildEngine(f *config.File, st ledger.Store, c *cache.Cache) (*orchestrator.Orchestrator, error) {
 	cat, err := e.catalog(f)
 	if err != nil {
 		return nil, err
@@ -69,9 +191,16 @@ func (e *env) engine(f *config.File) (*orchestrator.Orchestrator, error) {
 		eps = append(eps, orchestrator.Endpoint{Name: name, Adapter: a})
 	}
 	agents := map[string]orchestrator.AgentSettings{}
+	budgets := map[string]orchestrator.AgentBudget{}
+	caching := map[string]*bool{}
 	for name, a := range f.Agents {
 		agents[name] = orchestrator.AgentSettings{Tier: a.Tier, Model: a.Model, Providers: a.Providers, MaxTokens: a.MaxTokens}
+		if a.Budget != nil {
+			budgets[name] = orchestrator.AgentBudget{Limit: *a.Budget, Escalate: a.OverBudget == config.OverBudgetEscalate}
+		}
+		caching[name] = a.Cache
 	}
+	failsOpen := f.Store.LoopbackFailsOpen == nil || *f.Store.LoopbackFailsOpen
 	sinks := orchestrator.Notifiers{orchestrator.LogNotifier{Logger: slog.New(slog.NewTextHandler(e.stderr, nil))}}
 	if u := f.Notifications.WebhookURL; !u.IsZero() {
 		raw, err := u.Resolve(e.lookupEnv)
@@ -93,6 +222,12 @@ func (e *env) engine(f *config.File) (*orchestrator.Orchestrator, error) {
 		Gate:            gateCheck{g},
 		Notifier:        sinks,
 		State:           &orchestrator.FileState{Path: filepath.Join(e.stateDir(f), "project-state.json")},
+		Ledger:          st,
+		AgentBudgets:    budgets,
+		Location:        budgetLocation(f),
+		FreeFailsOpen:   failsOpen,
+		Cache:           c,
+		CacheAgents:     caching,
 	})
 }
 

@@ -62,10 +62,11 @@ every attempt. The prompt comes from the argument or, when absent, standard inpu
 				}
 				call.Needs = s
 			}
-			o, err := e.engine(f)
+			o, closeStore, err := e.engineWith(cmd.Context(), f, task, true)
 			if err != nil {
 				return err
 			}
+			defer closeStore()
 			if tr := o.Route(call); len(tr.Kept()) > 0 {
 				kept := tr.Kept()
 				e.askConsent(cmd, f, kept[0].Provider)
@@ -88,6 +89,11 @@ every attempt. The prompt comes from the argument or, when absent, standard inpu
 			var trace orchestrator.Trace
 			if stream {
 				s, err := o.Stream(ctx, call)
+				if errors.As(err, new(*orchestrator.EstimateError)) {
+					if call, err = e.approve(call, err); err == nil {
+						s, err = o.Stream(ctx, call)
+					}
+				}
 				if err != nil {
 					return e.invokeFailed(err)
 				}
@@ -109,6 +115,11 @@ every attempt. The prompt comes from the argument or, when absent, standard inpu
 				}
 			} else {
 				out, err := o.Invoke(ctx, call)
+				if errors.As(err, new(*orchestrator.EstimateError)) {
+					if call, err = e.approve(call, err); err == nil {
+						out, err = o.Invoke(ctx, call)
+					}
+				}
 				if err != nil {
 					return e.invokeFailed(err)
 				}
@@ -140,6 +151,20 @@ every attempt. The prompt comes from the argument or, when absent, standard inpu
 	fl.BoolVar(&asJSON, "json", false, "print the result object as JSON")
 	fl.BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation above budgets.confirm_above")
 	return cmd
+}
+
+// approve asks on a terminal whether a call above its agent's escalating
+// budget may run; elsewhere the estimate error stands.
+func (e *env) approve(call orchestrator.Call, err error) (orchestrator.Call, error) {
+	var ee *orchestrator.EstimateError
+	if !errors.As(err, &ee) || !ee.NeedsApproval || !isTerminal(e.stdin) {
+		return call, err
+	}
+	if !e.confirm(ee.Error() + "; approve?") {
+		return call, err
+	}
+	call.Approved = true
+	return call, nil
 }
 
 func estimatedMark(u provider.Usage) string {

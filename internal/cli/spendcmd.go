@@ -1,0 +1,249 @@
+package cli
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cortexbuild/cortexbuild/config"
+	"github.com/cortexbuild/cortexbuild/ledger"
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// withStore opens the project's ledger for a command and closes it after.
+func (e *env) withStore(cmd *cobra.Command, fn func(f *config.File, st ledger.Store) error) error {
+	f, err := e.loadConfig(false)
+	if err != nil {
+		return err
+	}
+	st, err := e.openLedger(cmd.Context(), f)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := applyBudgets(cmd.Context(), st, f, ""); err != nil {
+		return withCode(ExitFailure, err)
+	}
+	return fn(f, st)
+}
+
+func (e *env) spendCmd() *cobra.Command {
+	var task, agent, by string
+	var month, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "spend [--task T] [--agent A] [--by task|agent|model|month] [--month]",
+		Short: "What was spent, from the ledger: cost, tokens, attempts, cache hits and savings",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return e.withStore(cmd, func(f *config.File, st ledger.Store) error {
+				flt := ledger.Filter{Task: task, Agent: agent, By: ledger.GroupBy(by), Location: budgetLocation(f)}
+				switch flt.By {
+				case ledger.ByNone, ledger.ByTask, ledger.ByAgent, ledger.ByModel, ledger.ByMonth:
+				default:
+					return withCode(ExitUsage, fmt.Errorf("--by %q: use task, agent, model or month", by))
+				}
+				if month {
+					now := time.Now().In(flt.Location)
+					flt.From = time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, flt.Location)
+					flt.To = flt.From.AddDate(0, 1, 0)
+				}
+				rep, err := st.Spend(cmd.Context(), flt)
+				if err != nil {
+					return withCode(ExitFailure, err)
+				}
+				w := cmd.OutOrStdout()
+				if asJSON {
+					return writeJSON(w, rep)
+				}
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "GROUP\tCOST\tATTEMPTS\tTOKENS IN/OUT\tCACHE HITS\tSAVED")
+				line := func(k string, t ledger.Totals) {
+					fmt.Fprintf(tw, "%s\t$%s\t%d\t%d/%d\t%d\t$%s\n", k, t.Cost, t.Attempts, t.InputTokens, t.OutputTokens, t.CacheHits, t.Savings)
+				}
+				for _, g := range rep.Groups {
+					line(g.Key, g.Totals)
+				}
+				line("total", rep.Total)
+				return tw.Flush()
+			})
+		},
+	}
+	cmd.Flags().StringVar(&task, "task", "", "only this task")
+	cmd.Flags().StringVar(&agent, "agent", "", "only this agent")
+	cmd.Flags().StringVar(&by, "by", "", "group by task, agent, model or month")
+	cmd.Flags().BoolVar(&month, "month", false, "only the current calendar month (budgets.timezone)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// parseScope reads "task:ID", "month:YYYY-MM" or "month" (this month).
+func parseScope(s string, f *config.File) (ledger.Scope, error) {
+	if s == "month" {
+		return ledger.MonthScope(time.Now().In(budgetLocation(f))), nil
+	}
+	sc, err := ledger.ParseScope(s)
+	if err != nil {
+		return "", withCode(ExitUsage, fmt.Errorf("%v: write task:ID, month:YYYY-MM or month", err))
+	}
+	return sc, nil
+}
+
+func (e *env) budgetCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "budget", Short: "Show and set task and monthly budgets"}
+	var asJSON bool
+	show := &cobra.Command{
+		Use: "show", Short: "Every budget: limit, spent, held, remaining, paused", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return e.withStore(cmd, func(f *config.File, st ledger.Store) error {
+				bs, err := st.Budgets(cmd.Context())
+				if err != nil {
+					return withCode(ExitFailure, err)
+				}
+				if asJSON {
+					if bs == nil {
+						bs = []ledger.Budget{}
+					}
+					return writeJSON(cmd.OutOrStdout(), bs)
+				}
+				if len(bs) == 0 {
+					fmt.Fprintln(cmd.OutOrStdout(), "no budgets: set budgets.task / budgets.project_monthly in llm-config.yaml or run 'cortexbuild budget set'")
+					return nil
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "SCOPE\tLIMIT\tSPENT\tHELD\tREMAINING\tSTATE")
+				for _, b := range bs {
+					rem, _ := b.Remaining()
+					state := "active"
+					if b.Paused {
+						state = "paused: " + b.PauseReason
+					}
+					fmt.Fprintf(tw, "%s\t$%s\t$%s\t$%s\t$%s\t%s\n", b.Scope, b.Limit, b.Spent, b.Held, rem, state)
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	show.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	set := &cobra.Command{
+		Use: "set SCOPE AMOUNT", Short: "Set a limit in USD (task:ID, month:YYYY-MM or month); raising it lifts a budget pause", Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return e.withStore(cmd, func(f *config.File, st ledger.Store) error {
+				sc, err := parseScope(args[0], f)
+				if err != nil {
+					return err
+				}
+				m, err := provider.ParseMoney(args[1])
+				if err != nil || m < 0 {
+					return withCode(ExitUsage, fmt.Errorf("amount %q: write a non-negative USD amount such as 25.00", args[1]))
+				}
+				if err := st.SetBudget(cmd.Context(), sc, m); err != nil {
+					return withCode(ExitFailure, err)
+				}
+				b, _ := st.Budget(cmd.Context(), sc)
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: limit $%s, spent $%s%s\n", sc, b.Limit, b.Spent, pausedNote(b))
+				return nil
+			})
+		},
+	}
+	cmd.AddCommand(show, set)
+	return cmd
+}
+
+func pausedNote(b ledger.Budget) string {
+	if b.Paused {
+		return " (still paused: " + b.PauseReason + ")"
+	}
+	return ""
+}
+
+func (e *env) taskCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "task", Short: "Tasks: their budget, spend and pause"}
+	var budget string
+	start := &cobra.Command{
+		Use: "start ID [--budget AMOUNT]", Short: "Start a task with a budget (default budgets.task)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return e.withStore(cmd, func(f *config.File, st ledger.Store) error {
+				sc := ledger.TaskScope(args[0])
+				if err := sc.Validate(); err != nil {
+					return withCode(ExitUsage, err)
+				}
+				limit := f.Budgets.Task
+				if budget != "" {
+					m, err := provider.ParseMoney(budget)
+					if err != nil || m < 0 {
+						return withCode(ExitUsage, fmt.Errorf("--budget %q: write a non-negative USD amount", budget))
+					}
+					limit = &m
+				}
+				if limit != nil {
+					if err := st.SetBudget(cmd.Context(), sc, *limit); err != nil {
+						return withCode(ExitFailure, err)
+					}
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "task %s started%s\n", args[0], map[bool]string{true: fmt.Sprintf(", budget $%s", limitOf(limit)), false: " without a budget"}[limit != nil])
+				return nil
+			})
+		},
+	}
+	start.Flags().StringVar(&budget, "budget", "", "limit in USD")
+	var asJSON bool
+	show := &cobra.Command{
+		Use: "show ID", Short: "A task's budget, spend and every recorded attempt", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return e.withStore(cmd, func(f *config.File, st ledger.Store) error {
+				b, err := st.Budget(cmd.Context(), ledger.TaskScope(args[0]))
+				if err != nil {
+					return withCode(ExitFailure, err)
+				}
+				rows, err := st.Attempts(cmd.Context(), ledger.Filter{Task: args[0]})
+				if err != nil {
+					return withCode(ExitFailure, err)
+				}
+				if asJSON {
+					if rows == nil {
+						rows = []ledger.AttemptRow{}
+					}
+					return writeJSON(cmd.OutOrStdout(), map[string]any{"budget": b, "attempts": rows})
+				}
+				w := cmd.OutOrStdout()
+				if b.Limited {
+					rem, _ := b.Remaining()
+					fmt.Fprintf(w, "task %s: spent $%s of $%s (remaining $%s)%s\n", args[0], b.Spent, b.Limit, rem, pausedNote(b))
+				} else {
+					fmt.Fprintf(w, "task %s: spent $%s, no budget\n", args[0], b.Spent)
+				}
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "TIME\tAGENT\tPROVIDER/MODEL\tOUTCOME\tTOKENS IN/OUT\tCOST")
+				for _, r := range rows {
+					fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%s\t%d/%d\t$%s\n", r.Time.Format(time.RFC3339), r.Agent, r.Provider, r.Model, r.Outcome, r.InputTokens, r.OutputTokens, r.Cost)
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	show.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	resume := &cobra.Command{
+		Use: "resume ID", Short: "Lift a task's pause (raising its budget does too)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return e.withStore(cmd, func(f *config.File, st ledger.Store) error {
+				if err := st.Resume(cmd.Context(), ledger.TaskScope(args[0])); err != nil {
+					return withCode(ExitFailure, err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "task %s resumed\n", args[0])
+				return nil
+			})
+		},
+	}
+	cmd.AddCommand(start, show, resume)
+	return cmd
+}
+
+func limitOf(m *provider.Money) string {
+	if m == nil {
+		return ""
+	}
+	return m.String()
+}
+
