@@ -246,4 +246,3 @@ func limitOf(m *provider.Money) string {
 	}
 	return m.String()
 }
-
