@@ -10,6 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/cortexbuild/cortexbuild/ledger"
+
 	"github.com/spf13/cobra"
 
 	"github.com/cortexbuild/cortexbuild/config"
@@ -24,6 +26,7 @@ type demoStep struct {
 	needs               provider.CapabilitySet
 	fault               string
 	stream              bool
+	task                string
 }
 
 var demoSteps = []demoStep{
@@ -37,6 +40,10 @@ var demoSteps = []demoStep{
 		note: "needs a 1M-token context: candidates without it are dropped; anthropic waits out its rate limit, so it goes last"},
 	{agent: "explore", prompt: "Summarise the repository layout.", fault: "openai:cut",
 		note: "the answer is cut off mid-body: a network error, retried once on the same provider"},
+	{agent: "explore", prompt: "Summarise the repository layout.",
+		note: "the same read-only question again: answered from the response cache, at no cost"},
+	{agent: "builder", prompt: "Refactor the handler into its own package.", task: "demo-small",
+		note: "task demo-small has a $0.00001 budget: the estimate does not fit, so nothing is sent"},
 }
 
 func (e *env) demoCmd() *cobra.Command {
@@ -82,9 +89,19 @@ func (e *env) demo(ctx context.Context, w io.Writer) error {
 		}
 		return e.lookupEnv(k)
 	}
-	o, err := de.engine(f)
+	f.Cache.Backend = config.CacheMemory // the sim's file turns the cache off; the demo shows it
+	o, closeStore, err := de.engineWith(ctx, f, "", true)
 	if err != nil {
 		return err
+	}
+	defer closeStore()
+	store, err := de.openLedger(ctx, f)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if err := store.SetBudget(ctx, ledger.TaskScope("demo-small"), provider.MustMoney("0.00001")); err != nil {
+		return withCode(ExitFailure, err)
 	}
 	fmt.Fprintf(w, "CortexBuild demo: a task through the orchestrator, against the simulator on loopback\n")
 	for _, ep := range s.Endpoints() {
@@ -110,7 +127,11 @@ func (e *env) demo(ctx context.Context, w io.Writer) error {
 				return withCode(ExitFailure, err)
 			}
 		}
-		call := orchestrator.Call{Agent: st.agent, Task: "demo-healthz", Needs: st.needs, Request: provider.Request{Prompt: st.prompt, MaxTokens: 512}}
+		task := "demo-healthz"
+		if st.task != "" {
+			task = st.task
+		}
+		call := orchestrator.Call{Agent: st.agent, Task: task, Needs: st.needs, Request: provider.Request{Prompt: st.prompt, MaxTokens: 512}}
 		tr := o.Route(call)
 		fmt.Fprintf(w, "%d. %s — %s\n", i+1, st.agent, st.note)
 		if st.fault != "" {
@@ -139,10 +160,18 @@ func (e *env) demo(ctx context.Context, w io.Writer) error {
 			}
 		} else {
 			out, err := o.Invoke(ctx, call)
+			if st.task != "" && err != nil {
+				fmt.Fprintf(w, "   %v\n\n", err)
+				rows = append(rows, row{st.agent, "-", "refused", provider.Usage{}, 0, 0})
+				continue
+			}
 			if err != nil {
 				return withCode(ExitFailure, fmt.Errorf("%s: %w", st.agent, err))
 			}
 			res, attempts = out.Result, out.Attempts
+			if out.CacheHit {
+				fmt.Fprintf(w, "   cache hit: saved $%s\n", out.Saved)
+			}
 		}
 		for j, a := range attempts {
 			line := fmt.Sprintf("   attempt %d: %s/%s %s", j+1, a.Provider, a.Model, a.Outcome)
@@ -157,17 +186,24 @@ func (e *env) demo(ctx context.Context, w io.Writer) error {
 		}
 		fmt.Fprintf(w, "   answer (%s/%s): %s\n", res.Provider, res.Model, answer)
 		fmt.Fprintf(w, "   %d in + %d out tokens, $%s\n\n", res.Usage.InputTokens, res.Usage.OutputTokens, res.Cost)
-		rows = append(rows, row{st.agent, res.Provider + "/" + res.Model, "ok", res.Usage, res.Cost, len(attempts)})
+		outcome := "ok"
+		if res.CacheHit {
+			outcome = "cache hit"
+		}
+		rows = append(rows, row{st.agent, res.Provider + "/" + res.Model, outcome, res.Usage, res.Cost, len(attempts)})
 		total += res.Cost
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "AGENT\tSERVED BY\tATTEMPTS\tTOKENS IN/OUT\tCOST")
+	fmt.Fprintln(tw, "AGENT\tSERVED BY\tOUTCOME\tATTEMPTS\tTOKENS IN/OUT\tCOST")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t$%s\n", r.agent, r.where, r.attempts, r.usage.InputTokens, r.usage.OutputTokens, r.cost)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d/%d\t$%s\n", r.agent, r.where, r.outcome, r.attempts, r.usage.InputTokens, r.usage.OutputTokens, r.cost)
 	}
-	fmt.Fprintf(tw, "total\t\t\t\t$%s\n", total)
+	fmt.Fprintf(tw, "total\t\t\t\t\t$%s\n", total)
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if rep, err := store.Spend(ctx, ledger.Filter{By: ledger.ByTask}); err == nil {
+		fmt.Fprintf(w, "ledger: %d attempts recorded, $%s spent, %d cache hit saving $%s\n", rep.Total.Attempts, rep.Total.Cost, rep.Total.CacheHits, rep.Total.Savings)
 	}
 	fmt.Fprintln(w, "\nTry it on your own configuration: 'cortexbuild sim --write-config sim.yaml', then 'CORTEXBUILD_LLM=1 cortexbuild --config sim.yaml invoke ...'.")
 	return nil
