@@ -1,8 +1,12 @@
 package orchestrator_test
 
 import (
+	"path/filepath"
+
 	"context"
 	"testing"
+
+	"github.com/cortexbuild/cortexbuild/ledger"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -56,4 +60,39 @@ func BenchmarkInvoke(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkInvokeWithLedger is BenchmarkInvoke's orchestrator case with the
+// embedded ledger on: every call estimates, reserves against the month and
+// task budgets, and settles with its ledger row.
+func BenchmarkInvokeWithLedger(b *testing.B) {
+	srv := anthropicfake.New(anthropicfake.WithAPIKey("bench-key"), anthropicfake.WithSeed(1), anthropicfake.WithDefaultReply(func(anthropicfake.Recorded) anthropicfake.Reply {
+		return anthropicfake.Reply{Text: "The answer is 42.", Usage: anthropicfake.Usage{Input: 12, Output: 6}}
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+	cat, err := pricing.Default()
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := ledger.OpenSQLite(ctx, filepath.Join(b.TempDir(), "state.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	a, _ := anthropic.New(provider.Settings{Name: "anthropic", BaseURL: srv.URL(), Credentials: map[string]string{"api_key": "bench-key"}, Pricer: cat})
+	o, err := orchestrator.New(orchestrator.Settings{Endpoints: []orchestrator.Endpoint{{Name: "anthropic", Adapter: a}}, Ledger: st})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := st.SetBudget(ctx, ledger.TaskScope("bench"), 1000*provider.Dollar); err != nil {
+		b.Fatal(err)
+	}
+	call := orchestrator.Call{Agent: "builder", Task: "bench", Request: provider.Request{Prompt: "What is the answer?", MaxTokens: 256}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := o.Invoke(ctx, call); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
