@@ -117,6 +117,8 @@ type BudgetError struct {
 	Asked provider.Money // the amount the reservation asked for
 }
 
+// Error says which scope refused, with its limit, spend, holds and the
+// amount asked.
 func (e *BudgetError) Error() string {
 	return fmt.Sprintf("ledger: budget of %s would be exceeded: limit $%s, spent $%s, held $%s, asked $%s",
 		e.Scope, e.Limit, e.Spent, e.Held, e.Asked)
@@ -132,6 +134,7 @@ type PausedError struct {
 	Reason string
 }
 
+// Error says which scope is paused and why.
 func (e *PausedError) Error() string {
 	return fmt.Sprintf("ledger: %s is paused: %s", e.Scope, e.Reason)
 }
