@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cortexbuild/cortexbuild/cache"
 	"github.com/cortexbuild/cortexbuild/ledger"
@@ -199,5 +200,70 @@ func TestConcurrentIdenticalMissesMakeOneCall(t *testing.T) {
 	}
 	if paid != 1 {
 		t.Errorf("%d paid answers, want exactly 1", paid)
+	}
+}
+
+// N concurrent invocations whose estimates together exceed a task budget:
+// exactly those that fit are admitted, the rest refused before any call,
+// and the spend stays within the cap.
+func TestConcurrentInvocationsNeverOverspend(t *testing.T) {
+	st := openLedger(t)
+	ctx := context.Background()
+	w := newWorld(t, func(s *orchestrator.Settings) { s.Preference, s.Ledger = order("anthropic"), st })
+	call := orchestrator.Call{Agent: "builder", Task: "cap", Request: provider.Request{Prompt: "hi", MaxTokens: 1000}}
+	est, err := w.o.Estimate("anthropic", &provider.Request{Prompt: "hi", MaxTokens: 1000, Model: "claude-sonnet-4-6"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const fit = 5
+	limit := est*fit + est/2
+	if err := st.SetBudget(ctx, ledger.TaskScope("cap"), limit); err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	for range fit {
+		w.anth.Enqueue(anthropicfake.TextReply("ok").WithHold(gate))
+	}
+	var admitted, refused atomic.Int64
+	refusals := make(chan struct{}, 20)
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := w.o.Invoke(ctx, call)
+			switch {
+			case err == nil:
+				admitted.Add(1)
+			case errors.Is(err, ledger.ErrOverBudget):
+				refused.Add(1)
+				refusals <- struct{}{}
+			default:
+				t.Errorf("unexpected error: %v", err)
+			}
+		}()
+	}
+	// The admitted calls hold their estimates while the provider holds its
+	// answer; the answers are released only once every other call has been
+	// refused, so no settlement can make room early.
+	deadline, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	for range 20 - fit {
+		select {
+		case <-refusals:
+		case <-deadline.Done():
+			close(gate)
+			wg.Wait()
+			t.Fatalf("only %d refusals: %d admitted", refused.Load(), admitted.Load())
+		}
+	}
+	close(gate)
+	wg.Wait()
+	if admitted.Load() != fit || refused.Load() != 20-fit || len(w.anth.Requests()) != fit {
+		t.Errorf("admitted %d, refused %d, provider calls %d; want %d, %d, %d", admitted.Load(), refused.Load(), len(w.anth.Requests()), fit, 20-fit, fit)
+	}
+	b, _ := st.Budget(ctx, ledger.TaskScope("cap"))
+	if b.Spent > limit || b.Held != 0 {
+		t.Errorf("budget after = %+v (limit %s)", b, limit)
 	}
 }
