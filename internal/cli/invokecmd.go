@@ -48,19 +48,8 @@ every attempt. The prompt comes from the argument or, when absent, standard inpu
 				return withCode(ExitUsage, errors.New("no prompt: pass it as an argument or on standard input"))
 			}
 			call := orchestrator.Call{Agent: agent, Task: task, Request: provider.Request{Prompt: prompt, Model: model, MaxTokens: maxTokens}}
-			if tier != "" {
-				t, err := provider.ParseTier(tier)
-				if err != nil {
-					return withCode(ExitUsage, err)
-				}
-				call.Request.Tier = t
-			}
-			if needs != "" {
-				s, err := provider.ParseCapabilitySet(needs)
-				if err != nil {
-					return withCode(ExitUsage, err)
-				}
-				call.Needs = s
+			if err := routingFlags(&call, tier, needs); err != nil {
+				return err
 			}
 			o, closeStore, err := e.engineWith(cmd.Context(), f, task, true)
 			if err != nil {
@@ -167,6 +156,25 @@ func (e *env) approve(call orchestrator.Call, err error) (orchestrator.Call, err
 	return call, nil
 }
 
+// routingFlags applies --tier and --needs to a call.
+func routingFlags(call *orchestrator.Call, tier, needs string) error {
+	if tier != "" {
+		t, err := provider.ParseTier(tier)
+		if err != nil {
+			return withCode(ExitUsage, err)
+		}
+		call.Request.Tier = t
+	}
+	if needs != "" {
+		s, err := provider.ParseCapabilitySet(needs)
+		if err != nil {
+			return withCode(ExitUsage, err)
+		}
+		call.Needs = s
+	}
+	return nil
+}
+
 func estimatedMark(u provider.Usage) string {
 	if u.Estimated {
 		return " (estimated)"
@@ -233,19 +241,8 @@ func (e *env) routeCmd() *cobra.Command {
 				return err
 			}
 			call := orchestrator.Call{Agent: agent}
-			if tier != "" {
-				t, err := provider.ParseTier(tier)
-				if err != nil {
-					return withCode(ExitUsage, err)
-				}
-				call.Request.Tier = t
-			}
-			if needs != "" {
-				s, err := provider.ParseCapabilitySet(needs)
-				if err != nil {
-					return withCode(ExitUsage, err)
-				}
-				call.Needs = s
+			if err := routingFlags(&call, tier, needs); err != nil {
+				return err
 			}
 			tr := o.Route(call)
 			if asJSON {
