@@ -36,14 +36,6 @@ var DefaultAgentRouting = map[string]provider.Tier{
 	AgentEnterpriseOrchestrator: provider.TierBalanced,
 }
 
-// ReadOnlyAgents are the agents whose responses are cached by default (the
-// spec: Tester, Optimizer in advisory mode, and the read-only Explore).
-var ReadOnlyAgents = map[string]bool{
-	AgentTesterValidator: true,
-	AgentOptimizer:       true,
-	AgentExplore:         true,
-}
-
 // AgentNames returns the ten agents in alphabetical order.
 func AgentNames() []string {
 	names := make([]string, 0, len(DefaultAgentRouting))

@@ -267,3 +267,12 @@ func TestConcurrentInvocationsNeverOverspend(t *testing.T) {
 		t.Errorf("budget after = %+v (limit %s)", b, limit)
 	}
 }
+
+// The cache's default policy names agents of the spec's routing table.
+func TestCachePolicyNamesKnownAgents(t *testing.T) {
+	for _, a := range cache.ReadOnlyAgents() {
+		if _, ok := orchestrator.DefaultAgentRouting[a]; !ok {
+			t.Errorf("cache policy names unknown agent %q", a)
+		}
+	}
+}
