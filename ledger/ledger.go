@@ -68,6 +68,10 @@ type Store interface {
 	// Pause pauses a scope: every reservation against it is refused with a
 	// [*PausedError] carrying reason until [Store.Resume].
 	Pause(ctx context.Context, scope Scope, reason string) error
+	// PauseForBudget pauses a scope because its budget cannot cover what was
+	// asked of it: like a pause from reaching the limit, it is lifted by
+	// raising the budget above the spend, or by [Store.Resume].
+	PauseForBudget(ctx context.Context, scope Scope, reason string) error
 	// Resume lifts any pause of a scope. Resuming a scope that is not paused
 	// is not an error.
 	Resume(ctx context.Context, scope Scope) error

@@ -672,10 +672,19 @@ func (p *Postgres) Spend(ctx context.Context, f Filter) (SpendReport, error) {
 
 // Pause implements [Store].
 func (p *Postgres) Pause(ctx context.Context, scope Scope, reason string) error {
+	return p.pause(ctx, scope, reason, "manual")
+}
+
+// PauseForBudget implements [Store].
+func (p *Postgres) PauseForBudget(ctx context.Context, scope Scope, reason string) error {
+	return p.pause(ctx, scope, reason, "budget")
+}
+
+func (p *Postgres) pause(ctx context.Context, scope Scope, reason, kind string) error {
 	if err := scope.Validate(); err != nil {
 		return err
 	}
-	_, err := p.exec(ctx, "pause", pauseSQL("_S_.scopes"), string(scope), pauseText(reason), nanos(p.now()))
+	_, err := p.exec(ctx, "pause", pauseSQL("_S_.scopes", kind), string(scope), pauseText(reason), nanos(p.now()))
 	return err
 }
 

@@ -742,10 +742,19 @@ func (s *SQLite) Spend(ctx context.Context, f Filter) (SpendReport, error) {
 
 // Pause implements [Store].
 func (s *SQLite) Pause(ctx context.Context, scope Scope, reason string) error {
+	return s.pause(ctx, scope, reason, "manual")
+}
+
+// PauseForBudget implements [Store].
+func (s *SQLite) PauseForBudget(ctx context.Context, scope Scope, reason string) error {
+	return s.pause(ctx, scope, reason, "budget")
+}
+
+func (s *SQLite) pause(ctx context.Context, scope Scope, reason, kind string) error {
 	if err := scope.Validate(); err != nil {
 		return err
 	}
-	_, err := s.exec(ctx, "pause", pauseSQL("scopes"), string(scope), pauseText(reason), nanos(s.now()))
+	_, err := s.exec(ctx, "pause", pauseSQL("scopes", kind), string(scope), pauseText(reason), nanos(s.now()))
 	return err
 }
 
@@ -756,9 +765,11 @@ func pauseText(reason string) string {
 	return reason
 }
 
-func pauseSQL(table string) string {
-	return `INSERT INTO ` + table + ` AS t (scope, paused, pause_kind, pause_reason, updated_at) VALUES ($1, true, 'manual', $2, $3)
-		ON CONFLICT (scope) DO UPDATE SET paused = true, pause_kind = 'manual', pause_reason = excluded.pause_reason, updated_at = excluded.updated_at`
+// pauseSQL pauses a scope; kind is "manual" (lifted only by Resume) or
+// "budget" (lifted also by raising the budget above the spend).
+func pauseSQL(table, kind string) string {
+	return `INSERT INTO ` + table + ` AS t (scope, paused, pause_kind, pause_reason, updated_at) VALUES ($1, true, '` + kind + `', $2, $3)
+		ON CONFLICT (scope) DO UPDATE SET paused = true, pause_kind = '` + kind + `', pause_reason = excluded.pause_reason, updated_at = excluded.updated_at`
 }
 
 func resumeSQL(table string) string {

@@ -114,7 +114,18 @@ func (o *Orchestrator) reserve(ctx context.Context, c *Call) (*hold, error) {
 	case errors.Is(err, ledger.ErrPaused):
 		return nil, &Error{Err: err, Summary: "refused until the budget is raised ('cortexbuild budget set') or the scope resumed ('cortexbuild task resume')"}
 	case errors.Is(err, ledger.ErrOverBudget):
-		return nil, &Error{Err: err, Summary: fmt.Sprintf("refused: the estimate $%s does not fit the budget", est)}
+		// The budget is reached for practical purposes: pause the scope so
+		// later calls stop too, until the budget is raised or resumed.
+		var be *ledger.BudgetError
+		summary := fmt.Sprintf("refused: the estimate $%s does not fit the budget", est)
+		if errors.As(err, &be) {
+			reason := fmt.Sprintf("budget reached: $%s spent and $%s held of $%s; the next call needed up to $%s", be.Spent, be.Held, be.Limit, be.Asked)
+			if perr := o.s.Ledger.PauseForBudget(ctx, be.Scope, reason); perr == nil {
+				summary += fmt.Sprintf("; %s is paused until its budget is raised ('cortexbuild budget set %s AMOUNT') or it is resumed", be.Scope, be.Scope)
+				o.notify(ctx, "warning", "budget_paused", "", string(be.Scope)+": "+reason)
+			}
+		}
+		return nil, &Error{Err: err, Summary: summary}
 	}
 	return nil, &Error{Err: err, Summary: "refused: the reservation failed"}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -73,6 +74,20 @@ func TestBudgetsRefuseBeforeAnyProviderCall(t *testing.T) {
 	_, oe = w.invoke(t, orchestrator.Call{Agent: "builder", Task: "tiny"})
 	if oe == nil || !errors.Is(oe, ledger.ErrOverBudget) || len(w.anth.Requests()) != before {
 		t.Errorf("task budget = %v, %d provider calls", oe, len(w.anth.Requests())-before)
+	}
+	// Reaching the budget pauses the task: even a call that would fit is
+	// refused until the budget is raised.
+	if reason, paused, _ := st.Paused(context.Background(), ledger.TaskScope("tiny")); !paused || !strings.Contains(reason, "budget reached") {
+		t.Errorf("task not paused: %q", reason)
+	}
+	if _, oe := w.invoke(t, orchestrator.Call{Agent: "builder", Task: "tiny", Request: provider.Request{Prompt: "x", MaxTokens: 1}}); oe == nil || !errors.Is(oe, ledger.ErrPaused) {
+		t.Errorf("small call on a paused task = %v", oe)
+	}
+	if err := st.SetBudget(context.Background(), ledger.TaskScope("tiny"), provider.Dollar); err != nil {
+		t.Fatal(err)
+	}
+	if _, oe := w.invoke(t, orchestrator.Call{Agent: "builder", Task: "tiny"}); oe != nil {
+		t.Errorf("after raising the budget: %v", oe)
 	}
 }
 
@@ -235,7 +250,7 @@ func TestConcurrentInvocationsNeverOverspend(t *testing.T) {
 			switch {
 			case err == nil:
 				admitted.Add(1)
-			case errors.Is(err, ledger.ErrOverBudget):
+			case errors.Is(err, ledger.ErrOverBudget), errors.Is(err, ledger.ErrPaused):
 				refused.Add(1)
 				refusals <- struct{}{}
 			default:

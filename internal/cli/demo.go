@@ -43,7 +43,9 @@ var demoSteps = []demoStep{
 	{agent: "explore", prompt: "Summarise the repository layout.",
 		note: "the same read-only question again: answered from the response cache, at no cost"},
 	{agent: "builder", prompt: "Refactor the handler into its own package.", task: "demo-small",
-		note: "task demo-small has a $0.00001 budget: the estimate does not fit, so nothing is sent"},
+		note: "task demo-small has a $0.00001 budget: the estimate does not fit, so nothing is sent and the task pauses"},
+	{agent: "explore", prompt: "List the files the refactor touches.", task: "demo-small",
+		note: "the paused task refuses even a small call, until its budget is raised or it is resumed"},
 }
 
 func (e *env) demoCmd() *cobra.Command {

@@ -126,7 +126,8 @@ func TestDemoRunsOffline(t *testing.T) {
 		"drop openai/gpt-5: lacks long_context_1m",                                // capability routing
 		"attempt 1: openai/gpt-5-nano network", "attempt 2: openai/gpt-5-nano ok", // network retry
 		"cache hit: saved $",                                                                 // the response cache
-		"does not fit the budget", "builder           -                             refused", // a budget refusal, nothing sent
+		"does not fit the budget", "task:demo-small is paused", "builder           -                             refused", // a budget refusal pauses the task
+		"ledger: task:demo-small is paused: budget reached", // the paused task refuses the next call
 		"ledger: 11 attempts recorded",
 	} {
 		if !strings.Contains(out, want) {

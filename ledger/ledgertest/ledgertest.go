@@ -171,6 +171,7 @@ func RunStoreTests(t *testing.T, open Opener) {
 		{"PauseOnReachingTaskBudget", testPauseOnTaskBudget},
 		{"PauseOnReachingMonthBudget", testPauseOnMonthBudget},
 		{"ManualPauseAndResume", testManualPause},
+		{"PauseForBudgetLiftedByRaising", testPauseForBudget},
 		{"RemoveBudget", testRemoveBudget},
 		{"BudgetsListsLimitedScopes", testBudgets},
 		{"LedgerRowsExact", testLedgerRows},
@@ -575,6 +576,33 @@ func testManualPause(e *env) {
 	}
 	if reason, paused, err := e.s.Paused(e.ctx, ledger.TaskScope("never-seen")); err != nil || paused || reason != "" {
 		e.t.Errorf("Paused(unknown) = %q, %v, %v", reason, paused, err)
+	}
+}
+
+func testPauseForBudget(e *env) {
+	e.budget(taskA, "1")
+	if err := e.s.PauseForBudget(e.ctx, taskA, "budget reached"); err != nil {
+		e.t.Fatal(err)
+	}
+	var pe *ledger.PausedError
+	if err := e.reserve("inv-1", "0.1", taskA); !errors.As(err, &pe) || pe.Reason != "budget reached" {
+		e.t.Errorf("Reserve on a budget-paused scope: %v", err)
+	}
+	// Raising the budget above the spend lifts a budget pause.
+	e.budget(taskA, "2")
+	if _, paused, _ := e.s.Paused(e.ctx, taskA); paused {
+		e.t.Error("raising the budget did not lift the budget pause")
+	}
+	e.mustReserve("inv-1", "0.1", taskA)
+	// Resume lifts it too.
+	if err := e.s.PauseForBudget(e.ctx, taskA, "again"); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.s.Resume(e.ctx, taskA); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, paused, _ := e.s.Paused(e.ctx, taskA); paused {
+		e.t.Error("Resume did not lift the budget pause")
 	}
 }
 
