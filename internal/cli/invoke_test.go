@@ -125,7 +125,7 @@ func TestDemoRunsOffline(t *testing.T) {
 		"anthropic/claude-sonnet-4-6 rate_limit",                                  // alternates on a rate limit
 		"drop openai/gpt-5: lacks long_context_1m",                                // capability routing
 		"attempt 1: openai/gpt-5-nano network", "attempt 2: openai/gpt-5-nano ok", // network retry
-		"cache hit: saved $",                                                                 // the response cache
+		"cache hit: saved $",                                                                                              // the response cache
 		"does not fit the budget", "task:demo-small is paused", "builder           -                             refused", // a budget refusal pauses the task
 		"ledger: task:demo-small is paused: budget reached", // the paused task refuses the next call
 		"ledger: 11 attempts recorded",
