@@ -112,7 +112,7 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request, rec Recor
 	var model string
 	_ = json.Unmarshal(fields["model"], &model)
 
-	reply, ok := s.next(RouteMessages)
+	reply, ok := s.kit.Next(RouteMessages)
 	if !ok {
 		reply = s.cfg.defaultReply(rec)
 	}
@@ -196,7 +196,7 @@ func (s *Server) serveCountTokens(w http.ResponseWriter, r *http.Request, rec Re
 		s.writeError(w, rec.RequestID, 400, TypeInvalidRequest, msg)
 		return
 	}
-	reply, ok := s.next(RouteCountTokens)
+	reply, ok := s.kit.Next(RouteCountTokens)
 	if !s.hold(r, reply.Hold) {
 		return
 	}
@@ -215,7 +215,7 @@ func (s *Server) serveCountTokens(w http.ResponseWriter, r *http.Request, rec Re
 }
 
 func (s *Server) serveModels(w http.ResponseWriter, r *http.Request, rec Recorded, modelID string) {
-	reply, ok := s.next(RouteModels)
+	reply, ok := s.kit.Next(RouteModels)
 	if !s.hold(r, reply.Hold) {
 		return
 	}
@@ -254,7 +254,7 @@ func (s *Server) hold(r *http.Request, gate <-chan struct{}) bool {
 		return true
 	case <-r.Context().Done():
 		return false
-	case <-s.done:
+	case <-s.kit.Done():
 		panic(http.ErrAbortHandler)
 	}
 }

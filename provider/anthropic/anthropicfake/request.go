@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -19,6 +20,13 @@ type Recorded struct {
 	Body     []byte
 	// RequestID is the request-id header the fake answered with.
 	RequestID string
+}
+
+// clone deep-copies r's header and body for [Server.Requests].
+func (r Recorded) clone() Recorded {
+	r.Header = r.Header.Clone()
+	r.Body = slices.Clone(r.Body)
+	return r
 }
 
 // Query parses RawQuery.

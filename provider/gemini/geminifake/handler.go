@@ -66,7 +66,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery,
 		Header: r.Header.Clone(), Body: body, Model: rt.model, Action: rt.action,
 	}
-	s.record(rec)
+	s.kit.Record(rec)
 
 	if rt.route == "" {
 		s.writeError(w, 404, StatusNotFound, "The requested URL "+r.URL.Path+" was not found on this server.")
@@ -120,7 +120,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, rec Recor
 		return
 	}
 
-	reply, ok := s.next(RouteGenerate)
+	reply, ok := s.kit.Next(RouteGenerate)
 	if !ok {
 		reply = s.cfg.defaultReply(rec)
 	}
@@ -170,7 +170,7 @@ func (s *Server) serveCountTokens(w http.ResponseWriter, r *http.Request, rec Re
 		s.writeError(w, 400, StatusInvalidArgument, rerr.message, rerr.details...)
 		return
 	}
-	reply, ok := s.next(RouteCountTokens)
+	reply, ok := s.kit.Next(RouteCountTokens)
 	if !s.hold(r, reply.Hold) {
 		return
 	}
@@ -191,7 +191,7 @@ func (s *Server) serveCountTokens(w http.ResponseWriter, r *http.Request, rec Re
 }
 
 func (s *Server) serveModels(w http.ResponseWriter, r *http.Request, rec Recorded, rt route) {
-	reply, ok := s.next(RouteModels)
+	reply, ok := s.kit.Next(RouteModels)
 	if !s.hold(r, reply.Hold) {
 		return
 	}
@@ -242,7 +242,7 @@ func (s *Server) hold(r *http.Request, gate <-chan struct{}) bool {
 		return true
 	case <-r.Context().Done():
 		return false
-	case <-s.done:
+	case <-s.kit.Done():
 		panic(http.ErrAbortHandler)
 	}
 }
@@ -393,7 +393,7 @@ func (s *Server) setStandardHeaders(h http.Header, tier bool) {
 	h.Set("X-Xss-Protection", "0")
 	h.Set("X-Frame-Options", "SAMEORIGIN")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Server-Timing", fmt.Sprintf("gfet4t7; dur=%d", 150+s.randIntN(1850)))
+	h.Set("Server-Timing", fmt.Sprintf("gfet4t7; dur=%d", 150+s.rnd.IntN(1850)))
 	h.Set("Alt-Svc", `h3=":443"; ma=2592000,h3-29=":443"; ma=2592000`)
 	if tier && s.cfg.serviceTier != "" {
 		h.Set("X-Gemini-Service-Tier", s.cfg.serviceTier)

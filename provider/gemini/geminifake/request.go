@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -25,6 +26,13 @@ type Recorded struct {
 	// Action is the method after the colon ("generateContent",
 	// "streamGenerateContent", "countTokens"), or "" for GET routes.
 	Action string
+}
+
+// clone deep-copies r's header and body for [Server.Requests].
+func (r Recorded) clone() Recorded {
+	r.Header = r.Header.Clone()
+	r.Body = slices.Clone(r.Body)
+	return r
 }
 
 // Query parses RawQuery.

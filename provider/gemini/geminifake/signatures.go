@@ -23,7 +23,7 @@ const (
 // newSignature generates a signature shaped like the real ones: standard
 // base64 of an opaque protobuf-like blob, so it starts with "E".
 func (s *Server) newSignature() string {
-	b := append([]byte{0x12, 64}, s.randBytes(64)...)
+	b := append([]byte{0x12, 64}, s.rnd.Bytes(64)...)
 	return base64.StdEncoding.EncodeToString(b)
 }
 

@@ -19,9 +19,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Header: r.Header.Clone(), Body: body,
 	}
 	if s.cfg.flavor == FlavorOpenAI {
-		rec.RequestID = "req_" + s.randString(hexChars, 32)
+		rec.RequestID = "req_" + s.rnd.String(hexChars, 32)
 	}
-	s.record(rec)
+	s.kit.Record(rec)
 
 	route, modelID, status := s.routeOf(r)
 	if route == "" {
@@ -164,7 +164,7 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, rec Recorded)
 		s.admit()
 	}
 
-	reply, ok := s.next(RouteChat)
+	reply, ok := s.kit.Next(RouteChat)
 	if !ok {
 		reply = s.cfg.defaultReply(rec)
 	}
@@ -258,7 +258,7 @@ type vllmPermissions struct {
 }
 
 func (s *Server) serveModels(w http.ResponseWriter, r *http.Request, rec Recorded, modelID string) {
-	reply, ok := s.next(RouteModels)
+	reply, ok := s.kit.Next(RouteModels)
 	if !s.hold(r, reply.Hold) {
 		return
 	}
@@ -294,7 +294,7 @@ func (s *Server) serveModels(w http.ResponseWriter, r *http.Request, rec Recorde
 					ID: m.ID, Object: "model", Created: m.Created.Unix(), OwnedBy: s.ownedBy(m), Root: m.ID,
 					MaxModelLen: m.ContextWindow,
 					Permission: []vllmPermissions{{
-						ID: "modelperm-" + s.randString(hexChars, 32), Object: "model_permission", Created: m.Created.Unix(),
+						ID: "modelperm-" + s.rnd.String(hexChars, 32), Object: "model_permission", Created: m.Created.Unix(),
 						AllowSampling: true, AllowLogprobs: true, AllowView: true, Organization: "*",
 					}},
 				})
@@ -323,7 +323,7 @@ func (s *Server) serveModels(w http.ResponseWriter, r *http.Request, rec Recorde
 }
 
 func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request, rec Recorded) {
-	reply, ok := s.next(RouteHealth)
+	reply, ok := s.kit.Next(RouteHealth)
 	if !s.hold(r, reply.Hold) {
 		return
 	}
@@ -355,7 +355,7 @@ func (s *Server) hold(r *http.Request, gate <-chan struct{}) bool {
 		return true
 	case <-r.Context().Done():
 		return false
-	case <-s.done:
+	case <-s.kit.Done():
 		panic(http.ErrAbortHandler)
 	}
 }
@@ -438,7 +438,7 @@ func (s *Server) writeStream(w http.ResponseWriter, r *http.Request, rec Recorde
 			case <-reply.Stall:
 			case <-r.Context().Done():
 				return
-			case <-s.done:
+			case <-s.kit.Done():
 				panic(http.ErrAbortHandler)
 			}
 		}
@@ -486,7 +486,7 @@ func (s *Server) setStandardHeaders(h http.Header, rec Recorded) {
 	}
 	h.Set("x-request-id", rec.RequestID)
 	h.Set("openai-version", "2020-10-01")
-	h.Set("openai-processing-ms", strconv.Itoa(80+s.randIntN(900)))
+	h.Set("openai-processing-ms", strconv.Itoa(80+s.rnd.IntN(900)))
 	s.setRateLimitHeaders(h)
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -20,6 +21,13 @@ type Recorded struct {
 	// RequestID is the x-request-id the OpenAI flavour answered with ("" on
 	// the other flavours, which send none).
 	RequestID string
+}
+
+// clone deep-copies r's header and body for [Server.Requests].
+func (r Recorded) clone() Recorded {
+	r.Header = r.Header.Clone()
+	r.Body = slices.Clone(r.Body)
+	return r
 }
 
 // Query parses RawQuery.

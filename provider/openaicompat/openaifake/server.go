@@ -1,15 +1,13 @@
 package openaifake
 
 import (
-	"context"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/cortexbuild/cortexbuild/provider/providertest/fakekit"
 )
 
 // Flavor selects which server the fake imitates.
@@ -37,7 +35,10 @@ func (f Flavor) String() string {
 	return fmt.Sprintf("Flavor(%d)", int(f))
 }
 
-// Route names a group of endpoints that has its own reply queue.
+// Route names a group of endpoints that has its own reply queue, filled by
+// [Server.EnqueueRoute] (and [Server.Enqueue] for [RouteChat]). On
+// [RouteModels] and [RouteHealth] only the fault fields of a reply
+// (Status, error fields, Headers, RawBody, CutAfterBytes) and Hold matter.
 type Route string
 
 const (
@@ -188,45 +189,35 @@ func cmpOr[T comparable](v, def T) T {
 }
 
 // Server is a fake OpenAI-compatible Chat Completions server. All methods
-// are safe for concurrent use.
+// are safe for concurrent use. Its URL is the base URL without "/v1":
+// point the SDK at URL()+"/v1/".
+//
+// URL, Client, Close, EnqueueRoute, Pending, Requests, WaitRequests,
+// OpenConns, WaitOpenConns, ActiveConns, WaitActiveConns and ConnState
+// come from the shared [fakekit.Public].
 type Server struct {
-	cfg config
+	public // see the type comment
+	kit    *fakekit.Core[Route, Reply, Recorded]
+	cfg    config
+	rnd    *fakekit.Rand // ids, obfuscation padding, processing times
 
-	mu       sync.Mutex
-	rng      *rand.Rand
-	queues   map[Route][]Reply
-	recorded []Recorded
-	conns    map[net.Conn]http.ConnState
-	changed  chan struct{} // closed and replaced on every recorded request or connection change
-	buckets  buckets
-
-	done      chan struct{}
-	closeOnce sync.Once
-	ts        *httptest.Server
+	mu      sync.Mutex // guards buckets
+	buckets buckets
 }
 
-// New starts a fake on a loopback address (127.0.0.1, or [::1] when there
-// is no IPv4 loopback). Close it when done. Point the SDK at URL()+"/v1/".
+// New starts a fake of the selected flavour on a loopback address
+// (127.0.0.1, or [::1] when there is no IPv4 loopback). Close it when
+// done. Point the SDK at URL()+"/v1/".
 func New(opts ...Option) *Server {
 	s := NewUnstarted(opts...)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		if l, err = net.Listen("tcp6", "[::1]:0"); err != nil {
-			panic(fmt.Sprintf("openaifake: cannot listen on loopback: %v", err))
-		}
-	}
-	ts := httptest.NewUnstartedServer(s)
-	ts.Listener.Close()
-	ts.Listener = l
-	ts.Config.ConnState = s.ConnState
-	ts.Start()
-	s.ts = ts
+	s.kit.Start(s)
 	return s
 }
 
-// NewUnstarted returns a fake that does not listen: serve [Server.Handler]
-// on any listener, and set [Server.ConnState] as the http.Server's
-// ConnState hook to get [Server.OpenConns].
+// NewUnstarted returns a fake of the selected flavour that does not
+// listen: serve [Server.Handler] on any listener, and set
+// [Server.ConnState] as the http.Server's ConnState hook to get
+// [Server.OpenConns].
 func NewUnstarted(opts ...Option) *Server {
 	cfg := config{
 		limits:          DefaultRateLimits,
@@ -241,199 +232,27 @@ func NewUnstarted(opts ...Option) *Server {
 	if !cfg.modelsSet {
 		cfg.models = DefaultModels(cfg.flavor)
 	}
-	var src rand.Source
-	if cfg.seed != nil {
-		src = rand.NewPCG(*cfg.seed, *cfg.seed^0x9e3779b97f4a7c15)
-	} else {
-		src = rand.NewPCG(rand.Uint64(), rand.Uint64())
-	}
+	kit := fakekit.New[Route](kitSpec)
 	return &Server{
-		cfg:     cfg,
-		rng:     rand.New(src),
-		queues:  make(map[Route][]Reply),
-		conns:   make(map[net.Conn]http.ConnState),
-		changed: make(chan struct{}),
-		done:    make(chan struct{}),
+		public: fakekit.PublicOf(kit),
+		kit:    kit,
+		cfg:    cfg,
+		rnd:    fakekit.NewRand(cfg.seed),
 	}
 }
 
 // Flavor is the server the fake imitates.
 func (s *Server) Flavor() Flavor { return s.cfg.flavor }
 
-// URL is the base URL of a started fake ("http://127.0.0.1:PORT", without
-// "/v1"); "" for an unstarted one.
-func (s *Server) URL() string {
-	if s.ts == nil {
-		return ""
-	}
-	return s.ts.URL
-}
-
-// Client is an *http.Client configured for the started fake (nil for an
-// unstarted one).
-func (s *Server) Client() *http.Client {
-	if s.ts == nil {
-		return nil
-	}
-	return s.ts.Client()
-}
-
 // Handler serves the fake API. It is the Server itself.
 func (s *Server) Handler() http.Handler { return s }
-
-// Close releases every held reply, stops a started fake and waits for its
-// handlers to return. It is safe to call more than once.
-func (s *Server) Close() {
-	s.closeOnce.Do(func() { close(s.done) })
-	if s.ts != nil {
-		s.ts.Close()
-	}
-}
 
 // Enqueue appends replies for POST /v1/chat/completions. Each call takes
 // the next reply (FIFO); with the queue empty it gets the default reply.
 // Only requests that pass routing, authentication, validation, the model
 // check and the context-window check take a reply. It panics on a reply
 // that cannot be sent (e.g. a tool call without a name).
-func (s *Server) Enqueue(replies ...Reply) { s.EnqueueRoute(RouteChat, replies...) }
-
-// EnqueueRoute appends replies for one route. On [RouteModels] and
-// [RouteHealth] only the fault fields (Status, error fields, Headers,
-// RawBody, CutAfterBytes) and Hold matter.
-func (s *Server) EnqueueRoute(route Route, replies ...Reply) {
-	for i := range replies {
-		if err := replies[i].validate(); err != nil {
-			panic(fmt.Sprintf("openaifake: Enqueue: reply %d: %v", i, err))
-		}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.queues[route] = append(s.queues[route], replies...)
-}
-
-// Pending is how many scripted replies of route are still queued.
-func (s *Server) Pending(route Route) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.queues[route])
-}
-
-// Requests returns a copy of every request received so far, in arrival
-// order.
-func (s *Server) Requests() []Recorded {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]Recorded, len(s.recorded))
-	for i, r := range s.recorded {
-		r.Header = r.Header.Clone()
-		r.Body = slices.Clone(r.Body)
-		out[i] = r
-	}
-	return out
-}
-
-// WaitRequests blocks until at least n requests have been received (as
-// [Server.Requests] counts them) or ctx is done. It does not poll.
-func (s *Server) WaitRequests(ctx context.Context, n int) error {
-	return s.waitFor(ctx, func() bool { return len(s.recorded) >= n })
-}
-
-// OpenConns is the number of TCP connections currently open to the fake
-// (tracked through [Server.ConnState]).
-func (s *Server) OpenConns() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.conns)
-}
-
-// WaitOpenConns blocks until exactly n connections are open or ctx is
-// done. The server notices a client-side close asynchronously; this waits
-// for it without polling.
-func (s *Server) WaitOpenConns(ctx context.Context, n int) error {
-	return s.waitFor(ctx, func() bool { return len(s.conns) == n })
-}
-
-// ActiveConns is the number of open connections that are serving a request
-// (not idle in a client's keep-alive pool).
-func (s *Server) ActiveConns() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.activeLocked()
-}
-
-func (s *Server) activeLocked() int {
-	n := 0
-	for _, st := range s.conns {
-		if st != http.StateIdle {
-			n++
-		}
-	}
-	return n
-}
-
-// WaitActiveConns blocks until exactly n connections are serving a request
-// or ctx is done: a client that stopped reading a stream must close its
-// connection, and one that finished must return it to its pool idle.
-func (s *Server) WaitActiveConns(ctx context.Context, n int) error {
-	return s.waitFor(ctx, func() bool { return s.activeLocked() == n })
-}
-
-// ConnState is an http.Server ConnState hook counting open connections.
-// [New] installs it; set it yourself when serving [Server.Handler].
-func (s *Server) ConnState(c net.Conn, state http.ConnState) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch state {
-	case http.StateClosed, http.StateHijacked:
-		delete(s.conns, c)
-	default:
-		s.conns[c] = state
-	}
-	s.notifyLocked()
-}
-
-// waitFor waits until cond (called with s.mu held) holds.
-func (s *Server) waitFor(ctx context.Context, cond func() bool) error {
-	for {
-		s.mu.Lock()
-		ok, ch := cond(), s.changed
-		s.mu.Unlock()
-		if ok {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-func (s *Server) notifyLocked() {
-	close(s.changed)
-	s.changed = make(chan struct{})
-}
-
-// next pops the next reply of route; ok is false when the queue is empty.
-func (s *Server) next(route Route) (Reply, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	q := s.queues[route]
-	if len(q) == 0 {
-		return Reply{}, false
-	}
-	r := q[0]
-	s.queues[route] = q[1:]
-	return r, true
-}
-
-// record stores an arrived request.
-func (s *Server) record(r Recorded) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.recorded = append(s.recorded, r)
-	s.notifyLocked()
-}
+func (s *Server) Enqueue(replies ...Reply) { s.kit.EnqueueRoute(RouteChat, replies...) }
 
 const (
 	base62   = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -441,20 +260,11 @@ const (
 	lowerAN  = "abcdefghijklmnopqrstuvwxyz0123456789"
 )
 
-// randString returns n random characters of alphabet.
-func (s *Server) randString(alphabet string, n int) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = alphabet[s.rng.IntN(len(alphabet))]
-	}
-	return string(b)
-}
+// public is embedded in [Server] to promote the exported methods of
+// [fakekit.Public] without exporting a field.
+type public = fakekit.Public[Route, Reply, Recorded]
 
-// randIntN returns a random int in [0, n).
-func (s *Server) randIntN(n int) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.rng.IntN(n)
+// kitSpec tells the shared machinery how to name, validate and copy.
+var kitSpec = fakekit.Spec[Reply, Recorded]{
+	Name: "openaifake", Validate: (*Reply).validate, Clone: Recorded.clone,
 }

@@ -45,16 +45,16 @@ func (s *Server) resolve(reply Reply, req chatRequest, body []byte, promptCap in
 	case FlavorOllama:
 		res.fingerprint = "fp_ollama"
 		if res.id == "" {
-			res.id = "chatcmpl-" + strconv.Itoa(s.randIntN(999))
+			res.id = "chatcmpl-" + strconv.Itoa(s.rnd.IntN(999))
 		}
 	case FlavorVLLM:
 		if res.id == "" {
-			res.id = "chatcmpl-" + s.randString(hexChars, 32)
+			res.id = "chatcmpl-" + s.rnd.String(hexChars, 32)
 		}
 	default:
-		res.fingerprint = "fp_" + s.randString(hexChars, 10)
+		res.fingerprint = "fp_" + s.rnd.String(hexChars, 10)
 		if res.id == "" {
-			res.id = "chatcmpl-" + s.randString(base62, 29)
+			res.id = "chatcmpl-" + s.rnd.String(base62, 29)
 		}
 	}
 	outBytes := len(reply.Text)
@@ -79,11 +79,11 @@ func (s *Server) resolve(reply Reply, req chatRequest, body []byte, promptCap in
 		if id == "" {
 			switch f {
 			case FlavorOllama:
-				id = "call_" + s.randString(lowerAN, 8)
+				id = "call_" + s.rnd.String(lowerAN, 8)
 			case FlavorVLLM:
-				id = "chatcmpl-tool-" + s.randString(hexChars, 32)
+				id = "chatcmpl-tool-" + s.rnd.String(hexChars, 32)
 			default:
-				id = "call_" + s.randString(base62, 24)
+				id = "call_" + s.rnd.String(base62, 24)
 			}
 		}
 		res.tools = append(res.tools, ToolCall{ID: id, Name: tc.Name, Arguments: args})
@@ -246,7 +246,7 @@ func (s *Server) openAIChunks(m *resolved) [][]byte {
 			}
 		}
 		if m.obfuscate {
-			c.Obfuscation = s.randString(base62, 1+s.randIntN(12))
+			c.Obfuscation = s.rnd.String(base62, 1+s.rnd.IntN(12))
 		}
 		out = append(out, marshal(c, false))
 	}
