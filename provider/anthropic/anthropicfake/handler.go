@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cortexbuild/cortexbuild/provider/providertest/fakekit"
 )
 
 // defaultMessages are the error messages used when a fault names a type but
@@ -33,14 +34,9 @@ var defaultMessages = map[string]string{
 // then the scripted reply.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	reqID := s.newID("req_011C", 20)
-	body, readErr := io.ReadAll(io.LimitReader(r.Body, s.cfg.maxBody+1))
-	tooLarge := int64(len(body)) > s.cfg.maxBody
-	if tooLarge {
-		body = body[:s.cfg.maxBody]
-	}
+	body, tooLarge, readErr := fakekit.ReadBody(r, s.cfg.maxBody)
 	rec := Recorded{
-		Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery,
-		Header: r.Header.Clone(), Body: body, RequestID: reqID,
+		RecordedBase: fakekit.NewRecordedBase(r, body), RequestID: reqID,
 	}
 	s.record(rec)
 
@@ -120,7 +116,7 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request, rec Recor
 		s.writeError(w, rec.RequestID, 500, TypeAPI, "anthropicfake: invalid scripted reply: "+err.Error())
 		return
 	}
-	if !s.hold(r, reply.Hold) {
+	if !s.kit.Hold(r, reply.Hold) {
 		return
 	}
 	if reply.isFault() {
@@ -197,7 +193,7 @@ func (s *Server) serveCountTokens(w http.ResponseWriter, r *http.Request, rec Re
 		return
 	}
 	reply, ok := s.kit.Next(RouteCountTokens)
-	if !s.hold(r, reply.Hold) {
+	if !s.kit.Hold(r, reply.Hold) {
 		return
 	}
 	if ok && reply.isFault() {
@@ -216,7 +212,7 @@ func (s *Server) serveCountTokens(w http.ResponseWriter, r *http.Request, rec Re
 
 func (s *Server) serveModels(w http.ResponseWriter, r *http.Request, rec Recorded, modelID string) {
 	reply, ok := s.kit.Next(RouteModels)
-	if !s.hold(r, reply.Hold) {
+	if !s.kit.Hold(r, reply.Hold) {
 		return
 	}
 	if ok && reply.isFault() {
@@ -240,23 +236,6 @@ func (s *Server) serveModels(w http.ResponseWriter, r *http.Request, rec Recorde
 		body = marshal(page)
 	}
 	s.writeBody(w, rec.RequestID, 200, "application/json", body, reply.CutAfterBytes, reply.Headers)
-}
-
-// hold waits for a reply's gate. It returns false when the client went
-// away (write nothing); when the server closes meanwhile it aborts the
-// connection.
-func (s *Server) hold(r *http.Request, gate <-chan struct{}) bool {
-	if gate == nil {
-		return true
-	}
-	select {
-	case <-gate:
-		return true
-	case <-r.Context().Done():
-		return false
-	case <-s.kit.Done():
-		panic(http.ErrAbortHandler)
-	}
 }
 
 // writeFault writes a scripted error (or raw body).
@@ -287,13 +266,7 @@ func (s *Server) writeBody(w http.ResponseWriter, reqID string, status int, cont
 	for k, v := range extra {
 		h.Set(k, v)
 	}
-	w.WriteHeader(status)
-	if cut > 0 && cut < len(body) {
-		_, _ = w.Write(body[:cut])
-		_ = http.NewResponseController(w).Flush()
-		panic(http.ErrAbortHandler)
-	}
-	_, _ = w.Write(body)
+	fakekit.WriteBody(w, status, body, cut)
 }
 
 // writeStream writes the SSE events of res, applying the reply's stream
@@ -306,9 +279,8 @@ func (s *Server) writeStream(w http.ResponseWriter, r *http.Request, reqID strin
 	for k, v := range reply.Headers {
 		h.Set(k, v)
 	}
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	if rc.Flush() != nil {
+	sw, err := fakekit.StartStream(w, http.StatusOK)
+	if err != nil {
 		return
 	}
 	evs := res.streamEvents()
@@ -323,7 +295,7 @@ func (s *Server) writeStream(w http.ResponseWriter, r *http.Request, reqID strin
 		if i == errAt {
 			me := reply.MidStreamError
 			data := marshal(errorBody{Type: "error", Error: errorDetail{Type: me.Type, Message: cmpOr(me.Message, defaultMessages[me.Type])}})
-			_ = writeEvent(w, rc, sseEvent{"error", data})
+			_ = writeEvent(sw, sseEvent{"error", data})
 			return
 		}
 		if i == cutAt {
@@ -336,18 +308,15 @@ func (s *Server) writeStream(w http.ResponseWriter, r *http.Request, reqID strin
 		if ev.name != "ping" {
 			ev.data = pad(ev.data, s.padding())
 		}
-		if writeEvent(w, rc, ev) != nil {
+		if writeEvent(sw, ev) != nil {
 			return
 		}
 	}
 }
 
 // writeEvent writes one `event:`/`data:` pair and flushes it.
-func writeEvent(w io.Writer, rc *http.ResponseController, ev sseEvent) error {
-	if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.name, ev.data); err != nil {
-		return err
-	}
-	return rc.Flush()
+func writeEvent(sw *fakekit.StreamWriter, ev sseEvent) error {
+	return sw.Printf("event: %s\ndata: %s\n\n", ev.name, ev.data)
 }
 
 // pad inserts n spaces before the closing brace of a JSON object, as the

@@ -4,46 +4,30 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"net/url"
-	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/cortexbuild/cortexbuild/provider/providertest/fakekit"
 )
 
 // Recorded is one request the fake received, as sent (auth headers
 // included, so tests can assert them).
 type Recorded struct {
-	Method   string
-	Path     string
-	RawQuery string
-	Header   http.Header
-	Body     []byte
+	fakekit.RecordedBase // Method, Path, RawQuery, Header, Body; Query, Decode
 	// RequestID is the request-id header the fake answered with.
 	RequestID string
 }
 
 // clone deep-copies r's header and body for [Server.Requests].
 func (r Recorded) clone() Recorded {
-	r.Header = r.Header.Clone()
-	r.Body = slices.Clone(r.Body)
+	r.RecordedBase = fakekit.CloneBase(r.RecordedBase)
 	return r
-}
-
-// Query parses RawQuery.
-func (r Recorded) Query() url.Values {
-	v, _ := url.ParseQuery(r.RawQuery)
-	return v
 }
 
 // APIKey is the key the request authenticated with: x-api-key if present
 // (the real API prefers it when both are sent), else the Bearer token.
 func (r Recorded) APIKey() string {
 	return apiKey(r.Header)
-}
-
-// Decode unmarshals the JSON body into v.
-func (r Recorded) Decode(v any) error {
-	return json.Unmarshal(r.Body, v)
 }
 
 // Stream reports whether the body asked for a streamed reply.

@@ -5,7 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"unicode/utf8"
+
+	"github.com/cortexbuild/cortexbuild/provider/providertest/fakekit"
 )
 
 // The wire structs below fix the field order of the real API's JSON, as
@@ -194,7 +195,7 @@ func (m *resolved) streamEvents() []sseEvent {
 	}
 	for _, tu := range m.tools {
 		var ds []any
-		for _, c := range splitJSON(spacedJSON(tu.Input)) {
+		for _, c := range splitJSON(fakekit.SpacedJSON(tu.Input)) {
 			ds = append(ds, struct {
 				Type        string `json:"type"`
 				PartialJSON string `json:"partial_json"`
@@ -250,21 +251,7 @@ func marshal(v any) []byte {
 // the first word alone, then two words per chunk (each word carrying its
 // leading space), with very long words cut at 24 bytes on rune boundaries.
 func splitText(s string) []string {
-	var words []string
-	start := 0
-	for i := 1; i < len(s); i++ {
-		if s[i] == ' ' && s[i-1] != ' ' {
-			words = append(words, s[start:i])
-			start = i
-		}
-	}
-	if start < len(s) {
-		words = append(words, s[start:])
-	}
-	var pieces []string
-	for _, w := range words {
-		pieces = append(pieces, cutRunes(w, []int{24})...)
-	}
+	pieces := fakekit.WordPieces(s, isBlank, 24)
 	var chunks []string
 	for i := 0; i < len(pieces); {
 		n := 2
@@ -292,51 +279,7 @@ func splitJSON(s string) []string {
 	if s == "{}" {
 		return []string{""}
 	}
-	return append([]string{""}, cutRunes(s, jsonFragmentSizes)...)
-}
-
-// cutRunes cuts s into pieces of about the given byte sizes (cycled),
-// never splitting a UTF-8 sequence.
-func cutRunes(s string, sizes []int) []string {
-	var out []string
-	for k := 0; len(s) > 0; k++ {
-		n := sizes[k%len(sizes)]
-		if n >= len(s) {
-			out = append(out, s)
-			break
-		}
-		for n > 0 && !utf8.RuneStart(s[n]) {
-			n--
-		}
-		if n == 0 {
-			_, n = utf8.DecodeRuneInString(s)
-		}
-		out = append(out, s[:n])
-		s = s[n:]
-	}
-	return out
-}
-
-// spacedJSON reformats compact JSON with ": " and ", " separators outside
-// strings, as the real API streams tool input (`{"city": "San Francisco"}`),
-// while the non-streaming input object is compact.
-func spacedJSON(compact []byte) string {
-	var b bytes.Buffer
-	inString, escaped := false, false
-	for _, c := range compact {
-		b.WriteByte(c)
-		switch {
-		case escaped:
-			escaped = false
-		case inString && c == '\\':
-			escaped = true
-		case c == '"':
-			inString = !inString
-		case !inString && (c == ':' || c == ','):
-			b.WriteByte(' ')
-		}
-	}
-	return b.String()
+	return append([]string{""}, fakekit.CutRunes(s, jsonFragmentSizes)...)
 }
 
 // defaultSignature derives a stable thinking signature from its text.
@@ -344,3 +287,7 @@ func defaultSignature(text string) string {
 	sum := sha256.Sum256([]byte(text))
 	return "Eo" + base64.StdEncoding.EncodeToString(sum[:])
 }
+
+// isBlank reports whether c is a space, the only separator splitText
+// breaks words at.
+func isBlank(c byte) bool { return c == ' ' }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/cortexbuild/cortexbuild/provider/providertest/fakekit"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -229,7 +230,7 @@ func TestSplitters(t *testing.T) {
 		t.Errorf("splitText(Hi) = %q", got)
 	}
 
-	in := spacedJSON([]byte(`{"city":"San Francisco","q":"a:b, \"c\"","n":[1,2],"u":"Zürich"}`))
+	in := fakekit.SpacedJSON([]byte(`{"city":"San Francisco","q":"a:b, \"c\"","n":[1,2],"u":"Zürich"}`))
 	if want := `{"city": "San Francisco", "q": "a:b, \"c\"", "n": [1, 2], "u": "Zürich"}`; in != want {
 		t.Fatalf("spacedJSON = %s", in)
 	}

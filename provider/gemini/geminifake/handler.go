@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/cortexbuild/cortexbuild/provider/providertest/fakekit"
 )
 
 // route is a parsed request URL.
@@ -56,15 +58,10 @@ func routeOf(r *http.Request) route {
 // validation (400), thought signatures (400), context window (400), then
 // the scripted reply.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, readErr := io.ReadAll(io.LimitReader(r.Body, s.cfg.maxBody+1))
-	tooLarge := int64(len(body)) > s.cfg.maxBody
-	if tooLarge {
-		body = body[:s.cfg.maxBody]
-	}
+	body, tooLarge, readErr := fakekit.ReadBody(r, s.cfg.maxBody)
 	rt := routeOf(r)
 	rec := Recorded{
-		Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery,
-		Header: r.Header.Clone(), Body: body, Model: rt.model, Action: rt.action,
+		RecordedBase: fakekit.NewRecordedBase(r, body), Model: rt.model, Action: rt.action,
 	}
 	s.kit.Record(rec)
 
@@ -128,7 +125,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, rec Recor
 		s.writeError(w, 500, StatusInternal, "geminifake: invalid scripted reply: "+err.Error())
 		return
 	}
-	if !s.hold(r, reply.Hold) {
+	if !s.kit.Hold(r, reply.Hold) {
 		return
 	}
 	if reply.isFault() {
@@ -171,7 +168,7 @@ func (s *Server) serveCountTokens(w http.ResponseWriter, r *http.Request, rec Re
 		return
 	}
 	reply, ok := s.kit.Next(RouteCountTokens)
-	if !s.hold(r, reply.Hold) {
+	if !s.kit.Hold(r, reply.Hold) {
 		return
 	}
 	if ok && reply.isFault() {
@@ -192,7 +189,7 @@ func (s *Server) serveCountTokens(w http.ResponseWriter, r *http.Request, rec Re
 
 func (s *Server) serveModels(w http.ResponseWriter, r *http.Request, rec Recorded, rt route) {
 	reply, ok := s.kit.Next(RouteModels)
-	if !s.hold(r, reply.Hold) {
+	if !s.kit.Hold(r, reply.Hold) {
 		return
 	}
 	if ok && reply.isFault() {
@@ -230,23 +227,6 @@ func (me *StreamError) resolve() (int, string, string) {
 	return code, status, cmpOr(me.Message, defaultMessage(status))
 }
 
-// hold waits for a reply's gate. It returns false when the client went
-// away (write nothing); when the server closes meanwhile it aborts the
-// connection.
-func (s *Server) hold(r *http.Request, gate <-chan struct{}) bool {
-	if gate == nil {
-		return true
-	}
-	select {
-	case <-gate:
-		return true
-	case <-r.Context().Done():
-		return false
-	case <-s.kit.Done():
-		panic(http.ErrAbortHandler)
-	}
-}
-
 const jsonContentType = "application/json; charset=UTF-8"
 
 // writeFault writes a scripted error (or raw body).
@@ -278,13 +258,7 @@ func (s *Server) writeBody(w http.ResponseWriter, code int, contentType string, 
 	for k, v := range extra {
 		h.Set(k, v)
 	}
-	w.WriteHeader(code)
-	if cut > 0 && cut < len(body) {
-		_, _ = w.Write(body[:cut])
-		_ = http.NewResponseController(w).Flush()
-		panic(http.ErrAbortHandler)
-	}
-	_, _ = w.Write(body)
+	fakekit.WriteBody(w, code, body, cut)
 }
 
 // writeSSE streams chunks as data-only server-sent events (no event names,
@@ -298,9 +272,8 @@ func (s *Server) writeSSE(w http.ResponseWriter, r *http.Request, reply Reply, c
 	for k, v := range reply.Headers {
 		h.Set(k, v)
 	}
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	if rc.Flush() != nil {
+	sw, err := fakekit.StartStream(w, http.StatusOK)
+	if err != nil {
 		return
 	}
 	errAt, cutAt := s.faultPoints(reply, len(chunks))
@@ -309,7 +282,7 @@ func (s *Server) writeSSE(w http.ResponseWriter, r *http.Request, reply Reply, c
 		if i == errAt {
 			code, status, msg := reply.MidStreamError.resolve()
 			data := streamJSON(errorBody{errorStatus{Code: code, Message: msg, Status: status}})
-			_ = writeEvent(w, rc, data, sep)
+			_ = writeEvent(sw, data, sep)
 			return
 		}
 		if i == cutAt {
@@ -318,7 +291,7 @@ func (s *Server) writeSSE(w http.ResponseWriter, r *http.Request, reply Reply, c
 		if i == len(chunks) || r.Context().Err() != nil {
 			return
 		}
-		if writeEvent(w, rc, streamJSON(chunks[i]), sep) != nil {
+		if writeEvent(sw, streamJSON(chunks[i]), sep) != nil {
 			return
 		}
 	}
@@ -338,11 +311,8 @@ func (s *Server) faultPoints(reply Reply, n int) (errAt, cutAt int) {
 }
 
 // writeEvent writes one `data:` event and flushes it.
-func writeEvent(w io.Writer, rc *http.ResponseController, data []byte, sep string) error {
-	if _, err := fmt.Fprintf(w, "data: %s%s", data, sep); err != nil {
-		return err
-	}
-	return rc.Flush()
+func writeEvent(sw *fakekit.StreamWriter, data []byte, sep string) error {
+	return sw.Printf("data: %s%s", data, sep)
 }
 
 // writeJSONArray answers streamGenerateContent without alt=sse the way the
@@ -355,7 +325,7 @@ func (s *Server) writeJSONArray(w http.ResponseWriter, reply Reply, chunks []wir
 		h.Set(k, v)
 	}
 	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
+	sw := fakekit.NewStreamWriter(w)
 	errAt, cutAt := s.faultPoints(reply, len(chunks))
 	for i := 0; ; i++ {
 		sep := ",\r\n"
@@ -369,8 +339,7 @@ func (s *Server) writeJSONArray(w http.ResponseWriter, reply Reply, chunks []wir
 			return
 		}
 		if i == cutAt {
-			_ = rc.Flush()
-			panic(http.ErrAbortHandler)
+			sw.Cut()
 		}
 		if i == len(chunks) {
 			if i == 0 {
@@ -379,8 +348,7 @@ func (s *Server) writeJSONArray(w http.ResponseWriter, reply Reply, chunks []wir
 			_, _ = io.WriteString(w, "]")
 			return
 		}
-		_, _ = fmt.Fprintf(w, "%s%s", sep, bytes.TrimSuffix(pretty(chunks[i]), []byte("\n")))
-		_ = rc.Flush()
+		_ = sw.Printf("%s%s", sep, bytes.TrimSuffix(pretty(chunks[i]), []byte("\n")))
 	}
 }
 

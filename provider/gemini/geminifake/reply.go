@@ -4,7 +4,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"maps"
+
+	"github.com/cortexbuild/cortexbuild/provider/providertest/fakekit"
 )
 
 // Reply scripts the answer to one call. The zero Reply is the default echo
@@ -167,10 +168,7 @@ type StreamError struct {
 
 // WithHeader returns a copy of r with one more response header.
 func (r Reply) WithHeader(name, value string) Reply {
-	h := make(map[string]string, len(r.Headers)+1)
-	maps.Copy(h, r.Headers)
-	h[name] = value
-	r.Headers = h
+	r.Headers = fakekit.WithHeader(r.Headers, name, value)
 	return r
 }
 

@@ -6,20 +6,17 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/cortexbuild/cortexbuild/provider/providertest/fakekit"
 )
 
 // Recorded is one request the fake received, as sent (the API key header
 // included, so tests can assert it).
 type Recorded struct {
-	Method   string
-	Path     string
-	RawQuery string
-	Header   http.Header
-	Body     []byte
+	fakekit.RecordedBase // Method, Path, RawQuery, Header, Body; Query (Decode is shadowed)
 	// Model is the bare model name of the path ("gemini-2.5-flash"), or ""
 	// for a route without one.
 	Model string
@@ -30,15 +27,8 @@ type Recorded struct {
 
 // clone deep-copies r's header and body for [Server.Requests].
 func (r Recorded) clone() Recorded {
-	r.Header = r.Header.Clone()
-	r.Body = slices.Clone(r.Body)
+	r.RecordedBase = fakekit.CloneBase(r.RecordedBase)
 	return r
-}
-
-// Query parses RawQuery.
-func (r Recorded) Query() url.Values {
-	v, _ := url.ParseQuery(r.RawQuery)
-	return v
 }
 
 // APIKey is the key the request authenticated with: the x-goog-api-key

@@ -3,7 +3,8 @@ package geminifake
 import (
 	"bytes"
 	"encoding/json"
-	"unicode/utf8"
+
+	"github.com/cortexbuild/cortexbuild/provider/providertest/fakekit"
 )
 
 // The wire structs below fix the field order of the real API's JSON, which
@@ -302,45 +303,13 @@ func pretty(v any) []byte {
 // streamJSON encodes v the way the API writes each streamed chunk: on one
 // line, with a space after every colon and none after commas
 // (`{"candidates": [{"content": {"parts": [{"text": "Hi"}],"role": "model"},…`).
-func streamJSON(v any) []byte {
-	compact := marshal(v)
-	var b bytes.Buffer
-	inString, escaped := false, false
-	for _, c := range compact {
-		b.WriteByte(c)
-		switch {
-		case escaped:
-			escaped = false
-		case inString && c == '\\':
-			escaped = true
-		case c == '"':
-			inString = !inString
-		case !inString && c == ':':
-			b.WriteByte(' ')
-		}
-	}
-	return b.Bytes()
-}
+func streamJSON(v any) []byte { return fakekit.ColonSpacedJSON(marshal(v)) }
 
 // splitText cuts text into streamed chunks: three words per chunk (each
 // word carrying its leading whitespace), very long words cut at 24 bytes on
 // rune boundaries. The chunks concatenate to text.
 func splitText(s string) []string {
-	var words []string
-	start := 0
-	for i := 1; i < len(s); i++ {
-		if isSpace(s[i]) && !isSpace(s[i-1]) {
-			words = append(words, s[start:i])
-			start = i
-		}
-	}
-	if start < len(s) {
-		words = append(words, s[start:])
-	}
-	var pieces []string
-	for _, w := range words {
-		pieces = append(pieces, cutRunes(w, 24)...)
-	}
+	pieces := fakekit.WordPieces(s, isSpace, 24)
 	var chunks []string
 	for i := 0; i < len(pieces); i += 3 {
 		end := min(i+3, len(pieces))
@@ -354,24 +323,3 @@ func splitText(s string) []string {
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\t' || c == '\r' }
-
-// cutRunes cuts s into pieces of at most n bytes, never splitting a UTF-8
-// sequence.
-func cutRunes(s string, n int) []string {
-	var out []string
-	for len(s) > n {
-		k := n
-		for k > 0 && !utf8.RuneStart(s[k]) {
-			k--
-		}
-		if k == 0 {
-			_, k = utf8.DecodeRuneInString(s)
-		}
-		out = append(out, s[:k])
-		s = s[k:]
-	}
-	if s != "" {
-		out = append(out, s)
-	}
-	return out
-}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cortexbuild/cortexbuild/provider/providertest/fakekit"
 )
 
 // OpenAI error types (error.type of an error body).
@@ -362,7 +364,7 @@ func (s *Server) streamErrorData(me *StreamError) []byte {
 		}{openAIErrorDetail{Message: msg, Type: OllamaTypeAPI}}, true)
 	case FlavorVLLM:
 		// vLLM writes it with Python's json.dumps: spaces after ':' and ','.
-		return []byte(spacedJSON(marshal(struct {
+		return []byte(fakekit.SpacedJSON(marshal(struct {
 			Error vllmErrorDetail `json:"error"`
 		}{vllmErrorDetail{msg, vllmType(status), "", status}}, false)))
 	}

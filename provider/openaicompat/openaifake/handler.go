@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/cortexbuild/cortexbuild/provider/providertest/fakekit"
 )
 
 // ServeHTTP serves the fake API. Order of checks: route (404), API key
@@ -15,8 +17,7 @@ import (
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, readErr := io.ReadAll(r.Body)
 	rec := Recorded{
-		Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery,
-		Header: r.Header.Clone(), Body: body,
+		RecordedBase: fakekit.NewRecordedBase(r, body),
 	}
 	if s.cfg.flavor == FlavorOpenAI {
 		rec.RequestID = "req_" + s.rnd.String(hexChars, 32)
@@ -172,7 +173,7 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, rec Recorded)
 		s.writeError(w, rec, apiError{status: 500, typ: TypeServer, message: "openaifake: invalid scripted reply: " + err.Error()})
 		return
 	}
-	if !s.hold(r, reply.Hold) {
+	if !s.kit.Hold(r, reply.Hold) {
 		return
 	}
 	if reply.isFault() {
@@ -259,7 +260,7 @@ type vllmPermissions struct {
 
 func (s *Server) serveModels(w http.ResponseWriter, r *http.Request, rec Recorded, modelID string) {
 	reply, ok := s.kit.Next(RouteModels)
-	if !s.hold(r, reply.Hold) {
+	if !s.kit.Hold(r, reply.Hold) {
 		return
 	}
 	if ok && reply.isFault() {
@@ -324,7 +325,7 @@ func (s *Server) serveModels(w http.ResponseWriter, r *http.Request, rec Recorde
 
 func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request, rec Recorded) {
 	reply, ok := s.kit.Next(RouteHealth)
-	if !s.hold(r, reply.Hold) {
+	if !s.kit.Hold(r, reply.Hold) {
 		return
 	}
 	if ok && reply.isFault() {
@@ -340,23 +341,6 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request, rec Recorde
 		}{s.cfg.ollamaVersion}, true), reply.CutAfterBytes, &reply)
 	default:
 		s.writeBody(w, rec, 200, "text/plain; charset=utf-8", []byte("Ollama is running"), reply.CutAfterBytes, &reply)
-	}
-}
-
-// hold waits for a reply's gate. It returns false when the client went
-// away (write nothing); when the server closes meanwhile it aborts the
-// connection.
-func (s *Server) hold(r *http.Request, gate <-chan struct{}) bool {
-	if gate == nil {
-		return true
-	}
-	select {
-	case <-gate:
-		return true
-	case <-r.Context().Done():
-		return false
-	case <-s.kit.Done():
-		panic(http.ErrAbortHandler)
 	}
 }
 
@@ -387,13 +371,7 @@ func (s *Server) writeBody(w http.ResponseWriter, rec Recorded, status int, cont
 	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	s.setReplyHeaders(h, reply)
-	w.WriteHeader(status)
-	if cut > 0 && cut < len(body) {
-		_, _ = w.Write(body[:cut])
-		_ = http.NewResponseController(w).Flush()
-		panic(http.ErrAbortHandler)
-	}
-	_, _ = w.Write(body)
+	fakekit.WriteBody(w, status, body, cut)
 }
 
 // writeStream writes the SSE chunks of res, applying the reply's stream
@@ -408,9 +386,8 @@ func (s *Server) writeStream(w http.ResponseWriter, r *http.Request, rec Recorde
 	h.Set("Content-Type", ct)
 	h.Set("Cache-Control", "no-cache")
 	s.setReplyHeaders(h, &reply)
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	if rc.Flush() != nil {
+	sw, err := fakekit.StartStream(w, http.StatusOK)
+	if err != nil {
 		return
 	}
 	var chunks [][]byte
@@ -443,11 +420,11 @@ func (s *Server) writeStream(w http.ResponseWriter, r *http.Request, rec Recorde
 			}
 		}
 		if i == errAt {
-			if writeData(w, rc, s.streamErrorData(reply.MidStreamError)) != nil {
+			if writeData(sw, s.streamErrorData(reply.MidStreamError)) != nil {
 				return
 			}
 			if s.cfg.flavor == FlavorVLLM && !s.cfg.noDone {
-				_ = writeData(w, rc, []byte("[DONE]"))
+				_ = writeData(sw, []byte("[DONE]"))
 			}
 			return
 		}
@@ -460,21 +437,18 @@ func (s *Server) writeStream(w http.ResponseWriter, r *http.Request, rec Recorde
 		if i == len(chunks) {
 			break
 		}
-		if writeData(w, rc, chunks[i]) != nil {
+		if writeData(sw, chunks[i]) != nil {
 			return
 		}
 	}
 	if !s.cfg.noDone {
-		_ = writeData(w, rc, []byte("[DONE]"))
+		_ = writeData(sw, []byte("[DONE]"))
 	}
 }
 
 // writeData writes one `data: …` event and flushes it.
-func writeData(w io.Writer, rc *http.ResponseController, data []byte) error {
-	if _, err := fmt.Fprintf(w, "data: %s\n\n", data); err != nil {
-		return err
-	}
-	return rc.Flush()
+func writeData(sw *fakekit.StreamWriter, data []byte) error {
+	return sw.Printf("data: %s\n\n", data)
 }
 
 // setStandardHeaders sets the headers the flavour's server sends on every

@@ -4,20 +4,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"net/url"
-	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/cortexbuild/cortexbuild/provider/providertest/fakekit"
 )
 
 // Recorded is one request the fake received, as sent (auth headers
 // included, so tests can assert them).
 type Recorded struct {
-	Method   string
-	Path     string
-	RawQuery string
-	Header   http.Header
-	Body     []byte
+	fakekit.RecordedBase // Method, Path, RawQuery, Header, Body; Query, Decode
 	// RequestID is the x-request-id the OpenAI flavour answered with ("" on
 	// the other flavours, which send none).
 	RequestID string
@@ -25,25 +21,13 @@ type Recorded struct {
 
 // clone deep-copies r's header and body for [Server.Requests].
 func (r Recorded) clone() Recorded {
-	r.Header = r.Header.Clone()
-	r.Body = slices.Clone(r.Body)
+	r.RecordedBase = fakekit.CloneBase(r.RecordedBase)
 	return r
-}
-
-// Query parses RawQuery.
-func (r Recorded) Query() url.Values {
-	v, _ := url.ParseQuery(r.RawQuery)
-	return v
 }
 
 // APIKey is the Bearer token of the Authorization header ("" if none).
 func (r Recorded) APIKey() string {
 	return bearer(r.Header)
-}
-
-// Decode unmarshals the JSON body into v.
-func (r Recorded) Decode(v any) error {
-	return json.Unmarshal(r.Body, v)
 }
 
 // Model is the body's "model".

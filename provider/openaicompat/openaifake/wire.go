@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/cortexbuild/cortexbuild/provider/providertest/fakekit"
 )
 
 // resolved is a success Reply with every default filled in, ready to be
@@ -72,7 +73,7 @@ func (s *Server) resolve(reply Reply, req chatRequest, body []byte, promptCap in
 		case FlavorVLLM:
 			var buf bytes.Buffer
 			if json.Compact(&buf, []byte(args)) == nil {
-				args = spacedJSON(buf.Bytes())
+				args = fakekit.SpacedJSON(buf.Bytes())
 			}
 		}
 		id := tc.ID
@@ -534,22 +535,7 @@ func (s *Server) vllmChunks(m *resolved) [][]byte {
 // word per piece, each carrying its leading space, with long words cut at
 // 10 bytes on rune boundaries.
 func splitText(s string) []string {
-	var words []string
-	start := 0
-	for i := 1; i < len(s); i++ {
-		if s[i] == ' ' && s[i-1] != ' ' {
-			words = append(words, s[start:i])
-			start = i
-		}
-	}
-	if start < len(s) {
-		words = append(words, s[start:])
-	}
-	var pieces []string
-	for _, w := range words {
-		pieces = append(pieces, cutRunes(w, []int{10})...)
-	}
-	return pieces
+	return fakekit.WordPieces(s, isBlank, 10)
 }
 
 // argFragmentSizes are the byte sizes argument fragments cycle through;
@@ -558,48 +544,9 @@ var argFragmentSizes = []int{7, 5, 9, 4}
 
 // splitArgs cuts a tool call's arguments into fragments.
 func splitArgs(s string) []string {
-	return cutRunes(s, argFragmentSizes)
+	return fakekit.CutRunes(s, argFragmentSizes)
 }
 
-// cutRunes cuts s into pieces of about the given byte sizes (cycled),
-// never splitting a UTF-8 sequence.
-func cutRunes(s string, sizes []int) []string {
-	var out []string
-	for k := 0; len(s) > 0; k++ {
-		n := sizes[k%len(sizes)]
-		if n >= len(s) {
-			out = append(out, s)
-			break
-		}
-		for n > 0 && !utf8.RuneStart(s[n]) {
-			n--
-		}
-		if n == 0 {
-			_, n = utf8.DecodeRuneInString(s)
-		}
-		out = append(out, s[:n])
-		s = s[n:]
-	}
-	return out
-}
-
-// spacedJSON reformats compact JSON with ": " and ", " separators outside
-// strings, as Python's json.dumps writes it (vLLM).
-func spacedJSON(compact []byte) string {
-	var b bytes.Buffer
-	inString, escaped := false, false
-	for _, c := range compact {
-		b.WriteByte(c)
-		switch {
-		case escaped:
-			escaped = false
-		case inString && c == '\\':
-			escaped = true
-		case c == '"':
-			inString = !inString
-		case !inString && (c == ':' || c == ','):
-			b.WriteByte(' ')
-		}
-	}
-	return b.String()
-}
+// isBlank reports whether c is a space, the only separator splitText
+// breaks words at.
+func isBlank(c byte) bool { return c == ' ' }

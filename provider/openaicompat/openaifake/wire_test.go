@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/cortexbuild/cortexbuild/provider/providertest/fakekit"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
@@ -489,7 +491,7 @@ func TestSplitters(t *testing.T) {
 			t.Errorf("fragment %q splits a rune", f)
 		}
 	}
-	if got := spacedJSON([]byte(`{"a":"x:y, z","b":[1,2],"c":{"d":"\"e\":"}}`)); got != `{"a": "x:y, z", "b": [1, 2], "c": {"d": "\"e\":"}}` {
+	if got := fakekit.SpacedJSON([]byte(`{"a":"x:y, z","b":[1,2],"c":{"d":"\"e\":"}}`)); got != `{"a": "x:y, z", "b": [1, 2], "c": {"d": "\"e\":"}}` {
 		t.Errorf("spacedJSON = %s", got)
 	}
 }

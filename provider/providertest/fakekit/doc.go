@@ -12,7 +12,18 @@
 //   - connection tracking through an http.Server ConnState hook
 //     ([Core.ConnState], [Core.OpenConns], [Core.WaitOpenConns],
 //     [Core.ActiveConns], [Core.WaitActiveConns]);
-//   - a seeded, mutex-guarded random source for generated ids ([Rand]).
+//   - a seeded, mutex-guarded random source for generated ids ([Rand]);
+//   - the protocol-independent part of a recorded request
+//     ([RecordedBase], embedded by each fake's Recorded, [NewRecordedBase],
+//     [CloneBase], [ReadBody]);
+//   - response plumbing: holding a reply ([Core.Hold]), writing a body
+//     that may be cut short ([WriteBody]), writing a stream that is
+//     flushed piece by piece and can be cut ([StreamWriter]), and copying
+//     reply headers ([WithHeader]);
+//   - text helpers for wire-faithful streaming ([CutRunes], [SpacedJSON]).
+//
+// Protocol specifics (event names, framing, error bodies, standard
+// headers) stay in the fakes.
 //
 // Every wait is non-polling: a state change (a recorded request or a
 // connection state change) closes and replaces a channel that waiters
