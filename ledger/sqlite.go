@@ -39,6 +39,12 @@ const DefaultSQLitePath = ".cortexbuild/ledger.db"
 type SQLite struct {
 	path string
 	now  func() time.Time
+	// durable is the configured synchronous mode (FULL or NORMAL); sync is
+	// the writer connection's current one. A transaction that only holds or
+	// releases reservations commits with NORMAL: losing it to a power cut
+	// loses nothing of value (a hold only guards concurrency, and every
+	// process holding one died too), and the next durable commit syncs it.
+	durable, sync string
 
 	qmu     sync.Mutex // guards queue and leading
 	queue   []*writeOp // operations waiting for the next transaction
@@ -85,7 +91,7 @@ func OpenSQLite(ctx context.Context, path string, opts ...Option) (*SQLite, erro
 		"_pragma=journal_mode(WAL)",
 		"_pragma=synchronous(" + o.synchronous + ")",
 	}, "&")
-	s := &SQLite{path: path, now: o.now}
+	s := &SQLite{path: path, now: o.now, durable: o.synchronous, sync: o.synchronous}
 	s.wdb, err = sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
@@ -352,6 +358,19 @@ func (s *SQLite) runBatch(batch []*writeOp) {
 		return
 	}
 	ctx := context.Background()
+	want := "NORMAL"
+	for _, w := range batch {
+		if w.op != "reserve" && w.op != "release" {
+			want = s.durable
+		}
+	}
+	if want != s.sync {
+		if _, err := s.w.ExecContext(ctx, "PRAGMA synchronous="+want); err != nil {
+			failAll(sqliteErr(batch[0].op, err))
+			return
+		}
+		s.sync = want
+	}
 	if _, err := s.st.begin.ExecContext(ctx); err != nil {
 		failAll(sqliteErr(batch[0].op, err))
 		return
