@@ -43,6 +43,14 @@ type File struct {
 	Store         Store                `yaml:"store" desc:"Where the ledger, budgets and consent are kept."`
 	Pricing       Pricing              `yaml:"pricing" desc:"Extra price catalogs for models the built-in catalog lacks."`
 	Notifications Notifications        `yaml:"notifications" desc:"Where pauses, exhausted quotas and outages are reported."`
+	Critic        Critic               `yaml:"critic" desc:"The critic gate: independent review of medium-or-higher risk tasks."`
+}
+
+// Critic configures the critic gate.
+type Critic struct {
+	Pos yamlx.Pos `yaml:"-"`
+
+	RequireDifferentVendor bool `yaml:"require_different_vendor" desc:"On medium-or-higher risk tasks, run the critic only on a model of another vendor than the plan's author. Default false: another vendor is preferred, another model of the same vendor accepted."`
 }
 
 // Notifications configures where notifications go. The log (standard

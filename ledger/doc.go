@@ -58,6 +58,14 @@
 // An unreachable store returns errors wrapping [ErrUnavailable], on which
 // the orchestrator fails closed for paid endpoints.
 //
+// # Task records
+//
+// The store also keeps the audit trail of the critic gate ([TaskStore]): a
+// task started with a risk level, the plans, reviews and refusals recorded
+// on it as events that are only ever appended, and its completion, which
+// marks the task and records the decision in one transaction. The store
+// keeps the record; the rules of the gate are decided above it.
+//
 // # Spend reports
 //
 // [Store.Spend] sums the ledger rows a [Filter] selects, grouped by task,

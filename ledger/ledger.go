@@ -78,6 +78,9 @@ type Store interface {
 	// Paused reports whether a scope is paused, and why.
 	Paused(ctx context.Context, scope Scope) (reason string, paused bool, err error)
 
+	// TaskStore keeps the task records of the critic gate.
+	TaskStore
+
 	// SchemaVersion returns the version of the store's schema.
 	SchemaVersion(ctx context.Context) (int, error)
 	// Close releases the store's connections. It is idempotent; every other

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/cortexbuild/cortexbuild/provider"
 )
@@ -278,4 +279,144 @@ func scopeStrings(s []Scope) []string {
 		out[i] = string(x)
 	}
 	return out
+}
+
+// checkTaskID validates a task id: the id of a [TaskScope], in valid UTF-8.
+func checkTaskID(id string) error {
+	if !validTaskID(id) || !utf8.ValidString(id) {
+		return fmt.Errorf("%w: task id %q: 1 to 200 printable characters without surrounding spaces", ErrInvalid, id)
+	}
+	return nil
+}
+
+// checkTaskStart validates the arguments of StartTask.
+func checkTaskStart(id, risk string) error {
+	if err := checkTaskID(id); err != nil {
+		return err
+	}
+	if risk == "" || len(risk) > 200 || strings.IndexFunc(risk, unicode.IsControl) >= 0 || strings.TrimSpace(risk) != risk || !utf8.ValidString(risk) {
+		return fmt.Errorf("%w: task %q: risk %q: 1 to 200 printable characters without surrounding spaces", ErrInvalid, id, risk)
+	}
+	return nil
+}
+
+// checkTaskText validates a free-text field of a task event: both stores
+// keep any valid UTF-8 without NUL bytes, which PostgreSQL's text refuses.
+func checkTaskText(id, field, text string) error {
+	if !utf8.ValidString(text) || strings.IndexByte(text, 0) >= 0 {
+		return fmt.Errorf("%w: task %q: %s is not valid UTF-8 text without NUL bytes", ErrInvalid, id, field)
+	}
+	return nil
+}
+
+// checkTaskEvent validates an event given to AddTaskEvent and fills in a
+// missing time. The completed and risk events are written by CompleteTask
+// and StartTask only, so that the trail always agrees with the task's state
+// and risk.
+func checkTaskEvent(e *TaskEvent, now time.Time) error {
+	if err := checkTaskID(e.Task); err != nil {
+		return err
+	}
+	switch e.Kind {
+	case EventPlan, EventReview, EventRejected:
+	case EventCompleted:
+		return fmt.Errorf("%w: task %q: a completed event is recorded by CompleteTask", ErrInvalid, e.Task)
+	case EventRisk:
+		return fmt.Errorf("%w: task %q: a risk event is recorded by StartTask", ErrInvalid, e.Task)
+	default:
+		return fmt.Errorf("%w: task %q: event kind %q: plan, review or rejected", ErrInvalid, e.Task, e.Kind)
+	}
+	for _, f := range []struct{ name, text string }{
+		{"invocation id", e.InvocationID}, {"agent", e.Agent}, {"provider", e.Provider},
+		{"model", e.Model}, {"reviewer", e.Reviewer}, {"detail", e.Detail},
+	} {
+		if err := checkTaskText(e.Task, f.name, f.text); err != nil {
+			return err
+		}
+	}
+	if e.Time.IsZero() {
+		e.Time = now
+	}
+	return nil
+}
+
+func errNoTask(id string) error        { return fmt.Errorf("%w: %q", ErrNoTask, id) }
+func errTaskCompleted(id string) error { return fmt.Errorf("%w: %q", ErrTaskCompleted, id) }
+
+// riskEvent is the event StartTask records when it changes a task's risk.
+func riskEvent(id, from, to string, at time.Time) TaskEvent {
+	return TaskEvent{Task: id, Time: at, Kind: EventRisk, Detail: from + " → " + to}
+}
+
+// taskSQL selects a task with its events, oldest first (events of one
+// instant in the order they were added): one row per event, or one row with
+// an event id of 0 for a task without events. schema is "" or "_S_.".
+func taskSQL(schema string) string {
+	return `SELECT t.risk, t.state, t.created_at, coalesce(t.completed_at, 0),
+		coalesce(e.id, 0), coalesce(e.at, 0), coalesce(e.kind, ''), coalesce(e.invocation_id, ''),
+		coalesce(e.agent, ''), coalesce(e.provider, ''), coalesce(e.model, ''), coalesce(e.reviewer, ''),
+		coalesce(e.detail, '')
+		FROM ` + schema + `tasks t LEFT JOIN ` + schema + `task_events e ON e.task = t.id
+		WHERE t.id = $1 ORDER BY e.at, e.id`
+}
+
+// taskRows is what scanTask reads: *sql.Rows or pgx.Rows.
+type taskRows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// scanTask reads the rows of taskSQL; found is false if there were none.
+func scanTask(id string, rows taskRows) (t Task, found bool, err error) {
+	for rows.Next() {
+		var created, completed, eid, at int64
+		e := TaskEvent{Task: id}
+		if err := rows.Scan(&t.Risk, &t.State, &created, &completed, &eid, &at, &e.Kind, &e.InvocationID,
+			&e.Agent, &e.Provider, &e.Model, &e.Reviewer, &e.Detail); err != nil {
+			return Task{}, false, err
+		}
+		if !found {
+			found = true
+			t.ID, t.CreatedAt, t.Events = id, fromNanos(created), []TaskEvent{}
+			if t.State == TaskCompleted {
+				t.CompletedAt = fromNanos(completed)
+			}
+		}
+		if eid != 0 {
+			e.Time = fromNanos(at)
+			t.Events = append(t.Events, e)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return Task{}, false, err
+	}
+	return t, found, nil
+}
+
+// Statements both stores use to write tasks, on a table name with or
+// without the schema.
+func insertTaskSQL(table string) string {
+	return `INSERT INTO ` + table + ` (id, risk, state, created_at) VALUES ($1, $2, $3, $4)`
+}
+
+func setTaskRiskSQL(table string) string {
+	return `UPDATE ` + table + ` SET risk = $2 WHERE id = $1`
+}
+
+func completeTaskSQL(table string) string {
+	return `UPDATE ` + table + ` SET state = $2, completed_at = $3 WHERE id = $1`
+}
+
+func insertTaskEventSQL(table string) string {
+	return `INSERT INTO ` + table + ` (task, at, kind, invocation_id, agent, provider, model, reviewer, detail)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
+}
+
+func taskEventArgs(e TaskEvent) []any {
+	return []any{e.Task, nanos(e.Time), e.Kind, e.InvocationID, e.Agent, e.Provider, e.Model, e.Reviewer, e.Detail}
+}
+
+func errTaskChanged(id string, seen, now int) error {
+	return fmt.Errorf("%w: task %q had %d events when it was judged and has %d now", ErrTaskChanged, id, seen, now)
 }

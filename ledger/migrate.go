@@ -15,7 +15,7 @@ type migration struct {
 
 // LatestSchemaVersion is the schema version this package writes: the
 // version of the last migration.
-const LatestSchemaVersion = 2
+const LatestSchemaVersion = 3
 
 var migrations = []migration{
 	{
@@ -130,6 +130,58 @@ var migrations = []migration{
 			`CREATE INDEX attempts_at ON _S_.attempts (at)`,
 			`CREATE INDEX attempts_task ON _S_.attempts (task, at)`,
 			`CREATE INDEX attempts_agent ON _S_.attempts (agent, at)`,
+		},
+	},
+	{
+		version:     3,
+		description: "tasks and their audit trail of events",
+		// completed_at is NULL while a task is open. Events are only ever
+		// appended; their id orders the events of one instant. The embedded
+		// store does not enforce foreign keys: its single writer checks that
+		// the task exists in the transaction that appends the event.
+		sqlite: []string{
+			`CREATE TABLE tasks (
+				id           TEXT PRIMARY KEY,
+				risk         TEXT NOT NULL,
+				state        TEXT NOT NULL,
+				created_at   INTEGER NOT NULL,
+				completed_at INTEGER
+			) STRICT, WITHOUT ROWID`,
+			`CREATE TABLE task_events (
+				id            INTEGER PRIMARY KEY,
+				task          TEXT NOT NULL REFERENCES tasks (id),
+				at            INTEGER NOT NULL,
+				kind          TEXT NOT NULL,
+				invocation_id TEXT NOT NULL,
+				agent         TEXT NOT NULL,
+				provider      TEXT NOT NULL,
+				model         TEXT NOT NULL,
+				reviewer      TEXT NOT NULL,
+				detail        TEXT NOT NULL
+			) STRICT`,
+			`CREATE INDEX task_events_task ON task_events (task, at)`,
+		},
+		postgres: []string{
+			`CREATE TABLE _S_.tasks (
+				id           TEXT PRIMARY KEY,
+				risk         TEXT NOT NULL,
+				state        TEXT NOT NULL,
+				created_at   BIGINT NOT NULL,
+				completed_at BIGINT
+			)`,
+			`CREATE TABLE _S_.task_events (
+				id            BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+				task          TEXT NOT NULL REFERENCES _S_.tasks (id),
+				at            BIGINT NOT NULL,
+				kind          TEXT NOT NULL,
+				invocation_id TEXT NOT NULL,
+				agent         TEXT NOT NULL,
+				provider      TEXT NOT NULL,
+				model         TEXT NOT NULL,
+				reviewer      TEXT NOT NULL,
+				detail        TEXT NOT NULL
+			)`,
+			`CREATE INDEX task_events_task ON _S_.task_events (task, at, id)`,
 		},
 	},
 }

@@ -68,7 +68,7 @@ func OpenPostgres(ctx context.Context, url string, opts ...Option) (*Postgres, e
 		pool.Close()
 		return nil, pgErr("connect", err)
 	}
-	if err := p.migrate(ctx, o.schema); err != nil {
+	if err := p.migrate(ctx, o.schema, LatestSchemaVersion); err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -78,7 +78,9 @@ func OpenPostgres(ctx context.Context, url string, opts ...Option) (*Postgres, e
 // q qualifies the tables of a statement with the store's schema.
 func (p *Postgres) q(sql string) string { return strings.ReplaceAll(sql, "_S_.", p.schema+".") }
 
-func (p *Postgres) migrate(ctx context.Context, schema string) error {
+// migrate brings the schema up to version target, one migration per
+// transaction.
+func (p *Postgres) migrate(ctx context.Context, schema string, target int) error {
 	for {
 		var cur int
 		err := p.tx(ctx, "migrate", func(tx pgx.Tx) error {
@@ -105,7 +107,7 @@ func (p *Postgres) migrate(ctx context.Context, schema string) error {
 			if cur > LatestSchemaVersion {
 				return fmt.Errorf("%w: schema %s is at version %d, this program knows up to %d", ErrSchemaTooNew, schema, cur, LatestSchemaVersion)
 			}
-			if cur == LatestSchemaVersion {
+			if cur >= target {
 				return nil
 			}
 			m := migrations[cur]
@@ -121,7 +123,7 @@ func (p *Postgres) migrate(ctx context.Context, schema string) error {
 		if err != nil {
 			return err
 		}
-		if cur+1 >= LatestSchemaVersion {
+		if cur+1 >= target {
 			return nil
 		}
 	}
@@ -701,6 +703,154 @@ func (p *Postgres) Resume(ctx context.Context, scope Scope) error {
 func (p *Postgres) Paused(ctx context.Context, scope Scope) (string, bool, error) {
 	b, err := p.Budget(ctx, scope)
 	return b.PauseReason, b.Paused, err
+}
+
+// lockTask locks a task's row for the rest of the transaction and returns
+// its risk and state, or an error wrapping ErrNoTask. The lock lets events be
+// appended meanwhile (their foreign key only shares the key).
+func (p *Postgres) lockTask(ctx context.Context, tx pgx.Tx, id string) (risk, state string, err error) {
+	err = tx.QueryRow(ctx, p.q(`SELECT risk, state FROM _S_.tasks WHERE id = $1 FOR NO KEY UPDATE`), id).Scan(&risk, &state)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = errNoTask(id)
+	}
+	return risk, state, err
+}
+
+// loadTask reads a task with its events, in tx or, if tx is nil, from the
+// pool.
+func (p *Postgres) loadTask(ctx context.Context, tx pgx.Tx, id string) (Task, error) {
+	var rows pgx.Rows
+	var err error
+	if tx != nil {
+		rows, err = tx.Query(ctx, p.q(taskSQL("_S_.")), id)
+	} else {
+		rows, err = p.pool.Query(ctx, p.q(taskSQL("_S_.")), id)
+	}
+	if err != nil {
+		return Task{}, err
+	}
+	defer rows.Close()
+	t, found, err := scanTask(id, rows)
+	if err == nil && !found {
+		err = errNoTask(id)
+	}
+	return t, err
+}
+
+// StartTask implements [TaskStore].
+func (p *Postgres) StartTask(ctx context.Context, id, risk string) (Task, error) {
+	if err := checkTaskStart(id, risk); err != nil {
+		return Task{}, err
+	}
+	now := p.now()
+	var t Task
+	err := p.tx(ctx, "start task", func(tx pgx.Tx) error {
+		// A concurrent start of the same new task waits here for the other
+		// to commit, and then finds its row.
+		tag, err := tx.Exec(ctx, p.q(insertTaskSQL("_S_.tasks")+" ON CONFLICT (id) DO NOTHING"), id, risk, TaskOpen, nanos(now))
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			old, state, err := p.lockTask(ctx, tx, id)
+			switch {
+			case err != nil:
+				return err
+			case state == TaskCompleted:
+				return errTaskCompleted(id)
+			case old != risk:
+				if _, err := tx.Exec(ctx, p.q(setTaskRiskSQL("_S_.tasks")), id, risk); err != nil {
+					return err
+				}
+				if _, err := tx.Exec(ctx, p.q(insertTaskEventSQL("_S_.task_events")), taskEventArgs(riskEvent(id, old, risk, now))...); err != nil {
+					return err
+				}
+			}
+		}
+		t, err = p.loadTask(ctx, tx, id)
+		return err
+	})
+	if err != nil {
+		return Task{}, err
+	}
+	return t, nil
+}
+
+// Task implements [TaskStore].
+func (p *Postgres) Task(ctx context.Context, id string) (Task, error) {
+	if err := checkTaskID(id); err != nil {
+		return Task{}, err
+	}
+	if p.closed.Load() {
+		return Task{}, ErrClosed
+	}
+	t, err := p.loadTask(ctx, nil, id)
+	if errors.Is(err, ErrNoTask) {
+		return Task{}, err
+	}
+	if err != nil {
+		return Task{}, p.read("task", err)
+	}
+	return t, nil
+}
+
+// AddTaskEvent implements [TaskStore].
+func (p *Postgres) AddTaskEvent(ctx context.Context, e TaskEvent) error {
+	if err := checkTaskEvent(&e, p.now()); err != nil {
+		return err
+	}
+	return p.tx(ctx, "add task event", func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, p.q(insertTaskEventSQL("_S_.task_events")), taskEventArgs(e)...)
+		if pgCode(err) == "23503" { // the foreign key: no such task
+			return errNoTask(e.Task)
+		}
+		return err
+	})
+}
+
+// CompleteTask implements [TaskStore].
+func (p *Postgres) CompleteTask(ctx context.Context, id, decision string, seen int) (Task, error) {
+	if err := checkTaskID(id); err != nil {
+		return Task{}, err
+	}
+	if err := checkTaskText(id, "decision", decision); err != nil {
+		return Task{}, err
+	}
+	now := p.now()
+	var t Task
+	err := p.tx(ctx, "complete task", func(tx pgx.Tx) error {
+		// Concurrent completions wait here for the first to commit, and
+		// then see the task completed.
+		_, state, err := p.lockTask(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if state == TaskCompleted {
+			return errTaskCompleted(id)
+		}
+		if seen >= 0 {
+			var n int
+			if err := tx.QueryRow(ctx, p.q("SELECT count(*) FROM _S_.task_events WHERE task = $1"), id).Scan(&n); err != nil {
+				return err
+			}
+			if n != seen {
+				return errTaskChanged(id, seen, n)
+			}
+		}
+		if _, err := tx.Exec(ctx, p.q(completeTaskSQL("_S_.tasks")), id, TaskCompleted, nanos(now)); err != nil {
+			return err
+		}
+		e := TaskEvent{Task: id, Time: now, Kind: EventCompleted, Detail: decision}
+		if _, err := tx.Exec(ctx, p.q(insertTaskEventSQL("_S_.task_events")), taskEventArgs(e)...); err != nil {
+			return err
+		}
+		t, err = p.loadTask(ctx, tx, id)
+		return err
+	})
+	if err != nil {
+		return Task{}, err
+	}
+	return t, nil
 }
 
 // SchemaVersion implements [Store].

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -83,6 +84,13 @@ func postgresSite(t *testing.T) ledgertest.Site {
 		ForceVersion: func(ctx context.Context, v int) error {
 			return raw(ctx, func(c *pgx.Conn) error {
 				_, err := c.Exec(ctx, "INSERT INTO "+schema+".schema_version (version, description, applied_at) VALUES ($1, 'from the future', 0)", v)
+				return err
+			})
+		},
+		CreateAt: func(ctx context.Context, v int) error { return ledger.CreatePostgresAt(ctx, url, schema, v) },
+		Exec: func(ctx context.Context, query string, args ...any) error {
+			return raw(ctx, func(c *pgx.Conn) error {
+				_, err := c.Exec(ctx, strings.ReplaceAll(query, "_S_.", schema+"."), args...)
 				return err
 			})
 		},

@@ -55,7 +55,7 @@ func (s Scope) Validate() error {
 	}
 	switch kind {
 	case KindTask:
-		if id == "" || len(id) > 200 || strings.IndexFunc(id, unicode.IsControl) >= 0 || strings.TrimSpace(id) != id {
+		if !validTaskID(id) {
 			return fmt.Errorf("%w: scope %q: a task id is 1 to 200 printable characters without surrounding spaces", ErrInvalid, string(s))
 		}
 	case KindMonth:
@@ -66,6 +66,12 @@ func (s Scope) Validate() error {
 		return fmt.Errorf("%w: scope %q: unknown kind %q (task or month)", ErrInvalid, string(s), kind)
 	}
 	return nil
+}
+
+// validTaskID reports whether id is a well-formed task id: 1 to 200
+// printable characters without surrounding spaces.
+func validTaskID(id string) bool {
+	return id != "" && len(id) <= 200 && strings.IndexFunc(id, unicode.IsControl) < 0 && strings.TrimSpace(id) == id
 }
 
 // normScopes validates scopes and returns them sorted without duplicates:

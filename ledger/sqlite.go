@@ -63,6 +63,8 @@ type sqliteStmts struct {
 	state, insertScope, cleanupScope, cleanupID, dup   *sql.Stmt
 	insertHold, holdsOf, deleteHolds, insertSettlement *sql.Stmt
 	charge, pauseBudget, insertAttempt                 *sql.Stmt
+	taskState, insertTask, setTaskRisk, completeTask   *sql.Stmt
+	insertTaskEvent, task                              *sql.Stmt
 }
 
 var _ Store = (*SQLite)(nil)
@@ -111,7 +113,7 @@ func OpenSQLite(ctx context.Context, path string, opts ...Option) (*SQLite, erro
 	if s.w, err = connect(ctx, s.wdb, o.busyTimeout); err != nil {
 		return fail(sqliteErr("open "+path, err))
 	}
-	if err := s.migrate(ctx); err != nil {
+	if err := s.migrate(ctx, LatestSchemaVersion); err != nil {
 		return fail(err)
 	}
 	if err := s.prepare(ctx); err != nil {
@@ -145,17 +147,19 @@ func connect(ctx context.Context, db *sql.DB, busyTimeout time.Duration) (*sql.C
 	}
 }
 
-func (s *SQLite) migrate(ctx context.Context) error {
+// migrate brings the schema up to version target, one migration at a time.
+func (s *SQLite) migrate(ctx context.Context, target int) error {
 	for {
-		done, err := s.migrateOne(ctx)
+		done, err := s.migrateOne(ctx, target)
 		if err != nil || done {
 			return err
 		}
 	}
 }
 
-// migrateOne applies the next migration, if any, in one transaction.
-func (s *SQLite) migrateOne(ctx context.Context) (done bool, err error) {
+// migrateOne applies the next migration up to target, if any, in one
+// transaction.
+func (s *SQLite) migrateOne(ctx context.Context, target int) (done bool, err error) {
 	if _, err := s.w.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return false, sqliteErr("migrate", err)
 	}
@@ -175,7 +179,7 @@ func (s *SQLite) migrateOne(ctx context.Context) (done bool, err error) {
 	if cur > LatestSchemaVersion {
 		return false, fmt.Errorf("%w: %s is at version %d, this program knows up to %d", ErrSchemaTooNew, s.path, cur, LatestSchemaVersion)
 	}
-	if cur < LatestSchemaVersion {
+	if cur < target {
 		m := migrations[cur]
 		for _, q := range m.sqlite {
 			if _, err := s.w.ExecContext(ctx, q); err != nil {
@@ -190,7 +194,7 @@ func (s *SQLite) migrateOne(ctx context.Context) (done bool, err error) {
 	if _, err := s.w.ExecContext(ctx, "COMMIT"); err != nil {
 		return false, sqliteErr("migrate", err)
 	}
-	return cur+1 >= LatestSchemaVersion, nil
+	return cur+1 >= target, nil
 }
 
 func (s *SQLite) prepare(ctx context.Context) error {
@@ -228,8 +232,14 @@ func (s *SQLite) prepare(ctx context.Context) error {
 		charge: p(`INSERT INTO scopes (scope, spent_nanos, updated_at) VALUES ($1, $2, $3)
 			ON CONFLICT (scope) DO UPDATE SET spent_nanos = scopes.spent_nanos + excluded.spent_nanos, updated_at = excluded.updated_at
 			RETURNING limit_nanos, spent_nanos, paused`),
-		pauseBudget:   p(`UPDATE scopes SET paused = 1, pause_kind = 'budget', pause_reason = $2, updated_at = $3 WHERE scope = $1`),
-		insertAttempt: p(insertAttemptSQL("attempts")),
+		pauseBudget:     p(`UPDATE scopes SET paused = 1, pause_kind = 'budget', pause_reason = $2, updated_at = $3 WHERE scope = $1`),
+		insertAttempt:   p(insertAttemptSQL("attempts")),
+		taskState:       p(`SELECT risk, state FROM tasks WHERE id = $1`),
+		insertTask:      p(insertTaskSQL("tasks")),
+		setTaskRisk:     p(setTaskRiskSQL("tasks")),
+		completeTask:    p(completeTaskSQL("tasks")),
+		insertTaskEvent: p(insertTaskEventSQL("task_events")),
+		task:            p(taskSQL("")),
 	}
 	return err
 }
@@ -396,7 +406,8 @@ func (s *SQLite) runBatch(batch []*writeOp) {
 // a driver failure.
 func isOwn(err error) bool {
 	return errors.Is(err, ErrOverBudget) || errors.Is(err, ErrPaused) || errors.Is(err, ErrDuplicateInvocation) ||
-		errors.Is(err, ErrAlreadySettled) || errors.Is(err, ErrInvalid) || errors.Is(err, ErrUnavailable)
+		errors.Is(err, ErrAlreadySettled) || errors.Is(err, ErrInvalid) || errors.Is(err, ErrUnavailable) ||
+		errors.Is(err, ErrNoTask) || errors.Is(err, ErrTaskCompleted)
 }
 
 // exec runs one statement outside the prepared set in a write transaction.
@@ -810,6 +821,146 @@ func (s *SQLite) Paused(ctx context.Context, scope Scope) (string, bool, error) 
 	return b.PauseReason, b.Paused, err
 }
 
+// taskState returns the risk and state of a task, or an error wrapping
+// ErrNoTask.
+func (s *SQLite) taskState(ctx context.Context, id string) (risk, state string, err error) {
+	err = s.st.taskState.QueryRowContext(ctx, id).Scan(&risk, &state)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = errNoTask(id)
+	}
+	return risk, state, err
+}
+
+// loadTask reads a task with its events in the write transaction.
+func (s *SQLite) loadTask(ctx context.Context, id string) (Task, error) {
+	rows, err := s.st.task.QueryContext(ctx, id)
+	if err != nil {
+		return Task{}, err
+	}
+	defer rows.Close()
+	t, found, err := scanTask(id, rows)
+	if err == nil && !found {
+		err = errNoTask(id)
+	}
+	return t, err
+}
+
+// StartTask implements [TaskStore].
+func (s *SQLite) StartTask(ctx context.Context, id, risk string) (Task, error) {
+	if err := checkTaskStart(id, risk); err != nil {
+		return Task{}, err
+	}
+	now := s.now()
+	var t Task
+	err := s.write(ctx, "start task", func(ctx context.Context) error {
+		old, state, err := s.taskState(ctx, id)
+		switch {
+		case errors.Is(err, ErrNoTask):
+			if _, err := s.st.insertTask.ExecContext(ctx, id, risk, TaskOpen, nanos(now)); err != nil {
+				return err
+			}
+		case err != nil:
+			return err
+		case state == TaskCompleted:
+			return errTaskCompleted(id)
+		case old != risk:
+			if _, err := s.st.setTaskRisk.ExecContext(ctx, id, risk); err != nil {
+				return err
+			}
+			if _, err := s.st.insertTaskEvent.ExecContext(ctx, taskEventArgs(riskEvent(id, old, risk, now))...); err != nil {
+				return err
+			}
+		}
+		t, err = s.loadTask(ctx, id)
+		return err
+	})
+	if err != nil {
+		return Task{}, err
+	}
+	return t, nil
+}
+
+// Task implements [TaskStore].
+func (s *SQLite) Task(ctx context.Context, id string) (Task, error) {
+	if err := checkTaskID(id); err != nil {
+		return Task{}, err
+	}
+	db, err := s.reader()
+	if err != nil {
+		return Task{}, err
+	}
+	rows, err := db.QueryContext(ctx, taskSQL(""), id)
+	if err != nil {
+		return Task{}, sqliteErr("task", err)
+	}
+	defer rows.Close()
+	t, found, err := scanTask(id, rows)
+	if err != nil {
+		return Task{}, sqliteErr("task", err)
+	}
+	if !found {
+		return Task{}, errNoTask(id)
+	}
+	return t, nil
+}
+
+// AddTaskEvent implements [TaskStore].
+func (s *SQLite) AddTaskEvent(ctx context.Context, e TaskEvent) error {
+	if err := checkTaskEvent(&e, s.now()); err != nil {
+		return err
+	}
+	return s.write(ctx, "add task event", func(ctx context.Context) error {
+		if _, _, err := s.taskState(ctx, e.Task); err != nil {
+			return err
+		}
+		_, err := s.st.insertTaskEvent.ExecContext(ctx, taskEventArgs(e)...)
+		return err
+	})
+}
+
+// CompleteTask implements [TaskStore].
+func (s *SQLite) CompleteTask(ctx context.Context, id, decision string, seen int) (Task, error) {
+	if err := checkTaskID(id); err != nil {
+		return Task{}, err
+	}
+	if err := checkTaskText(id, "decision", decision); err != nil {
+		return Task{}, err
+	}
+	now := s.now()
+	var t Task
+	err := s.write(ctx, "complete task", func(ctx context.Context) error {
+		_, state, err := s.taskState(ctx, id)
+		if err != nil {
+			return err
+		}
+		if state == TaskCompleted {
+			return errTaskCompleted(id)
+		}
+		if seen >= 0 {
+			var n int
+			if err := s.w.QueryRowContext(ctx, "SELECT count(*) FROM task_events WHERE task = ?", id).Scan(&n); err != nil {
+				return err
+			}
+			if n != seen {
+				return errTaskChanged(id, seen, n)
+			}
+		}
+		if _, err := s.st.completeTask.ExecContext(ctx, id, TaskCompleted, nanos(now)); err != nil {
+			return err
+		}
+		e := TaskEvent{Task: id, Time: now, Kind: EventCompleted, Detail: decision}
+		if _, err := s.st.insertTaskEvent.ExecContext(ctx, taskEventArgs(e)...); err != nil {
+			return err
+		}
+		t, err = s.loadTask(ctx, id)
+		return err
+	})
+	if err != nil {
+		return Task{}, err
+	}
+	return t, nil
+}
+
 // SchemaVersion implements [Store].
 func (s *SQLite) SchemaVersion(ctx context.Context) (int, error) {
 	db, err := s.reader()
@@ -830,7 +981,8 @@ func (s *SQLite) Close() error {
 	defer s.mu.Unlock()
 	for _, st := range []*sql.Stmt{s.st.begin, s.st.commit, s.st.rollback, s.st.state, s.st.insertScope,
 		s.st.cleanupScope, s.st.cleanupID, s.st.dup, s.st.insertHold, s.st.holdsOf, s.st.deleteHolds,
-		s.st.insertSettlement, s.st.charge, s.st.pauseBudget, s.st.insertAttempt} {
+		s.st.insertSettlement, s.st.charge, s.st.pauseBudget, s.st.insertAttempt, s.st.taskState, s.st.insertTask,
+		s.st.setTaskRisk, s.st.completeTask, s.st.insertTaskEvent, s.st.task} {
 		if st != nil {
 			st.Close()
 		}

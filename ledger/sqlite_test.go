@@ -71,6 +71,18 @@ func sqliteSite(t *testing.T) ledgertest.Site {
 				return err
 			})
 		},
+		CreateAt: func(ctx context.Context, v int) error {
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				return err
+			}
+			return ledger.CreateSQLiteAt(ctx, path, v)
+		},
+		Exec: func(ctx context.Context, query string, args ...any) error {
+			return raw(ctx, func(db *sql.DB) error {
+				_, err := db.ExecContext(ctx, strings.ReplaceAll(query, "_S_.", ""), args...)
+				return err
+			})
+		},
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cortexbuild/cortexbuild/provider"
@@ -34,6 +35,9 @@ func (o *Orchestrator) Invoke(ctx context.Context, c Call) (*Outcome, error) {
 }
 
 func (o *Orchestrator) invoke(ctx context.Context, c Call) (*Outcome, error) {
+	if err := o.loadGate(ctx, &c); err != nil {
+		return nil, err
+	}
 	h, err := o.reserve(ctx, &c)
 	if err != nil {
 		return nil, err
@@ -45,7 +49,8 @@ func (o *Orchestrator) invoke(ctx context.Context, c Call) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Outcome{Result: v.(*provider.Result), Attempts: attempts, Trace: trace, InvocationID: h.id, Estimate: h.estimate}, nil
+	res := v.(*provider.Result)
+	return &Outcome{Result: res, Attempts: attempts, Trace: trace, InvocationID: h.id, Estimate: h.estimate, Review: o.recordTask(ctx, &c, h.id, res, attempts)}, nil
 }
 
 // Paused returns the reason the project is paused, if it is.
@@ -96,6 +101,9 @@ func (o *Orchestrator) run(ctx context.Context, c Call, attempt try) (any, []Att
 	trace := o.route(&c, tier, needs)
 	cands := trace.Kept()
 	if len(cands) == 0 {
+		if c.gate != nil && slices.ContainsFunc(trace.Candidates, func(x Candidate) bool { return strings.HasPrefix(x.Reason, "authored the plan") }) {
+			return nil, nil, trace, o.noIndependent(&c, trace)
+		}
 		return nil, nil, trace, o.noCandidate(trace)
 	}
 	if o.s.AllowAlternates {

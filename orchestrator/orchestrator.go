@@ -85,6 +85,9 @@ type Settings struct {
 	// CacheAgents overrides, per agent, whether responses are cached (the
 	// default: on for tester_validator, optimizer and explore).
 	CacheAgents map[string]*bool
+	// Critic configures the critic gate, which needs the Ledger (the task
+	// records live there).
+	Critic CriticSettings
 }
 
 // Orchestrator routes calls to providers and applies the failure policy.
@@ -214,6 +217,8 @@ type Call struct {
 	Approved bool
 	// InvocationID names the call in the ledger; "" generates one.
 	InvocationID string
+
+	gate *taskGate // the task's critic gate, for a critic's call
 }
 
 // Attempt records one try on one provider.
@@ -249,6 +254,9 @@ type Outcome struct {
 	Estimate provider.Money `json:"estimate_usd"`
 	// Saved is what a cache hit saved.
 	Saved provider.Money `json:"saved_usd,omitempty"`
+	// Review is what the critic gate made of a critic's output on a
+	// started task (nil for other calls).
+	Review *ReviewCheck `json:"review,omitempty"`
 }
 
 // Error is a failed call: the last provider error (its kind decides what

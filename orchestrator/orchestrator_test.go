@@ -377,19 +377,19 @@ func TestRoutingFollowsAgentsAndOverrides(t *testing.T) {
 	w := newWorld(t, func(s *orchestrator.Settings) {
 		s.Agents = map[string]orchestrator.AgentSettings{"critic": {Providers: []string{"openai", "gemini"}}, "builder": {Model: "claude-opus-4-5"}}
 	})
-	tr := w.o.Route(orchestrator.Call{Agent: "critic"})
+	tr := w.o.Route(context.Background(), orchestrator.Call{Agent: "critic"})
 	if tr.Tier != provider.TierReasoningHeavy || tr.Kept()[0].Provider != "openai" || tr.Kept()[0].Model != "gpt-5" || len(tr.Candidates) != 2 {
 		t.Errorf("critic trace:\n%s", tr.String())
 	}
-	tr = w.o.Route(orchestrator.Call{Agent: "explore"})
+	tr = w.o.Route(context.Background(), orchestrator.Call{Agent: "explore"})
 	if tr.Tier != provider.TierFastCheap || tr.Kept()[0].Model != "claude-haiku-4-5" {
 		t.Errorf("explore trace:\n%s", tr.String())
 	}
-	if tr := w.o.Route(orchestrator.Call{Agent: "builder"}); tr.Kept()[0].Model != "claude-opus-4-5" {
+	if tr := w.o.Route(context.Background(), orchestrator.Call{Agent: "builder"}); tr.Kept()[0].Model != "claude-opus-4-5" {
 		t.Errorf("builder model override:\n%s", tr.String())
 	}
 	for agent, tier := range orchestrator.DefaultAgentRouting {
-		if got := w.o.Route(orchestrator.Call{Agent: agent}).Tier; got != tier && agent != "critic" {
+		if got := w.o.Route(context.Background(), orchestrator.Call{Agent: agent}).Tier; got != tier && agent != "critic" {
 			t.Errorf("%s routed to %s, spec says %s", agent, got, tier)
 		}
 	}

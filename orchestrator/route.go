@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -146,6 +147,7 @@ func (o *Orchestrator) route(c *Call, tier provider.Tier, needs provider.Capabil
 		}
 		t.Candidates = append(t.Candidates, cand)
 	}
+	o.gateRoute(c, &t, model != "")
 	return t
 }
 
@@ -164,7 +166,8 @@ func capabilitiesOf(a provider.Adapter, model string) provider.CapabilitySet {
 }
 
 // Route explains where c would go, without calling anything.
-func (o *Orchestrator) Route(c Call) Trace {
+func (o *Orchestrator) Route(ctx context.Context, c Call) Trace {
+	_ = o.loadGate(ctx, &c) // an unreadable task fails the call itself, with the reason
 	tier := o.tierFor(&c)
 	return o.route(&c, tier, c.Needs.Union(c.Request.RequiredCapabilities()))
 }

@@ -172,7 +172,7 @@ func (o *Orchestrator) cacheOn(c *Call) bool {
 // answered in the last TTL; concurrent identical misses make one provider
 // call. A hit costs nothing, and the ledger records it with its saving.
 func (o *Orchestrator) invokeCached(ctx context.Context, c Call) (*Outcome, error) {
-	trace := o.Route(c)
+	trace := o.Route(ctx, c)
 	kept := trace.Kept()
 	if len(kept) == 0 {
 		return o.invoke(ctx, c)

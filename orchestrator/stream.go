@@ -18,6 +18,9 @@ type openedStream struct {
 // happen only until the first chunk arrives; after that a failure ends the
 // stream with the error, and the last attempt records the partial usage.
 func (o *Orchestrator) Stream(ctx context.Context, c Call) (*Stream, error) {
+	if err := o.loadGate(ctx, &c); err != nil {
+		return nil, err
+	}
 	h, err := o.reserve(ctx, &c)
 	if err != nil {
 		return nil, err
@@ -39,9 +42,15 @@ func (o *Orchestrator) Stream(ctx context.Context, c Call) (*Stream, error) {
 		return nil, err
 	}
 	os := v.(*openedStream)
-	return &Stream{inner: os.s, first: &os.first, attempts: attempts, trace: trace, settle: func(ok bool, as []Attempt) {
-		o.settle(context.WithoutCancel(ctx), h, &c, as, ok)
-	}}, nil
+	st := &Stream{inner: os.s, first: &os.first, attempts: attempts, trace: trace}
+	st.settle = func(ok bool, as []Attempt, res *provider.Result) {
+		ctx := context.WithoutCancel(ctx)
+		o.settle(ctx, h, &c, as, ok)
+		if ok {
+			st.review = o.recordTask(ctx, &c, h.id, res, as)
+		}
+	}
+	return st, nil
 }
 
 // Stream is an answer in progress through the orchestrator. It implements
@@ -53,18 +62,19 @@ type Stream struct {
 	mu       sync.Mutex
 	attempts []Attempt
 	trace    Trace
-	settle   func(ok bool, attempts []Attempt)
+	settle   func(ok bool, attempts []Attempt, res *provider.Result)
 	settled  bool
+	review   *ReviewCheck
 }
 
 // finish settles the stream's reservation once, when it ends.
-func (s *Stream) finishLocked(ok bool) {
+func (s *Stream) finishLocked(ok bool, res *provider.Result) {
 	if s.settled || s.settle == nil {
 		return
 	}
 	s.settled = true
 	as := append([]Attempt(nil), s.attempts...)
-	s.settle(ok, as)
+	s.settle(ok, as, res)
 }
 
 var _ provider.Stream = (*Stream)(nil)
@@ -88,10 +98,10 @@ func (s *Stream) Recv() (provider.Chunk, error) {
 		if errors.As(err, &pe) && pe.Usage != nil {
 			last.Usage, last.Cost, last.Estimated = *pe.Usage, pe.Cost, pe.Usage.Estimated
 		}
-		s.finishLocked(false)
+		s.finishLocked(false, nil)
 	case c.Final && c.Result != nil:
 		last.Usage, last.Cost, last.Latency, last.Estimated = c.Result.Usage, c.Result.Cost, c.Result.Latency, c.Result.Usage.Estimated
-		s.finishLocked(true)
+		s.finishLocked(true, c.Result)
 	}
 	return c, err
 }
@@ -101,7 +111,7 @@ func (s *Stream) Recv() (provider.Chunk, error) {
 func (s *Stream) Close() error {
 	err := s.inner.Close()
 	s.mu.Lock()
-	s.finishLocked(false)
+	s.finishLocked(false, nil)
 	s.mu.Unlock()
 	return err
 }
@@ -111,6 +121,14 @@ func (s *Stream) Attempts() []Attempt {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Attempt(nil), s.attempts...)
+}
+
+// Review returns what the critic gate made of a critic's finished stream on
+// a started task (nil otherwise, or before the stream ended).
+func (s *Stream) Review() *ReviewCheck {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.review
 }
 
 // Trace returns the routing decision.

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cortexbuild/cortexbuild/config"
+	"github.com/cortexbuild/cortexbuild/critic"
 	"github.com/cortexbuild/cortexbuild/internal/sim"
 	"github.com/cortexbuild/cortexbuild/orchestrator"
 	"github.com/cortexbuild/cortexbuild/provider"
@@ -134,7 +135,7 @@ func (e *env) demo(ctx context.Context, w io.Writer) error {
 			task = st.task
 		}
 		call := orchestrator.Call{Agent: st.agent, Task: task, Needs: st.needs, Request: provider.Request{Prompt: st.prompt, MaxTokens: 512}}
-		tr := o.Route(call)
+		tr := o.Route(ctx, call)
 		fmt.Fprintf(w, "%d. %s — %s\n", i+1, st.agent, st.note)
 		if st.fault != "" {
 			fmt.Fprintf(w, "   injected: %s\n", st.fault)
@@ -204,9 +205,60 @@ func (e *env) demo(ctx context.Context, w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := demoCriticGate(ctx, w, o, store); err != nil {
+		return err
+	}
 	if rep, err := store.Spend(ctx, ledger.Filter{By: ledger.ByTask}); err == nil {
 		fmt.Fprintf(w, "ledger: %d attempts recorded, $%s spent, %d cache hit saving $%s\n", rep.Total.Attempts, rep.Total.Cost, rep.Total.CacheHits, rep.Total.Savings)
 	}
 	fmt.Fprintln(w, "\nTry it on your own configuration: 'cortexbuild sim --write-config sim.yaml', then 'CORTEXBUILD_LLM=1 cortexbuild --config sim.yaml invoke ...'.")
+	return nil
+}
+
+// demoCriticGate shows the critic gate: a medium-risk task planned on one
+// vendor and reviewed on another, then completed; and a high-risk task whose
+// critic left out the independent_reviewer line, whose completion is refused.
+func demoCriticGate(ctx context.Context, w io.Writer, o *orchestrator.Orchestrator, st ledger.Store) error {
+	fmt.Fprintln(w, "\nCritic gate: medium-or-higher risk tasks need a review by a model other than the plan's author")
+	persona := "You are the critic. Find the plan's blind spots. " + critic.Instruction
+	for _, tc := range []struct {
+		id     string
+		risk   critic.Risk
+		system string
+	}{
+		{"demo-risky", critic.Medium, persona},
+		{"demo-unreviewed", critic.High, "You are the critic. Find the plan's blind spots."},
+	} {
+		if _, err := orchestrator.StartTask(ctx, st, tc.id, tc.risk); err != nil {
+			return withCode(ExitFailure, err)
+		}
+		fmt.Fprintf(w, "task %s, risk %s\n", tc.id, tc.risk)
+		plan, err := o.Invoke(ctx, orchestrator.Call{Agent: "planner", Task: tc.id, Request: provider.Request{Prompt: "Plan the database migration.", MaxTokens: 512}})
+		if err != nil {
+			return withCode(ExitFailure, fmt.Errorf("planner: %w", err))
+		}
+		fmt.Fprintf(w, "   planner on %s/%s authored the plan\n", plan.Provider, plan.Model)
+		call := orchestrator.Call{Agent: "critic", Task: tc.id, Request: provider.Request{System: tc.system, Prompt: "Review the migration plan.", MaxTokens: 512}}
+		for _, c := range o.Route(ctx, call).Candidates {
+			if !c.Kept {
+				fmt.Fprintf(w, "   critic route: drop %s/%s: %s\n", c.Provider, c.Model, c.Reason)
+			}
+		}
+		out, err := o.Invoke(ctx, call)
+		if err != nil {
+			return withCode(ExitFailure, fmt.Errorf("critic: %w", err))
+		}
+		fmt.Fprintf(w, "   critic on %s/%s", out.Provider, out.Model)
+		if r := out.Review; r != nil && r.Problem == "" {
+			fmt.Fprintf(w, ": independent_reviewer %s recorded\n", r.Reviewer)
+		} else if r != nil {
+			fmt.Fprintf(w, ": %s\n", r.Problem)
+		}
+		if t, err := orchestrator.CompleteTask(ctx, st, tc.id); err != nil {
+			fmt.Fprintf(w, "   task complete %s: refused: %v\n", tc.id, err)
+		} else {
+			fmt.Fprintf(w, "   task complete %s: %s\n", tc.id, t.Events[len(t.Events)-1].Detail)
+		}
+	}
 	return nil
 }

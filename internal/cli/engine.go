@@ -228,6 +228,7 @@ func (e *env) buildEngine(f *config.File, st ledger.Store, c *cache.Cache) (*orc
 		FreeFailsOpen:   failsOpen,
 		Cache:           c,
 		CacheAgents:     caching,
+		Critic:          orchestrator.CriticSettings{RequireDifferentVendor: f.Critic.RequireDifferentVendor},
 	})
 }
 

@@ -128,7 +128,13 @@ func TestDemoRunsOffline(t *testing.T) {
 		"cache hit: saved $",                                                                                              // the response cache
 		"does not fit the budget", "task:demo-small is paused", "builder           -                             refused", // a budget refusal pauses the task
 		"ledger: task:demo-small is paused: budget reached", // the paused task refuses the next call
-		"ledger: 11 attempts recorded",
+		"ledger: 15 attempts recorded",
+		// The critic gate: the author's model is dropped, another vendor
+		// reviews, the task completes; without the field it is refused.
+		"critic route: drop openai/gpt-5: authored the plan of task demo-risky",
+		"critic on gemini/gemini-2.5-pro: independent_reviewer gemini-2.5-pro recorded",
+		"task complete demo-risky: approved",
+		"task complete demo-unreviewed: refused: critic gate: the last review does not satisfy the gate: a high-risk task needs an independent review, and the critic's output has no independent_reviewer line",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)

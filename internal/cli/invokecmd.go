@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,7 +15,7 @@ import (
 )
 
 func (e *env) invokeCmd() *cobra.Command {
-	var agent, task, tier, model, needs string
+	var agent, task, tier, model, needs, system string
 	var maxTokens int
 	var stream, asJSON, yes bool
 	cmd := &cobra.Command{
@@ -47,7 +48,7 @@ every attempt. The prompt comes from the argument or, when absent, standard inpu
 			if prompt == "" {
 				return withCode(ExitUsage, errors.New("no prompt: pass it as an argument or on standard input"))
 			}
-			call := orchestrator.Call{Agent: agent, Task: task, Request: provider.Request{Prompt: prompt, Model: model, MaxTokens: maxTokens}}
+			call := orchestrator.Call{Agent: agent, Task: task, Request: provider.Request{System: system, Prompt: prompt, Model: model, MaxTokens: maxTokens}}
 			if err := routingFlags(&call, tier, needs); err != nil {
 				return err
 			}
@@ -56,11 +57,11 @@ every attempt. The prompt comes from the argument or, when absent, standard inpu
 				return err
 			}
 			defer closeStore()
-			if tr := o.Route(call); len(tr.Kept()) > 0 {
+			if tr := o.Route(cmd.Context(), call); len(tr.Kept()) > 0 {
 				kept := tr.Kept()
 				e.askConsent(cmd, f, kept[0].Provider)
 			}
-			if est, where, ok := e.estimate(o, call); ok {
+			if est, where, ok := e.estimate(cmd.Context(), o, call); ok {
 				fmt.Fprintf(e.stderr, "estimate: at most $%s on %s\n", est, where)
 				if limit := f.Budgets.ConfirmAbove; limit != nil && est > *limit && !yes {
 					if !isTerminal(e.stdin) {
@@ -76,6 +77,7 @@ every attempt. The prompt comes from the argument or, when absent, standard inpu
 			var res *provider.Result
 			var attempts []orchestrator.Attempt
 			var trace orchestrator.Trace
+			var review *orchestrator.ReviewCheck
 			if stream {
 				s, err := o.Stream(ctx, call)
 				if errors.As(err, new(*orchestrator.EstimateError)) {
@@ -98,7 +100,7 @@ every attempt. The prompt comes from the argument or, when absent, standard inpu
 						res = c.Result
 					}
 				}
-				attempts, trace = s.Attempts(), s.Trace()
+				attempts, trace, review = s.Attempts(), s.Trace(), s.Review()
 				if !asJSON {
 					fmt.Fprintln(w)
 				}
@@ -112,7 +114,7 @@ every attempt. The prompt comes from the argument or, when absent, standard inpu
 				if err != nil {
 					return e.invokeFailed(err)
 				}
-				res, attempts, trace = out.Result, out.Attempts, out.Trace
+				res, attempts, trace, review = out.Result, out.Attempts, out.Trace, out.Review
 				if !asJSON {
 					fmt.Fprintln(w, res.Content)
 					for _, tc := range res.ToolCalls {
@@ -121,7 +123,14 @@ every attempt. The prompt comes from the argument or, when absent, standard inpu
 				}
 			}
 			if asJSON {
-				return writeJSON(w, orchestrator.Outcome{Result: res, Attempts: attempts, Trace: trace})
+				return writeJSON(w, orchestrator.Outcome{Result: res, Attempts: attempts, Trace: trace, Review: review})
+			}
+			if review != nil {
+				if review.Problem == "" {
+					fmt.Fprintf(e.stderr, "critic gate (task %s, risk %s): independent_reviewer %s recorded\n", review.Task, review.Risk, review.Reviewer)
+				} else {
+					fmt.Fprintf(e.stderr, "critic gate (task %s, risk %s): this review does not count: %s\n", review.Task, review.Risk, review.Problem)
+				}
 			}
 			fmt.Fprintf(e.stderr, "model %s on %s · %d in (%d cached) + %d out tokens%s · $%s · %s\n",
 				res.Model, res.Provider, res.Usage.InputTokens, res.Usage.CacheReadTokens, res.Usage.OutputTokens, estimatedMark(res.Usage), res.Cost, res.Latency.Round(time.Millisecond))
@@ -132,6 +141,7 @@ every attempt. The prompt comes from the argument or, when absent, standard inpu
 	fl := cmd.Flags()
 	fl.StringVar(&agent, "agent", "", "route as this agent (planner, critic, builder, …)")
 	fl.StringVar(&task, "task", "", "task id the invocation belongs to")
+	fl.StringVar(&system, "system", "", "system prompt (an agent persona)")
 	fl.StringVar(&tier, "tier", "", "tier: reasoning_heavy, balanced or fast_cheap (default: the agent's)")
 	fl.StringVar(&model, "model", "", "exact model, overriding the tier")
 	fl.StringVar(&needs, "needs", "", "required capabilities, comma-separated (e.g. tool_use,long_context_1m)")
@@ -183,8 +193,8 @@ func estimatedMark(u provider.Usage) string {
 }
 
 // estimate prices the call on the provider the router would try first.
-func (e *env) estimate(o *orchestrator.Orchestrator, c orchestrator.Call) (provider.Money, string, bool) {
-	tr := o.Route(c)
+func (e *env) estimate(ctx context.Context, o *orchestrator.Orchestrator, c orchestrator.Call) (provider.Money, string, bool) {
+	tr := o.Route(ctx, c)
 	kept := tr.Kept()
 	if len(kept) == 0 {
 		return 0, "", false
@@ -225,10 +235,10 @@ func (e *env) invokeFailed(err error) error {
 }
 
 func (e *env) routeCmd() *cobra.Command {
-	var agent, tier, needs string
+	var agent, tier, needs, task string
 	var asJSON, explain bool
 	cmd := &cobra.Command{
-		Use:   "route --agent AGENT [--needs CAPS] [--explain]",
+		Use:   "route --agent AGENT [--task T] [--needs CAPS] [--explain]",
 		Short: "Explain where an agent's call would go: every candidate and why it was kept or dropped",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -236,15 +246,16 @@ func (e *env) routeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			o, err := e.engine(f)
+			o, closeStore, err := e.engineWith(cmd.Context(), f, "", task != "")
 			if err != nil {
 				return err
 			}
-			call := orchestrator.Call{Agent: agent}
+			defer closeStore()
+			call := orchestrator.Call{Agent: agent, Task: task}
 			if err := routingFlags(&call, tier, needs); err != nil {
 				return err
 			}
-			tr := o.Route(call)
+			tr := o.Route(cmd.Context(), call)
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), tr)
 			}
@@ -257,6 +268,7 @@ func (e *env) routeCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&agent, "agent", "", "agent to route as")
 	cmd.Flags().StringVar(&tier, "tier", "", "override the agent's tier")
+	cmd.Flags().StringVar(&task, "task", "", "route as a call on this task (a critic on a medium-or-higher risk task avoids the plan author's model)")
 	cmd.Flags().StringVar(&needs, "needs", "", "required capabilities, comma-separated")
 	cmd.Flags().BoolVar(&explain, "explain", true, "print every candidate and the reason (always on; kept for scripts)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the trace as JSON")

@@ -32,6 +32,9 @@ const exitCodesHelp = `Exit codes:
   2  usage error (unknown command, flag or argument)
   3  configuration error (llm-config.yaml missing or invalid)`
 
+// errSilent fails a command that has already said why (in its JSON output).
+var errSilent = errors.New("failed")
+
 // exitError carries an exit code through cobra.
 type exitError struct {
 	code int
@@ -83,7 +86,9 @@ func (e *env) run(ctx context.Context, args []string) int {
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintln(e.stderr, "cortexbuild:", err)
+	if !errors.Is(err, errSilent) {
+		fmt.Fprintln(e.stderr, "cortexbuild:", err)
+	}
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code
@@ -108,6 +113,7 @@ directory or a parent); 'cortexbuild init' writes a commented starter.
 	root.PersistentFlags().StringVar(&e.configPath, "config", "", "configuration file (default: .cortexbuild/llm-config.yaml in this directory or a parent)")
 	root.AddCommand(e.versionCmd(), e.initCmd(), e.configCmd(), e.pricingCmd(), e.providersCmd(),
 		e.invokeCmd(), e.routeCmd(), e.projectCmd(), e.consentCmd(), e.simCmd(), e.demoCmd(), e.spendCmd(), e.budgetCmd(), e.taskCmd())
+	root.AddCommand(e.criticCmd())
 	return root
 }
 

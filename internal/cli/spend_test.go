@@ -35,7 +35,7 @@ func TestBudgetsAndSpendThroughTheCLI(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || rep.Total.Cost != "0.0045" || rep.Total.Attempts != 1 || rep.Groups[0].Key != "t1" {
 		t.Errorf("spend = %d %s", code, out)
 	}
-	if code, out, _ := run(t, dir, nil, "task", "show", "t1"); code != 0 || !strings.Contains(out, "spent $0.0045 of $1.00") || !strings.Contains(out, "claude/claude-sonnet-4-6") {
+	if code, out, _ := run(t, dir, nil, "task", "show", "t1"); code != 0 || !strings.Contains(out, "$0.0045 of $1.00") || !strings.Contains(out, "claude/claude-sonnet-4-6") {
 		t.Errorf("task show = %d %q", code, out)
 	}
 	if code, out, _ := run(t, dir, nil, "budget", "show"); code != 0 || !strings.Contains(out, "task:t1") {

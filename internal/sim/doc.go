@@ -12,7 +12,10 @@
 //	gemini     type gemini                      Gemini Developer API (geminifake)
 //
 // Every endpoint answers with the fake's default reply, an echo of the last
-// user text ("echo: …"), unless a fault is scripted. Keys: anthropic,
+// user text ("echo: …"), unless a fault is scripted. A request that
+// mentions the critic's independent_reviewer field gets the echo followed
+// by "independent_reviewer: MODEL", naming the model it was sent to, as a
+// critic following its persona would. Keys: anthropic,
 // openai and gemini require the fixed key [Key] ("sim-key"), answering a
 // missing or wrong one exactly as the real API does (401, or Gemini's 400
 // API_KEY_INVALID / 403); ollama and vllm accept any key or none, as those

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cortexbuild/cortexbuild/critic"
 	"github.com/cortexbuild/cortexbuild/provider/anthropic/anthropicfake"
 	"github.com/cortexbuild/cortexbuild/provider/gemini/geminifake"
 	"github.com/cortexbuild/cortexbuild/provider/openaicompat/openaifake"
@@ -347,7 +349,9 @@ func (s *Sim) anthropicReply(rec anthropicfake.Recorded) anthropicfake.Reply {
 	if r, ok := s.lanes[Anthropic].next(requestModel(rec.Body), rec.APIKey(), s.release); ok {
 		return r.(anthropicfake.Reply)
 	}
-	return anthropicfake.Echo(rec)
+	r := anthropicfake.Echo(rec)
+	r.Text += reviewerLine(rec.Body, requestModel(rec.Body))
+	return r
 }
 
 func (s *Sim) openAIReply(p string) func(openaifake.Recorded) openaifake.Reply {
@@ -355,7 +359,9 @@ func (s *Sim) openAIReply(p string) func(openaifake.Recorded) openaifake.Reply {
 		if r, ok := s.lanes[p].next(rec.Model(), rec.APIKey(), s.release); ok {
 			return r.(openaifake.Reply)
 		}
-		return openaifake.Echo(rec)
+		r := openaifake.Echo(rec)
+		r.Text += reviewerLine(rec.Body, rec.Model())
+		return r
 	}
 }
 
@@ -363,7 +369,19 @@ func (s *Sim) geminiReply(rec geminifake.Recorded) geminifake.Reply {
 	if r, ok := s.lanes[Gemini].next(rec.Model, rec.APIKey(), s.release); ok {
 		return r.(geminifake.Reply)
 	}
-	return geminifake.Echo(rec)
+	r := geminifake.Echo(rec)
+	r.Text += reviewerLine(rec.Body, rec.Model)
+	return r
+}
+
+// reviewerLine plays a critic that follows its persona: when a request asks
+// for the independent_reviewer field, the echo ends with it, naming the
+// model the request was sent to.
+func reviewerLine(body []byte, model string) string {
+	if model == "" || !bytes.Contains(body, []byte(critic.Field)) {
+		return ""
+	}
+	return "\n\n" + critic.Field + ": " + model
 }
 
 // lane is one provider's queue of pending faults.

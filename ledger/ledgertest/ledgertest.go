@@ -187,6 +187,7 @@ func RunStoreTests(t *testing.T, open Opener) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.run(newEnv(t, open)) })
 	}
+	runTaskTests(t, open)
 }
 
 func testReserveHolds(e *env) {

@@ -36,6 +36,14 @@ type Site struct {
 	// ForceVersion records version in schema_version, as a newer program
 	// would have.
 	ForceVersion func(ctx context.Context, version int) error
+	// CreateAt creates the site with only the first version migrations
+	// applied, as an older program would have left it. Optional: the
+	// upgrade tests are skipped without it (or without Exec).
+	CreateAt func(ctx context.Context, version int) error
+	// Exec runs one statement on the site's database outside any store;
+	// "_S_." in it stands for the schema of the tables, as in the
+	// migrations.
+	Exec func(ctx context.Context, query string, args ...any) error
 }
 
 // SiteMaker makes a fresh, empty site and arranges for its removal when t
@@ -67,8 +75,8 @@ func wantVersions(t *testing.T, site Site) {
 	}
 }
 
-// RunSiteTests checks re-opening, migrations, and two handles sharing one
-// site.
+// RunSiteTests checks re-opening, migrations (including upgrades of a site
+// an older program created), and two handles sharing one site.
 func RunSiteTests(t *testing.T, newSite SiteMaker) {
 	t.Run("ReopenKeepsDataAndMigratesOnce", func(t *testing.T) {
 		site := newSite(t)
@@ -173,6 +181,8 @@ func RunSiteTests(t *testing.T, newSite SiteMaker) {
 			t.Errorf("budget %+v; want spent $%s", bud, outs[0].Spent+outs[1].Spent)
 		}
 	})
+
+	runTaskSiteTests(t, newSite)
 }
 
 // Environment of a helper process.
