@@ -23,6 +23,19 @@ func BenchmarkReserveSettle(b *testing.B) {
 		open func(b *testing.B) ledger.Store
 	}{
 		{"sqlite", func(b *testing.B) ledger.Store { return benchSQLite(b) }},
+		{"sqlite-fast", func(b *testing.B) ledger.Store {
+			dir := b.TempDir()
+			st, err := ledger.OpenSQLite(b.Context(), filepath.Join(dir, "ledger.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			f, err := ledger.NewFast(b.Context(), st, filepath.Join(dir, "journal"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { f.Close() })
+			return f
+		}},
 		{"sqlite-sync-normal", func(b *testing.B) ledger.Store { return benchSQLite(b, ledger.WithSynchronousNormal()) }},
 		{"postgres", func(b *testing.B) ledger.Store {
 			url := testenv.Postgres(b)

@@ -35,7 +35,15 @@
 // Settle is idempotent by invocation id (a second one returns
 // [ErrAlreadySettled] and changes nothing), and settling an invocation
 // whose hold is gone still records its spend exactly once, because the money
-// was spent. Release is idempotent too.
+// was spent. Release is idempotent too. A settlement also writes the
+// invocation's earlier attempt rows ([Settlement.Earlier]) in its
+// transaction, so a retried settlement never records a row twice.
+//
+// A budget lease is a reservation that other invocations draw on instead of
+// reserving for themselves: each names it in its settlement
+// ([Settlement.Lease]), which shrinks the lease's hold by what was drawn in
+// the same transaction as the charge, and [Store.Shrink] gives back what the
+// lease will not use.
 //
 // # Back ends
 //

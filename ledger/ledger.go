@@ -51,6 +51,12 @@ type Store interface {
 	// idempotent: releasing an unknown or already released invocation
 	// returns nil.
 	Release(ctx context.Context, invocationID string) error
+	// Shrink lowers the hold of a reservation to at most amount, on every
+	// scope; a hold already at or below amount, or an unknown or settled
+	// invocation, is left as it is (nil error). It is how a budget lease
+	// gives back what it will not use while its admitted calls are still
+	// running.
+	Shrink(ctx context.Context, invocationID string, amount provider.Money) error
 	// ExpireReservations releases every reservation whose ExpiresAt is at or
 	// before now and returns how many it released.
 	ExpireReservations(ctx context.Context, now time.Time) (int, error)
@@ -197,7 +203,9 @@ type Reservation struct {
 type Settlement struct {
 	InvocationID string
 	// Cost is the actual cost charged to the budgets; it may be above or
-	// below the reserved estimate.
+	// below the reserved estimate. It is the whole invocation's: the caller
+	// makes it the sum of the Cost of Entry and of every Earlier row. The
+	// store charges Cost alone and does not add the rows up.
 	Cost provider.Money
 	// Scopes are charged when the invocation no longer holds a reservation
 	// (it was released, or expired and was cleaned up); while the
@@ -207,6 +215,23 @@ type Settlement struct {
 	// Entry.InvocationID is taken from InvocationID; a zero Entry.Time from
 	// the store's clock.
 	Entry AttemptRow
+	// Earlier are the invocation's earlier attempt rows (the failed tries
+	// before Entry), written in the same transaction, so that every row of
+	// an invocation is recorded exactly once, with its settlement. Their
+	// empty InvocationID and zero Time are filled like Entry's. Each row
+	// carries its own Cost (usually zero for a failed try, but partial usage
+	// may be billed), which [Store.Spend] sums with the other rows.
+	Earlier []AttemptRow
+	// Lease names a reservation (a budget lease) the invocation drew
+	// Reserved from instead of holding a reservation of its own: with the
+	// settlement, the lease's hold on every scope shrinks by Reserved (never
+	// below zero), and s.Scopes are charged. A lease that no longer exists
+	// (released or expired) is ignored. Empty for an invocation that held
+	// its own reservation or none; should an invocation have both, its own
+	// reservation is settled as usual and the lease shrinks too. Reserved
+	// must not be negative, and needs a Lease when it is above zero.
+	Lease    string
+	Reserved provider.Money
 }
 
 // AttemptRow is one ledger row: one attempt of an invocation at one

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -102,8 +103,9 @@ func checkReservation(r Reservation, now time.Time) ([]Scope, error) {
 	return normScopes(r.Scopes)
 }
 
-// checkSettlement validates s, fills in its entry's id and time, and
-// returns its scopes in lock order.
+// checkSettlement validates s, fills in the id and time of its entry and
+// earlier rows (on a copy of s.Earlier: the caller's rows are left as they
+// are), and returns its scopes in lock order.
 func checkSettlement(s *Settlement, now time.Time) ([]Scope, error) {
 	if err := validID(s.InvocationID); err != nil {
 		return nil, err
@@ -111,17 +113,50 @@ func checkSettlement(s *Settlement, now time.Time) ([]Scope, error) {
 	if s.Cost < 0 {
 		return nil, fmt.Errorf("%w: settlement %s: negative cost $%s", ErrInvalid, s.InvocationID, s.Cost)
 	}
-	switch s.Entry.InvocationID {
-	case "":
-		s.Entry.InvocationID = s.InvocationID
-	case s.InvocationID:
-	default:
-		return nil, fmt.Errorf("%w: settlement %s carries the ledger entry of invocation %s", ErrInvalid, s.InvocationID, s.Entry.InvocationID)
+	if s.Reserved < 0 {
+		return nil, fmt.Errorf("%w: settlement %s: negative amount $%s drawn from a lease", ErrInvalid, s.InvocationID, s.Reserved)
 	}
-	if err := checkAttempt(&s.Entry, now); err != nil {
+	if s.Lease != "" {
+		if err := validID(s.Lease); err != nil {
+			return nil, fmt.Errorf("settlement %s: lease: %w", s.InvocationID, err)
+		}
+	} else if s.Reserved > 0 {
+		return nil, fmt.Errorf("%w: settlement %s: $%s drawn from no lease", ErrInvalid, s.InvocationID, s.Reserved)
+	}
+	if err := checkSettlementRow(s.InvocationID, &s.Entry, now); err != nil {
 		return nil, err
 	}
+	s.Earlier = slices.Clone(s.Earlier)
+	for i := range s.Earlier {
+		if err := checkSettlementRow(s.InvocationID, &s.Earlier[i], now); err != nil {
+			return nil, err
+		}
+	}
 	return normScopes(s.Scopes)
+}
+
+// checkSettlementRow validates a ledger row written by the settlement of
+// invocation id, and fills in its missing id and time.
+func checkSettlementRow(id string, a *AttemptRow, now time.Time) error {
+	switch a.InvocationID {
+	case "":
+		a.InvocationID = id
+	case id:
+	default:
+		return fmt.Errorf("%w: settlement %s carries a ledger row of invocation %s", ErrInvalid, id, a.InvocationID)
+	}
+	return checkAttempt(a, now)
+}
+
+// checkShrink validates the arguments of Shrink.
+func checkShrink(id string, amount provider.Money) error {
+	if err := validID(id); err != nil {
+		return err
+	}
+	if amount < 0 {
+		return fmt.Errorf("%w: shrink %s: negative amount $%s", ErrInvalid, id, amount)
+	}
+	return nil
 }
 
 // checkAttempt validates a ledger row and fills in a missing time.

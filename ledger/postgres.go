@@ -484,8 +484,10 @@ func (p *Postgres) Settle(ctx context.Context, set Settlement) error {
 		}
 		ss := scopeStrings(charge)
 		// Second round trip: begin, record the settlement (a second one
-		// conflicts and changes nothing), lock the scopes in order, drop
-		// the reservation, charge, and write the ledger row.
+		// conflicts, and the transaction is rolled back), lock the scopes in
+		// order, drop the reservation, charge, shrink the lease drawn from
+		// (its reservation row before its holds, as a cascading delete
+		// locks them), and write the ledger rows.
 		b = &pgx.Batch{}
 		b.Queue("BEGIN")
 		b.Queue(p.q(`INSERT INTO _S_.settlements (invocation_id, cost_nanos, reserved_nanos, settled_at) VALUES ($1, $2, $3, $4)
@@ -496,8 +498,20 @@ func (p *Postgres) Settle(ctx context.Context, set Settlement) error {
 		b.Queue(p.q(`DELETE FROM _S_.reservations WHERE invocation_id = $1`), set.InvocationID)
 		b.Queue(p.q(`UPDATE _S_.scopes SET spent_nanos = spent_nanos + $2, updated_at = $3 WHERE scope = ANY($1)
 			RETURNING scope, limit_nanos, spent_nanos, paused`), ss, int64(set.Cost), n)
+		rest := 0
+		if set.Lease != "" && set.Reserved > 0 {
+			b.Queue(p.q(`UPDATE _S_.reservations SET amount_nanos = greatest(amount_nanos - $2, 0)
+				WHERE invocation_id = $1 AND amount_nanos > 0`), set.Lease, int64(set.Reserved))
+			b.Queue(p.q(`UPDATE _S_.holds SET amount_nanos = greatest(amount_nanos - $2, 0)
+				WHERE invocation_id = $1 AND amount_nanos > 0`), set.Lease, int64(set.Reserved))
+			rest += 2
+		}
+		for _, a := range set.Earlier {
+			b.Queue(p.q(insertAttemptSQL("_S_.attempts")), attemptArgs(a)...)
+		}
 		b.Queue(p.q(insertAttemptSQL("_S_.attempts")), attemptArgs(set.Entry)...)
-		toPause, err := readChargeBatch(c.SendBatch(ctx, b), set.InvocationID)
+		rest += len(set.Earlier) + 1
+		toPause, err := readChargeBatch(c.SendBatch(ctx, b), set.InvocationID, rest)
 		if err != nil {
 			return err
 		}
@@ -541,9 +555,10 @@ func readSettleBatch(br pgx.BatchResults) (reserved *int64, held []Scope, err er
 	return reserved, held, rows.Err()
 }
 
-// readChargeBatch reads the settlement batch and returns the scopes that
-// reached their limit and are not paused yet.
-func readChargeBatch(br pgx.BatchResults, id string) (toPause []scopeState, err error) {
+// readChargeBatch reads the settlement batch, of which rest statements
+// follow the charge, and returns the scopes that reached their limit and
+// are not paused yet.
+func readChargeBatch(br pgx.BatchResults, id string, rest int) (toPause []scopeState, err error) {
 	defer func() {
 		if cerr := br.Close(); err == nil {
 			err = cerr
@@ -586,8 +601,12 @@ func readChargeBatch(br pgx.BatchResults, id string) (toPause []scopeState, err 
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	_, err = br.Exec()
-	return toPause, err
+	for range rest {
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
+	}
+	return toPause, nil
 }
 
 // Release implements [Store].
@@ -597,6 +616,26 @@ func (p *Postgres) Release(ctx context.Context, invocationID string) error {
 	}
 	_, err := p.exec(ctx, "release", `DELETE FROM _S_.reservations WHERE invocation_id = $1`, invocationID)
 	return err
+}
+
+// Shrink implements [Store]. Like Release, it locks the reservation row
+// before its holds and no scope row: lowering a hold frees room, which a
+// concurrent reservation sees once this commits, and never needs a budget
+// decided.
+func (p *Postgres) Shrink(ctx context.Context, invocationID string, amount provider.Money) error {
+	if err := checkShrink(invocationID, amount); err != nil {
+		return err
+	}
+	return p.withConn(ctx, "shrink", func(c *pgxpool.Conn) error {
+		b := &pgx.Batch{}
+		b.Queue("BEGIN")
+		b.Queue(p.q(`UPDATE _S_.reservations SET amount_nanos = $2 WHERE invocation_id = $1 AND amount_nanos > $2`),
+			invocationID, int64(amount))
+		b.Queue(p.q(`UPDATE _S_.holds SET amount_nanos = $2 WHERE invocation_id = $1 AND amount_nanos > $2`),
+			invocationID, int64(amount))
+		b.Queue("COMMIT")
+		return execBatch(c.SendBatch(context.WithoutCancel(ctx), b), 4)
+	})
 }
 
 // ExpireReservations implements [Store].

@@ -40,10 +40,11 @@ type SQLite struct {
 	path string
 	now  func() time.Time
 	// durable is the configured synchronous mode (FULL or NORMAL); sync is
-	// the writer connection's current one. A transaction that only holds or
-	// releases reservations commits with NORMAL: losing it to a power cut
-	// loses nothing of value (a hold only guards concurrency, and every
-	// process holding one died too), and the next durable commit syncs it.
+	// the writer connection's current one. A transaction that only holds,
+	// shrinks or releases reservations commits with NORMAL: losing it to a
+	// power cut loses nothing of value (a hold only guards concurrency, and
+	// every process holding one died too), and the next durable commit
+	// syncs it.
 	durable, sync string
 
 	qmu     sync.Mutex // guards queue and leading
@@ -62,6 +63,7 @@ type sqliteStmts struct {
 	begin, commit, rollback                            *sql.Stmt
 	state, insertScope, cleanupScope, cleanupID, dup   *sql.Stmt
 	insertHold, holdsOf, deleteHolds, insertSettlement *sql.Stmt
+	shrinkHolds, drawFromLease                         *sql.Stmt
 	charge, pauseBudget, insertAttempt                 *sql.Stmt
 	taskState, insertTask, setTaskRisk, completeTask   *sql.Stmt
 	insertTaskEvent, task                              *sql.Stmt
@@ -227,6 +229,9 @@ func (s *SQLite) prepare(ctx context.Context) error {
 		insertHold:  p(`INSERT INTO holds (invocation_id, scope, amount_nanos, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)`),
 		holdsOf:     p(`SELECT scope, amount_nanos FROM holds WHERE invocation_id = $1 ORDER BY scope`),
 		deleteHolds: p(`DELETE FROM holds WHERE invocation_id = $1`),
+		shrinkHolds: p(`UPDATE holds SET amount_nanos = $2 WHERE invocation_id = $1 AND amount_nanos > $2`),
+		drawFromLease: p(`UPDATE holds SET amount_nanos = max(amount_nanos - $2, 0)
+			WHERE invocation_id = $1 AND amount_nanos > 0`),
 		insertSettlement: p(`INSERT INTO settlements (invocation_id, cost_nanos, reserved_nanos, settled_at)
 			VALUES ($1, $2, $3, $4) ON CONFLICT (invocation_id) DO NOTHING`),
 		charge: p(`INSERT INTO scopes (scope, spent_nanos, updated_at) VALUES ($1, $2, $3)
@@ -370,7 +375,7 @@ func (s *SQLite) runBatch(batch []*writeOp) {
 	ctx := context.Background()
 	want := "NORMAL"
 	for _, w := range batch {
-		if w.op != "reserve" && w.op != "release" {
+		if w.op != "reserve" && w.op != "release" && w.op != "shrink" {
 			want = s.durable
 		}
 	}
@@ -611,6 +616,11 @@ func (s *SQLite) Settle(ctx context.Context, set Settlement) error {
 				return err
 			}
 		}
+		if set.Lease != "" && set.Reserved > 0 {
+			if _, err := s.st.drawFromLease.ExecContext(ctx, set.Lease, int64(set.Reserved)); err != nil {
+				return err
+			}
+		}
 		for _, sc := range scopes {
 			var limit sql.NullInt64
 			var spent int64
@@ -623,6 +633,11 @@ func (s *SQLite) Settle(ctx context.Context, set Settlement) error {
 				if _, err := s.st.pauseBudget.ExecContext(ctx, string(sc), reason, n); err != nil {
 					return err
 				}
+			}
+		}
+		for _, a := range set.Earlier {
+			if _, err := s.st.insertAttempt.ExecContext(ctx, attemptArgs(a)...); err != nil {
+				return err
 			}
 		}
 		_, err = s.st.insertAttempt.ExecContext(ctx, attemptArgs(set.Entry)...)
@@ -658,6 +673,17 @@ func (s *SQLite) Release(ctx context.Context, invocationID string) error {
 	}
 	return s.write(ctx, "release", func(ctx context.Context) error {
 		_, err := s.st.deleteHolds.ExecContext(ctx, invocationID)
+		return err
+	})
+}
+
+// Shrink implements [Store].
+func (s *SQLite) Shrink(ctx context.Context, invocationID string, amount provider.Money) error {
+	if err := checkShrink(invocationID, amount); err != nil {
+		return err
+	}
+	return s.write(ctx, "shrink", func(ctx context.Context) error {
+		_, err := s.st.shrinkHolds.ExecContext(ctx, invocationID, int64(amount))
 		return err
 	})
 }
@@ -981,8 +1007,8 @@ func (s *SQLite) Close() error {
 	defer s.mu.Unlock()
 	for _, st := range []*sql.Stmt{s.st.begin, s.st.commit, s.st.rollback, s.st.state, s.st.insertScope,
 		s.st.cleanupScope, s.st.cleanupID, s.st.dup, s.st.insertHold, s.st.holdsOf, s.st.deleteHolds,
-		s.st.insertSettlement, s.st.charge, s.st.pauseBudget, s.st.insertAttempt, s.st.taskState, s.st.insertTask,
-		s.st.setTaskRisk, s.st.completeTask, s.st.insertTaskEvent, s.st.task} {
+		s.st.shrinkHolds, s.st.drawFromLease, s.st.insertSettlement, s.st.charge, s.st.pauseBudget, s.st.insertAttempt,
+		s.st.taskState, s.st.insertTask, s.st.setTaskRisk, s.st.completeTask, s.st.insertTaskEvent, s.st.task} {
 		if st != nil {
 			st.Close()
 		}

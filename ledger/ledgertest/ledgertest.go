@@ -184,7 +184,7 @@ func RunStoreTests(t *testing.T, open Opener) {
 		{"ConcurrentSettleOfOneInvocation", testConcurrentSettle},
 		{"ConcurrentReserveOfOneInvocation", testConcurrentDuplicate},
 	}
-	for _, tc := range tests {
+	for _, tc := range append(tests, leaseTests...) {
 		t.Run(tc.name, func(t *testing.T) { tc.run(newEnv(t, open)) })
 	}
 	runTaskTests(t, open)
@@ -847,6 +847,7 @@ func testClosed(e *env) {
 		"Reserve":       e.reserve("inv-2", "1", taskA),
 		"Settle":        e.settle("inv-1", "1", taskA),
 		"Release":       e.s.Release(ctx, "inv-1"),
+		"Shrink":        e.s.Shrink(ctx, "inv-1", 0),
 		"RecordAttempt": e.s.RecordAttempt(ctx, ledger.AttemptRow{InvocationID: "x"}),
 		"Pause":         e.s.Pause(ctx, taskA, "x"),
 		"Resume":        e.s.Resume(ctx, taskA),

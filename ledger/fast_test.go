@@ -1,0 +1,373 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cortexbuild/cortexbuild/ledger"
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// counting counts the calls that reach the store, and can hold settlements
+// back (as a store that is down would, or a process about to be killed).
+type counting struct {
+	ledger.Store
+	reserves, settles atomic.Int64
+	block             chan struct{} // nil: settlements go through
+}
+
+func (c *counting) Reserve(ctx context.Context, r ledger.Reservation) error {
+	c.reserves.Add(1)
+	return c.Store.Reserve(ctx, r)
+}
+
+func (c *counting) Settle(ctx context.Context, s ledger.Settlement) error {
+	if c.block != nil {
+		<-c.block
+		return ledger.ErrClosed
+	}
+	c.settles.Add(1)
+	return c.Store.Settle(ctx, s)
+}
+
+type fastSite struct {
+	db, journals string
+}
+
+func newFastSite(t *testing.T) fastSite {
+	dir := filepath.Join(t.TempDir(), ".cortexbuild")
+	return fastSite{db: filepath.Join(dir, "state.db"), journals: filepath.Join(dir, "journal")}
+}
+
+func (s fastSite) raw(t *testing.T) ledger.Store {
+	t.Helper()
+	st, err := ledger.OpenSQLite(context.Background(), s.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func (s fastSite) fast(t *testing.T, under ledger.Store, opts ...ledger.FastOption) *ledger.Fast {
+	t.Helper()
+	f, err := ledger.NewFast(context.Background(), under, s.journals, append([]ledger.FastOption{ledger.FastOnError(func(err error) { t.Log(err) })}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+var (
+	fastTask  = ledger.TaskScope("t1")
+	fastMonth = ledger.Scope("month:2026-11")
+)
+
+func mustM(s string) provider.Money { return provider.MustMoney(s) }
+
+func pair(t *testing.T, st ledger.Store, id string, est, cost provider.Money) error {
+	t.Helper()
+	ctx := context.Background()
+	err := st.Reserve(ctx, ledger.Reservation{InvocationID: id, Amount: est, Scopes: []ledger.Scope{fastTask, fastMonth}, ExpiresAt: time.Now().Add(time.Hour)})
+	if err != nil {
+		return err
+	}
+	return st.Settle(ctx, ledger.Settlement{InvocationID: id, Cost: cost, Scopes: []ledger.Scope{fastTask, fastMonth},
+		Entry: ledger.AttemptRow{Task: "t1", Agent: "builder", Provider: "p", Model: "m", Outcome: "ok", Cost: cost, InputTokens: 10}})
+}
+
+func TestFastAdmitsFromLeasesAndRecordsEverything(t *testing.T) {
+	site := newFastSite(t)
+	c := &counting{Store: site.raw(t)}
+	f := site.fast(t, c)
+	ctx := context.Background()
+	if err := f.SetBudget(ctx, fastTask, mustM("100")); err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	for i := range n {
+		if err := pair(t, f, fmt.Sprintf("inv-%d", i), mustM("0.01"), mustM("0.007")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An invocation whose earlier tries failed: every row, once.
+	err := f.Reserve(ctx, ledger.Reservation{InvocationID: "retried", Amount: mustM("0.01"), Scopes: []ledger.Scope{fastTask, fastMonth}, ExpiresAt: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = f.Settle(ctx, ledger.Settlement{InvocationID: "retried", Cost: mustM("0.002"), Scopes: []ledger.Scope{fastTask, fastMonth},
+		Earlier: []ledger.AttemptRow{{Task: "t1", Provider: "a", Outcome: "overloaded"}, {Task: "t1", Provider: "a", Outcome: "overloaded"}},
+		Entry:   ledger.AttemptRow{Task: "t1", Provider: "b", Outcome: "ok", Cost: mustM("0.002")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := c.reserves.Load(); r > 12 {
+		t.Errorf("%d reservations reached the store for %d calls; leases should admit almost all of them", r, n+1)
+	}
+	want := mustM("0.007")*n + mustM("0.002")
+	b, err := f.Budget(ctx, fastTask) // reads its own writes
+	if err != nil || b.Spent != want {
+		t.Fatalf("task budget = %+v, %v; want spent %s", b, err, want)
+	}
+	rep, err := f.Spend(ctx, ledger.Filter{Task: "t1"})
+	if err != nil || rep.Total.Attempts != n+3 || rep.Total.Cost != want {
+		t.Fatalf("spend = %+v, %v", rep.Total, err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw := site.raw(t)
+	defer raw.Close()
+	for _, sc := range []ledger.Scope{fastTask, fastMonth} {
+		b, err := raw.Budget(ctx, sc)
+		if err != nil || b.Spent != want || b.Held != 0 {
+			t.Errorf("%s after Close = %+v, %v; want spent %s, nothing held", sc, b, err, want)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(site.journals, "*")); len(left) != 0 {
+		t.Errorf("journals left after a clean Close: %v", left)
+	}
+}
+
+// Single-process decisions match the exact store's, call for call: a
+// lease never refuses what fits nor admits what does not.
+func TestFastDecidesLikeTheExactStore(t *testing.T) {
+	for seed := range uint64(2) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			ctx := context.Background()
+			exact := newFastSite(t).raw(t)
+			defer exact.Close()
+			site := newFastSite(t)
+			f := site.fast(t, site.raw(t))
+			defer f.Close()
+			limit := mustM("2")
+			for _, st := range []ledger.Store{exact, f} {
+				if err := st.SetBudget(ctx, fastTask, limit); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rng := rand.New(rand.NewPCG(seed, 7))
+			admitted := 0
+			for i := range 400 {
+				est := provider.Money(rng.Int64N(int64(mustM("0.05")))) + 1
+				cost := provider.Money(rng.Int64N(int64(est) + 1))
+				id := fmt.Sprintf("inv-%d", i)
+				e1 := pair(t, exact, id, est, cost)
+				e2 := pair(t, f, id, est, cost)
+				if (e1 == nil) != (e2 == nil) || (e1 != nil && errors.Is(e1, ledger.ErrOverBudget) != errors.Is(e2, ledger.ErrOverBudget)) {
+					t.Fatalf("call %d (estimate %s): exact store %v, fast %v", i, est, e1, e2)
+				}
+				if e1 == nil {
+					admitted++
+				}
+				if errors.Is(e1, ledger.ErrOverBudget) {
+					// Let the next calls go on after a refusal, as a person
+					// raising the budget would.
+					limit += mustM("0.01")
+					for _, st := range []ledger.Store{exact, f} {
+						if err := st.SetBudget(ctx, fastTask, limit); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+			}
+			b1, _ := exact.Budget(ctx, fastTask)
+			b2, _ := f.Budget(ctx, fastTask)
+			if b1.Spent != b2.Spent || admitted == 0 || admitted == 400 {
+				t.Errorf("spent: exact %s, fast %s; %d admitted", b1.Spent, b2.Spent, admitted)
+			}
+		})
+	}
+}
+
+// Concurrent calls whose estimates together exceed the cap: exactly those
+// that fit are admitted, and the spend never passes the cap.
+func TestFastConcurrentCallsNeverOverspend(t *testing.T) {
+	site := newFastSite(t)
+	f := site.fast(t, site.raw(t))
+	defer f.Close()
+	ctx := context.Background()
+	if err := f.SetBudget(ctx, fastTask, mustM("1")); err != nil {
+		t.Fatal(err)
+	}
+	var ok, refused atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				err := pair(t, f, fmt.Sprintf("g%d-%d", g, i), mustM("0.01"), mustM("0.01"))
+				switch {
+				case err == nil:
+					ok.Add(1)
+				case errors.Is(err, ledger.ErrOverBudget), errors.Is(err, ledger.ErrPaused):
+					// Reaching the limit pauses the task.
+					refused.Add(1)
+				default:
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b, err := f.Budget(ctx, fastTask)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok.Load() != 100 || refused.Load() != 220 || b.Spent != mustM("1") {
+		t.Errorf("admitted %d, refused %d, spent %s; want exactly 100 admitted for $1 at $0.01", ok.Load(), refused.Load(), b.Spent)
+	}
+}
+
+// A killed process's journal is replayed by the next one: every settlement
+// once, its budget leases released.
+func TestFastJournalSurvivesAKill(t *testing.T) {
+	site := newFastSite(t)
+	c := &counting{Store: site.raw(t), block: make(chan struct{})}
+	f := site.fast(t, c)
+	ctx := context.Background()
+	if err := f.SetBudget(ctx, fastTask, mustM("10")); err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	for i := range n {
+		if err := pair(t, f, fmt.Sprintf("inv-%d", i), mustM("0.01"), mustM("0.004")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw := site.raw(t)
+	defer raw.Close()
+	if b, _ := raw.Budget(ctx, fastTask); b.Spent != 0 || b.Held == 0 {
+		t.Fatalf("before the kill: %+v; want nothing applied and the lease held", b)
+	}
+	f.Abandon() // the process dies: its journal stays, unlocked
+	close(c.block)
+	c.Store.Close()
+
+	applied, err := ledger.Replay(ctx, raw, site.journals)
+	if err != nil || applied != n {
+		t.Fatalf("Replay = %d, %v; want %d", applied, err, n)
+	}
+	b, _ := raw.Budget(ctx, fastTask)
+	if b.Spent != mustM("0.004")*n || b.Held != 0 {
+		t.Errorf("after replay: %+v; want spent %s and nothing held", b, mustM("0.004")*n)
+	}
+	if rep, _ := raw.Spend(ctx, ledger.Filter{Task: "t1"}); rep.Total.Attempts != n {
+		t.Errorf("%d ledger rows; want %d", rep.Total.Attempts, n)
+	}
+	if again, err := ledger.Replay(ctx, raw, site.journals); again != 0 || err != nil {
+		t.Errorf("second replay = %d, %v", again, err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(site.journals, "*")); len(left) != 0 {
+		t.Errorf("journals left after replay: %v", left)
+	}
+}
+
+// A live process's journal is never replayed by another.
+func TestFastLiveJournalIsLeftAlone(t *testing.T) {
+	site := newFastSite(t)
+	c := &counting{Store: site.raw(t), block: make(chan struct{})}
+	f := site.fast(t, c)
+	if err := pair(t, f, "inv", mustM("0.01"), mustM("0.01")); err != nil {
+		t.Fatal(err)
+	}
+	raw := site.raw(t)
+	defer raw.Close()
+	if n, err := ledger.Replay(context.Background(), raw, site.journals); n != 0 || err != nil {
+		t.Errorf("Replay of a live journal = %d, %v", n, err)
+	}
+	close(c.block)
+	f.Abandon()
+	c.Store.Close()
+}
+
+// A pause set by another process stops admissions once the lease window
+// has passed; one set through this store stops them at once.
+func TestFastSeesPauses(t *testing.T) {
+	site := newFastSite(t)
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	f := site.fast(t, site.raw(t), ledger.FastClock(clock), ledger.FastLeaseWindow(2*time.Second))
+	defer f.Close()
+	ctx := context.Background()
+	if err := pair(t, f, "a", mustM("0.01"), mustM("0.01")); err != nil {
+		t.Fatal(err)
+	}
+	other := site.raw(t)
+	defer other.Close()
+	if err := other.Pause(ctx, fastTask, "stop"); err != nil {
+		t.Fatal(err)
+	}
+	if err := pair(t, f, "b", mustM("0.01"), mustM("0.01")); err != nil {
+		t.Fatalf("within the lease window: %v", err)
+	}
+	mu.Lock()
+	now = now.Add(3 * time.Second)
+	mu.Unlock()
+	if err := pair(t, f, "c", mustM("0.01"), mustM("0.01")); !errors.Is(err, ledger.ErrPaused) {
+		t.Fatalf("after the window: %v; want ErrPaused", err)
+	}
+	if err := f.Resume(ctx, fastTask); err != nil {
+		t.Fatal(err)
+	}
+	if err := pair(t, f, "d", mustM("0.01"), mustM("0.01")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Pause(ctx, fastTask, "now"); err != nil {
+		t.Fatal(err)
+	}
+	if err := pair(t, f, "e", mustM("0.01"), mustM("0.01")); !errors.Is(err, ledger.ErrPaused) {
+		t.Fatalf("after this store's own pause: %v; want ErrPaused", err)
+	}
+}
+
+// A released call's draw goes back to the lease; a zero-cost settlement
+// (nothing billed) too.
+func TestFastReleaseRefillsTheLease(t *testing.T) {
+	site := newFastSite(t)
+	c := &counting{Store: site.raw(t)}
+	f := site.fast(t, c, ledger.FastLeaseFactor(2))
+	defer f.Close()
+	ctx := context.Background()
+	for i := range 50 {
+		id := fmt.Sprintf("inv-%d", i)
+		if err := f.Reserve(ctx, ledger.Reservation{InvocationID: id, Amount: mustM("0.01"), Scopes: []ledger.Scope{fastTask}, ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			err := f.Release(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+		} else if err := f.Settle(ctx, ledger.Settlement{InvocationID: id, Scopes: []ledger.Scope{fastTask}, Entry: ledger.AttemptRow{Provider: "p", Outcome: "server"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := c.reserves.Load(); r != 1 {
+		t.Errorf("%d store reservations; want the one lease, refilled by every release", r)
+	}
+	if rep, _ := f.Spend(ctx, ledger.Filter{}); rep.Total.Attempts != 25 || rep.Total.Cost != 0 {
+		t.Errorf("spend = %+v", rep.Total)
+	}
+}
+
+func TestFastRefusesADuplicateInvocation(t *testing.T) {
+	site := newFastSite(t)
+	f := site.fast(t, site.raw(t))
+	defer f.Close()
+	r := ledger.Reservation{InvocationID: "x", Amount: mustM("0.01"), Scopes: []ledger.Scope{fastTask}, ExpiresAt: time.Now().Add(time.Hour)}
+	if err := f.Reserve(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Reserve(context.Background(), r); !errors.Is(err, ledger.ErrDuplicateInvocation) {
+		t.Errorf("second Reserve = %v", err)
+	}
+}

@@ -1,0 +1,278 @@
+package ledger
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+)
+
+// The journal is [Fast]'s write-ahead log: every settlement is appended to a
+// file of the process's own before the call that made it returns, and
+// applied to the store in the background. A process that dies leaves its
+// file behind, locked by nobody; the next process to open the store there
+// replays it (settlements are idempotent by invocation id) and releases the
+// budget leases it held. One file per process, rotated into segments that
+// are deleted once every record in them is in the store.
+//
+// Appending is one write(2) of one line: durable against the death of the
+// process (the kernel has the bytes), not against a power cut unless the
+// journal syncs every append (FastSync).
+
+const (
+	journalSuffix   = ".journal"
+	journalVersion  = 1
+	segmentMaxBytes = 8 << 20
+)
+
+// record is one line of a journal.
+type record struct {
+	V  int    `json:"v"`
+	Op string `json:"op"` // "settle" or "lease"
+	// Settle is the settlement of op "settle".
+	Settle *Settlement `json:"settle,omitempty"`
+	// Lease is the lease id of op "lease": a lease this process reserved,
+	// released on replay.
+	Lease string `json:"lease,omitempty"`
+}
+
+// segment is one journal file.
+type segment struct {
+	path    string
+	f       *os.File
+	size    int64
+	pending int // records appended and not yet in the store
+}
+
+// journal is the process's journal in dir.
+type journal struct {
+	dir  string
+	sync bool
+
+	mu   sync.Mutex
+	cur  *segment
+	segs []*segment
+	err  error // a failed append: the journal refuses further writes
+}
+
+// openJournal creates the process's journal in dir.
+func openJournal(dir string, sync bool) (*journal, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("%w: journal directory: %v", ErrUnavailable, err)
+	}
+	j := &journal{dir: dir, sync: sync}
+	if err := j.rotate(); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// rotate starts a new segment. Called with mu held (or before use).
+func (j *journal) rotate() error {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	path := filepath.Join(j.dir, fmt.Sprintf("%d-%s%s", os.Getpid(), hex.EncodeToString(b[:]), journalSuffix))
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("%w: journal: %v", ErrUnavailable, err)
+	}
+	if err := lockFile(f); err != nil {
+		f.Close()
+		os.Remove(path)
+		return fmt.Errorf("%w: journal lock: %v", ErrUnavailable, err)
+	}
+	s := &segment{path: path, f: f}
+	j.cur = s
+	j.segs = append(j.segs, s)
+	return nil
+}
+
+// append writes r and returns the segment holding it; the caller calls
+// done(segment) once r is in the store.
+func (j *journal) append(r record) (*segment, error) {
+	r.V = journalVersion
+	line, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("%w: journal record: %v", ErrInvalid, err)
+	}
+	line = append(line, '\n')
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.err != nil {
+		return nil, j.err
+	}
+	if j.cur.size > segmentMaxBytes {
+		if err := j.rotate(); err != nil {
+			return nil, err
+		}
+	}
+	s := j.cur
+	if _, err := s.f.Write(line); err != nil {
+		j.err = fmt.Errorf("%w: journal write: %v", ErrUnavailable, err)
+		return nil, j.err
+	}
+	if j.sync {
+		if err := s.f.Sync(); err != nil {
+			j.err = fmt.Errorf("%w: journal sync: %v", ErrUnavailable, err)
+			return nil, j.err
+		}
+	}
+	s.size += int64(len(line))
+	s.pending++
+	return s, nil
+}
+
+// done marks one record of s as applied; a segment that is not the current
+// one and holds nothing pending is deleted, and the current one is emptied
+// when everything in it is applied.
+func (j *journal) done(s *segment) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	s.pending--
+	if s.pending > 0 {
+		return
+	}
+	if s != j.cur {
+		s.f.Close()
+		os.Remove(s.path)
+		for i, x := range j.segs {
+			if x == s {
+				j.segs = append(j.segs[:i], j.segs[i+1:]...)
+				break
+			}
+		}
+		return
+	}
+	if s.size > 0 && s.f.Truncate(0) == nil {
+		s.size = 0
+	}
+}
+
+// pending reports how many records are not yet in the store.
+func (j *journal) pending() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	n := 0
+	for _, s := range j.segs {
+		n += s.pending
+	}
+	return n
+}
+
+// close closes the journal; files with nothing pending are deleted, others
+// stay for the next process to replay.
+func (j *journal) close() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var left int
+	for _, s := range j.segs {
+		s.f.Close()
+		if s.pending == 0 {
+			os.Remove(s.path)
+		} else {
+			left += s.pending
+		}
+	}
+	j.segs, j.cur = nil, nil
+	if j.err == nil {
+		j.err = ErrClosed
+	}
+	if left > 0 {
+		return fmt.Errorf("%w: %d settlements are not in the store yet; they stay in the journal under %s and are applied when the store is next opened there", ErrUnavailable, left, j.dir)
+	}
+	return nil
+}
+
+// Replay applies the journals in dir that no live process holds: every
+// settlement (idempotently), then the release of every budget lease their
+// processes held. A journal is deleted once applied; one that cannot be
+// applied (the store is down) is left for the next try. It returns how many
+// settlements were applied.
+func Replay(ctx context.Context, st Store, dir string) (int, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*"+journalSuffix))
+	if err != nil {
+		return 0, err
+	}
+	sort.Strings(paths)
+	applied := 0
+	var errs []error
+	for _, p := range paths {
+		n, err := replayFile(ctx, st, p)
+		applied += n
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return applied, errors.Join(errs...)
+}
+
+// replayFile replays one journal file if its process is gone.
+func replayFile(ctx context.Context, st Store, path string) (int, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return 0, nil
+		}
+		return 0, err
+	}
+	defer f.Close()
+	if err := lockFile(f); err != nil {
+		return 0, nil // a live process holds it
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	var leases []string
+	applied := 0
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		text := sc.Bytes()
+		if len(bytes.TrimSpace(text)) == 0 {
+			continue
+		}
+		var r record
+		if err := json.Unmarshal(text, &r); err != nil {
+			// A line cut short by a crash mid-write is the last one; any
+			// other is damage worth saying so.
+			if !bytes.HasSuffix(data, []byte("\n")) && line == bytes.Count(data, []byte("\n"))+1 {
+				break
+			}
+			return applied, fmt.Errorf("ledger journal %s:%d: unreadable record: %v", path, line, err)
+		}
+		switch r.Op {
+		case "settle":
+			if r.Settle == nil {
+				return applied, fmt.Errorf("ledger journal %s:%d: settle record without a settlement", path, line)
+			}
+			if err := st.Settle(ctx, *r.Settle); err != nil && !errors.Is(err, ErrAlreadySettled) {
+				return applied, fmt.Errorf("ledger journal %s:%d: %w", path, line, err)
+			}
+			applied++
+		case "lease":
+			leases = append(leases, r.Lease)
+		default:
+			return applied, fmt.Errorf("ledger journal %s:%d: unknown operation %q", path, line, r.Op)
+		}
+	}
+	for _, id := range leases {
+		if err := st.Release(ctx, id); err != nil {
+			return applied, fmt.Errorf("ledger journal %s: releasing lease %s: %w", path, id, err)
+		}
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return applied, err
+	}
+	return applied, nil
+}
