@@ -1,0 +1,708 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/cortexbuild/cortexbuild/orchestrator"
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// Messages parameters the gateway accepts without applying them, silently:
+// they carry no meaning for the answer.
+var anthropicQuiet = []string{"metadata", "service_tier", "inference_geo", "speed"}
+
+// Messages parameters the gateway accepts without applying them, naming
+// them in X-CortexBuild-Ignored-Params (refused with
+// gateway.strict_params).
+var anthropicIgnored = []string{"temperature", "top_p", "top_k", "stop_sequences", "thinking", "context_management", "container", "diagnostics", "mcp_servers"}
+
+// messagesRequest is a decoded Messages (or count_tokens) request.
+type messagesRequest struct {
+	model   string
+	stream  bool
+	req     provider.Request
+	ignored []string
+}
+
+// cacheHint collects the cache_control marks of a request: any mark asks
+// for prompt caching, with the longest lifetime marked.
+type cacheHint struct{ ttl provider.PromptCache }
+
+func (c *cacheHint) take(path string, f *fields) error {
+	raw := f.raw("cache_control")
+	if raw == nil {
+		return nil
+	}
+	cf, err := object(path+".cache_control", raw)
+	if err != nil {
+		return err
+	}
+	var typ, ttl string
+	if err := cf.take("type", &typ); err != nil {
+		return err
+	}
+	if err := cf.take("ttl", &ttl); err != nil {
+		return err
+	}
+	switch ttl {
+	case "1h":
+		c.ttl = provider.PromptCache1h
+	case "", "5m":
+		if c.ttl == provider.PromptCacheOff {
+			c.ttl = provider.PromptCache5m
+		}
+	default:
+		return badField(path+".cache_control.ttl", "%q is not a cache lifetime: write 5m or 1h", ttl)
+	}
+	return nil
+}
+
+// decodeMessages decodes and checks a Messages body; for count_tokens,
+// max_tokens and stream are not expected.
+func decodeMessages(body []byte, count bool) (*messagesRequest, error) {
+	f, err := parseBody(body)
+	if err != nil {
+		return nil, err
+	}
+	mr := &messagesRequest{}
+	if err := f.take("model", &mr.model); err != nil {
+		return nil, err
+	}
+	if !count {
+		if err := f.take("stream", &mr.stream); err != nil {
+			return nil, err
+		}
+		var maxTokens *int
+		if err := f.take("max_tokens", &maxTokens); err != nil {
+			return nil, err
+		}
+		if maxTokens != nil {
+			if *maxTokens < 0 {
+				return nil, badField("max_tokens", "must not be negative, got %d", *maxTokens)
+			}
+			mr.req.MaxTokens = *maxTokens
+		}
+	}
+	var cache cacheHint
+	if err := cache.take("", f); err != nil {
+		return nil, err
+	}
+	var system []string
+	if raw := f.raw("system"); raw != nil {
+		s, err := anthropicText("system", raw, &cache)
+		if err != nil {
+			return nil, err
+		}
+		system = append(system, s)
+	}
+	if raw := f.raw("tools"); raw != nil {
+		var dropped []string
+		if mr.req.Tools, dropped, err = anthropicTools(raw, &cache); err != nil {
+			return nil, err
+		}
+		mr.ignored = append(mr.ignored, dropped...)
+	}
+	if raw := f.raw("tool_choice"); raw != nil {
+		if mr.req.ToolChoice, err = anthropicToolChoice(raw); err != nil {
+			return nil, err
+		}
+	}
+	raw := f.raw("messages")
+	if raw == nil {
+		return nil, badField("messages", "required: send at least one message")
+	}
+	more, msgs, err := anthropicMessages(raw, &cache)
+	if err != nil {
+		return nil, err
+	}
+	mr.req.System = strings.Join(nonEmpty(append(system, more...)), "\n\n")
+	mr.req.Messages = msgs
+	mr.req.PromptCache = cache.ttl
+	for _, k := range []string{"output_format", "output_config"} {
+		if raw := f.raw(k); raw != nil {
+			if k == "output_format" || hasKey(raw, "format") {
+				return nil, badField(k, "structured output formats are not supported by the gateway: only text answers are")
+			}
+			mr.ignored = append(mr.ignored, k)
+		}
+	}
+	f.skip(anthropicQuiet...)
+	if count {
+		f.skip("max_tokens", "stream")
+	}
+	mr.ignored = append(mr.ignored, f.present(anthropicIgnored...)...)
+	mr.ignored = append(mr.ignored, f.unknown()...)
+	slices.Sort(mr.ignored)
+	return mr, nil
+}
+
+func hasKey(raw json.RawMessage, key string) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return false
+	}
+	return !isNull(m[key])
+}
+
+// anthropicText reads a system prompt or a tool result's content: a
+// string, or text blocks joined by blank lines.
+func anthropicText(path string, raw json.RawMessage, cache *cacheHint) (string, error) {
+	s, items, err := stringOrParts(path, raw)
+	if err != nil || items == nil {
+		return s, err
+	}
+	var texts []string
+	for j, it := range items {
+		p := fmt.Sprintf("%s[%d]", path, j)
+		bf, err := object(p, it)
+		if err != nil {
+			return "", err
+		}
+		var typ, text string
+		if err := bf.take("type", &typ); err != nil {
+			return "", err
+		}
+		if typ != "text" {
+			return "", badField(p+".type", "%q blocks are not supported here by the gateway: send text", typ)
+		}
+		if err := bf.take("text", &text); err != nil {
+			return "", err
+		}
+		if err := cache.take(p, bf); err != nil {
+			return "", err
+		}
+		texts = append(texts, text)
+	}
+	return strings.Join(texts, "\n\n"), nil
+}
+
+// anthropicTools decodes tools: [{name, description, input_schema,
+// cache_control}]. Server tools (web search, code execution, …), which the
+// provider itself would run, are dropped and returned as ignored: the
+// gateway cannot promise them on every provider.
+func anthropicTools(raw json.RawMessage, cache *cacheHint) ([]provider.ToolDef, []string, error) {
+	items, err := array("tools", raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []provider.ToolDef
+	var dropped []string
+	for i, it := range items {
+		path := fmt.Sprintf("tools[%d]", i)
+		tf, err := object(path, it)
+		if err != nil {
+			return nil, nil, err
+		}
+		var typ string
+		if err := tf.take("type", &typ); err != nil {
+			return nil, nil, err
+		}
+		if typ != "" && typ != "custom" {
+			dropped = append(dropped, path+"("+typ+")")
+			continue
+		}
+		var td provider.ToolDef
+		if err := tf.take("name", &td.Name); err != nil {
+			return nil, nil, err
+		}
+		if td.Name == "" {
+			return nil, nil, badField(path+".name", "required")
+		}
+		if err := tf.take("description", &td.Description); err != nil {
+			return nil, nil, err
+		}
+		td.InputSchema = schemaOrEmpty(tf.raw("input_schema"))
+		if _, err := object(path+".input_schema", td.InputSchema); err != nil {
+			return nil, nil, err
+		}
+		if err := cache.take(path, tf); err != nil {
+			return nil, nil, err
+		}
+		out = append(out, td)
+	}
+	return out, dropped, nil
+}
+
+// anthropicToolChoice decodes {type: auto|any|tool|none, name}.
+func anthropicToolChoice(raw json.RawMessage) (provider.ToolChoice, error) {
+	tc, err := object("tool_choice", raw)
+	if err != nil {
+		return "", err
+	}
+	var typ, name string
+	if err := tc.take("type", &typ); err != nil {
+		return "", err
+	}
+	if err := tc.take("name", &name); err != nil {
+		return "", err
+	}
+	tc.skip("disable_parallel_tool_use")
+	switch typ {
+	case "auto":
+		return provider.ToolChoiceAuto, nil
+	case "any":
+		return provider.ToolChoiceRequired, nil
+	case "none":
+		return provider.ToolChoiceNone, nil
+	case "tool":
+		if name == "" {
+			return "", badField("tool_choice.name", "required with type tool")
+		}
+		return provider.ToolChoice(name), nil
+	}
+	return "", badField("tool_choice.type", "%q is not a tool choice: write auto, any, tool or none", typ)
+}
+
+// anthropicMessages turns messages into the conversation (and system text
+// from system turns).
+func anthropicMessages(raw json.RawMessage, cache *cacheHint) ([]string, []provider.Message, error) {
+	items, err := array("messages", raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(items) == 0 {
+		return nil, nil, badField("messages", "send at least one message")
+	}
+	var system []string
+	var out []provider.Message
+	names := map[string]string{}
+	for i, it := range items {
+		path := fmt.Sprintf("messages[%d]", i)
+		mf, err := object(path, it)
+		if err != nil {
+			return nil, nil, err
+		}
+		var role string
+		if err := mf.take("role", &role); err != nil {
+			return nil, nil, err
+		}
+		content := mf.raw("content")
+		switch role {
+		case "system":
+			s, err := anthropicText(path+".content", content, cache)
+			if err != nil {
+				return nil, nil, err
+			}
+			system = append(system, s)
+		case "user", "assistant":
+			parts, err := anthropicBlocks(path+".content", content, role == "assistant", names, cache)
+			if err != nil {
+				return nil, nil, err
+			}
+			out = appendTurn(out, provider.Role(role), parts)
+		case "":
+			return nil, nil, badField(path+".role", "required")
+		default:
+			return nil, nil, badField(path+".role", "%q is not a role: write user or assistant", role)
+		}
+	}
+	return system, out, nil
+}
+
+// anthropicBlocks reads a turn's content: a string or content blocks.
+func anthropicBlocks(path string, raw json.RawMessage, assistant bool, names map[string]string, cache *cacheHint) ([]provider.Part, error) {
+	s, items, err := stringOrParts(path, raw)
+	if err != nil {
+		return nil, err
+	}
+	if items == nil {
+		if s == "" {
+			return nil, nil
+		}
+		return []provider.Part{{Type: provider.PartText, Text: s}}, nil
+	}
+	var out []provider.Part
+	for j, it := range items {
+		p := fmt.Sprintf("%s[%d]", path, j)
+		bf, err := object(p, it)
+		if err != nil {
+			return nil, err
+		}
+		var typ string
+		if err := bf.take("type", &typ); err != nil {
+			return nil, err
+		}
+		if err := cache.take(p, bf); err != nil {
+			return nil, err
+		}
+		switch {
+		case typ == "text":
+			var text string
+			if err := bf.take("text", &text); err != nil {
+				return nil, err
+			}
+			if text != "" {
+				out = append(out, provider.Part{Type: provider.PartText, Text: text})
+			}
+		case typ == "tool_use" && assistant:
+			var id, name string
+			if err := bf.take("id", &id); err != nil {
+				return nil, err
+			}
+			if err := bf.take("name", &name); err != nil {
+				return nil, err
+			}
+			if id == "" || name == "" {
+				return nil, badField(p, "a tool_use block needs an id and a name")
+			}
+			input := bf.raw("input")
+			if input == nil {
+				input = json.RawMessage(`{}`)
+			}
+			if _, err := object(p+".input", input); err != nil {
+				return nil, err
+			}
+			names[id] = name
+			out = append(out, provider.Part{Type: provider.PartToolCall, ToolCall: &provider.ToolCall{ID: id, Name: name, Arguments: input}})
+		case typ == "tool_result" && !assistant:
+			var id string
+			var isErr bool
+			if err := bf.take("tool_use_id", &id); err != nil {
+				return nil, err
+			}
+			if id == "" {
+				return nil, badField(p+".tool_use_id", "required: the id of the tool_use block this result answers")
+			}
+			if err := bf.take("is_error", &isErr); err != nil {
+				return nil, err
+			}
+			text, err := anthropicText(p+".content", bf.raw("content"), cache)
+			if err != nil {
+				return nil, err
+			}
+			res := provider.ToolResult{CallID: id, Name: names[id], Content: text, IsError: isErr}
+			out = append(out, provider.Part{Type: provider.PartToolResult, ToolResult: &res})
+		case (typ == "thinking" || typ == "redacted_thinking") && assistant:
+			// Earlier reasoning is not sent back: it belongs to the
+			// provider that produced it, which may not serve this call.
+		case typ == "image", typ == "document", typ == "search_result":
+			return nil, badField(p+".type", "%s blocks are not supported by the gateway yet: send text", typ)
+		default:
+			return nil, badField(p+".type", "%q blocks are not supported in %s turns by the gateway", typ, map[bool]string{true: "assistant", false: "user"}[assistant])
+		}
+	}
+	return out, nil
+}
+
+// Messages response shapes.
+type anthropicMessage struct {
+	ID           string           `json:"id"`
+	Type         string           `json:"type"`
+	Role         string           `json:"role"`
+	Model        string           `json:"model"`
+	Content      []anthropicBlock `json:"content"`
+	StopReason   *string          `json:"stop_reason"`
+	StopSequence *string          `json:"stop_sequence"`
+	Usage        anthropicUsage   `json:"usage"`
+}
+
+type anthropicBlock struct {
+	Type  string          `json:"type"`
+	Text  *string         `json:"text,omitempty"`
+	ID    string          `json:"id,omitempty"`
+	Name  string          `json:"name,omitempty"`
+	Input json.RawMessage `json:"input,omitempty"`
+}
+
+func textBlock(s string) anthropicBlock { return anthropicBlock{Type: "text", Text: &s} }
+
+func toolUseBlock(tc provider.ToolCall, input json.RawMessage) anthropicBlock {
+	return anthropicBlock{Type: "tool_use", ID: tc.ID, Name: tc.Name, Input: input}
+}
+
+func argsOrEmpty(a json.RawMessage) json.RawMessage {
+	if len(a) == 0 {
+		return json.RawMessage(`{}`)
+	}
+	return a
+}
+
+// message renders a result as a Messages response, its blocks in the
+// order the provider gave them.
+func message(id string, res *provider.Result) anthropicMessage {
+	m := anthropicMessage{ID: "msg_" + id, Type: "message", Role: "assistant", Model: res.Model, Content: []anthropicBlock{}, Usage: toAnthropicUsage(res.Usage)}
+	sr := stopReason(res)
+	m.StopReason = &sr
+	done := map[string]bool{}
+	text := false
+	for _, p := range res.Parts {
+		switch {
+		case p.Type == provider.PartText && p.Text != "":
+			m.Content = append(m.Content, textBlock(p.Text))
+			text = true
+		case p.Type == provider.PartToolCall && p.ToolCall != nil:
+			m.Content = append(m.Content, toolUseBlock(*p.ToolCall, argsOrEmpty(p.ToolCall.Arguments)))
+			done[p.ToolCall.ID] = true
+		}
+	}
+	if !text && res.Content != "" {
+		m.Content = append([]anthropicBlock{textBlock(res.Content)}, m.Content...)
+	}
+	for _, tc := range res.ToolCalls {
+		if !done[tc.ID] {
+			m.Content = append(m.Content, toolUseBlock(tc, argsOrEmpty(tc.Arguments)))
+		}
+	}
+	return m
+}
+
+// messages serves POST /v1/messages.
+func (g *Gateway) messages(w http.ResponseWriter, r *http.Request) {
+	p := protoAnthropic
+	ctx := r.Context()
+	id := newID()
+	idHeaders(w.Header(), id)
+	key, f := g.authenticate(r)
+	if f != nil {
+		p.writeError(w, r, f)
+		return
+	}
+	body, f := g.readBody(w, r)
+	if f != nil {
+		p.writeError(w, r, f)
+		return
+	}
+	mr, err := decodeMessages(body, false)
+	if err != nil {
+		p.writeError(w, r, classify(ctx, err))
+		return
+	}
+	if f := g.ignored(w, mr.ignored); f != nil {
+		p.writeError(w, r, f)
+		return
+	}
+	call, f := g.callFor(r, key, mr.model, mr.req)
+	if f != nil {
+		p.writeError(w, r, f)
+		return
+	}
+	if f := g.prepare(ctx, &call, id); f != nil {
+		p.writeError(w, r, f)
+		return
+	}
+	if mr.stream {
+		g.streamMessages(w, r, call, id)
+		return
+	}
+	out, err := g.opts.Orchestrator.Invoke(ctx, call)
+	if err != nil {
+		if !clientGone(ctx) {
+			p.writeError(w, r, classify(ctx, err))
+		}
+		return
+	}
+	servedHeaders(w.Header(), out.Provider, out.Model)
+	writeJSON(w, http.StatusOK, message(id, out.Result))
+}
+
+// countTokens serves POST /v1/messages/count_tokens: the prompt counted
+// offline for the provider the call would be routed to. Nothing is sent
+// to a provider.
+func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request) {
+	p := protoAnthropic
+	ctx := r.Context()
+	key, f := g.authenticate(r)
+	if f != nil {
+		p.writeError(w, r, f)
+		return
+	}
+	body, f := g.readBody(w, r)
+	if f != nil {
+		p.writeError(w, r, f)
+		return
+	}
+	mr, err := decodeMessages(body, true)
+	if err != nil {
+		p.writeError(w, r, classify(ctx, err))
+		return
+	}
+	if f := g.ignored(w, mr.ignored); f != nil {
+		p.writeError(w, r, f)
+		return
+	}
+	call, f := g.callFor(r, key, mr.model, mr.req)
+	if f != nil {
+		p.writeError(w, r, f)
+		return
+	}
+	if err := call.Request.Validate(); err != nil {
+		p.writeError(w, r, classify(ctx, err))
+		return
+	}
+	prov := ""
+	tr := g.opts.Orchestrator.Route(ctx, call)
+	if kept := tr.Kept(); len(kept) > 0 {
+		prov = kept[0].Provider
+		call.Request.Model, call.Request.Tier = kept[0].Model, kept[0].Tier
+	}
+	writeJSON(w, http.StatusOK, map[string]int64{"input_tokens": g.opts.CountTokens(prov, &call.Request)})
+}
+
+// streamMessages serves a streamed Messages request with the Messages
+// event sequence: message_start, one block at a time (text deltas,
+// tool_use with input_json_delta fragments), message_delta with the stop
+// reason and the usage, message_stop. A failure after the first byte ends
+// the stream with an error event, never a message_stop.
+func (g *Gateway) streamMessages(w http.ResponseWriter, r *http.Request, call orchestrator.Call, id string) {
+	ctx := r.Context()
+	s, err := g.opts.Orchestrator.Stream(ctx, call)
+	if err != nil {
+		if !clientGone(ctx) {
+			protoAnthropic.writeError(w, r, classify(ctx, err))
+		}
+		return
+	}
+	defer s.Close()
+	model := ""
+	if as := s.Attempts(); len(as) > 0 {
+		servedHeaders(w.Header(), as[len(as)-1].Provider, as[len(as)-1].Model)
+		model = as[len(as)-1].Model
+	}
+	st := &blockStream{out: newSSE(w), open: -1, openTool: -1, tools: map[int]bool{}, args: map[int]int{}}
+	start := anthropicMessage{ID: "msg_" + id, Type: "message", Role: "assistant", Model: model, Content: []anthropicBlock{}}
+	if st.out.event("message_start", mustJSON(map[string]any{"type": "message_start", "message": start})) != nil {
+		return
+	}
+	if st.out.event("ping", []byte(`{"type": "ping"}`)) != nil {
+		return
+	}
+	failWith := func(err error) {
+		if !clientGone(ctx) {
+			_ = st.out.event("error", mustJSON(anthropicError(nil, classify(ctx, err))))
+		}
+	}
+	for {
+		c, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			err = &provider.Error{Kind: provider.KindNetwork, Diagnostic: provider.Diagnostic{Message: "the stream ended before its final chunk"}}
+		}
+		if err != nil {
+			failWith(err)
+			return
+		}
+		if c.Text != "" {
+			if st.text(c.Text) != nil {
+				return
+			}
+		}
+		if d := c.ToolCall; d != nil {
+			if err := st.tool(d); err != nil {
+				if errors.Is(err, errInterleaved) {
+					failWith(err)
+				}
+				return
+			}
+		}
+		if c.Final {
+			res := c.Result
+			if res == nil {
+				res = &provider.Result{}
+			}
+			_ = st.finish(res)
+			return
+		}
+	}
+}
+
+// errInterleaved: a provider sent a fragment of a tool call after another
+// call had started, which the Messages event sequence cannot express once
+// the earlier block is closed.
+var errInterleaved = &provider.Error{Kind: provider.KindServer, Diagnostic: provider.Diagnostic{Message: "the provider interleaved the fragments of two tool calls, which a Messages stream cannot carry; retry without streaming"}}
+
+// blockStream writes the content blocks of a Messages stream, one open at
+// a time.
+type blockStream struct {
+	out      *sse
+	next     int          // index of the next block
+	open     int          // the open block, -1 when none
+	openTool int          // the provider's index of the open tool call, -1 for text
+	tools    map[int]bool // tool calls that got a block
+	args     map[int]int  // bytes of arguments sent per tool call
+	sentText bool
+}
+
+func (b *blockStream) closeOpen() error {
+	if b.open < 0 {
+		return nil
+	}
+	err := b.out.event("content_block_stop", mustJSON(map[string]any{"type": "content_block_stop", "index": b.open}))
+	b.open, b.openTool = -1, -1
+	return err
+}
+
+func (b *blockStream) startBlock(block anthropicBlock) error {
+	if err := b.closeOpen(); err != nil {
+		return err
+	}
+	b.open = b.next
+	b.next++
+	return b.out.event("content_block_start", mustJSON(map[string]any{"type": "content_block_start", "index": b.open, "content_block": block}))
+}
+
+func (b *blockStream) delta(d map[string]any) error {
+	return b.out.event("content_block_delta", mustJSON(map[string]any{"type": "content_block_delta", "index": b.open, "delta": d}))
+}
+
+func (b *blockStream) text(t string) error {
+	if b.open < 0 || b.openTool >= 0 {
+		if err := b.startBlock(textBlock("")); err != nil {
+			return err
+		}
+	}
+	b.sentText = true
+	return b.delta(map[string]any{"type": "text_delta", "text": t})
+}
+
+func (b *blockStream) tool(d *provider.ToolCallDelta) error {
+	if !b.tools[d.Index] {
+		b.tools[d.Index] = true
+		if err := b.startBlock(toolUseBlock(provider.ToolCall{ID: d.ID, Name: d.Name}, json.RawMessage(`{}`))); err != nil {
+			return err
+		}
+		b.openTool = d.Index
+	} else if b.openTool != d.Index {
+		return errInterleaved
+	}
+	if d.Arguments == "" {
+		return nil
+	}
+	b.args[d.Index] += len(d.Arguments)
+	return b.delta(map[string]any{"type": "input_json_delta", "partial_json": d.Arguments})
+}
+
+// finish sends what the provider did not stream, closes the last block
+// and ends the message with its stop reason and usage.
+func (b *blockStream) finish(res *provider.Result) error {
+	if !b.sentText && res.Content != "" {
+		if err := b.text(res.Content); err != nil {
+			return err
+		}
+	}
+	for i, tc := range res.ToolCalls {
+		switch {
+		case !b.tools[i]:
+			if err := b.tool(&provider.ToolCallDelta{Index: i, ID: tc.ID, Name: tc.Name, Arguments: string(argsOrEmpty(tc.Arguments))}); err != nil {
+				return err
+			}
+		case b.args[i] == 0 && b.openTool == i && len(tc.Arguments) > 0 && string(tc.Arguments) != "{}":
+			if err := b.tool(&provider.ToolCallDelta{Index: i, Arguments: string(tc.Arguments)}); err != nil {
+				return err
+			}
+		}
+	}
+	if err := b.closeOpen(); err != nil {
+		return err
+	}
+	sr := stopReason(res)
+	md := map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": sr, "stop_sequence": nil}, "usage": toAnthropicUsage(res.Usage)}
+	if err := b.out.event("message_delta", mustJSON(md)); err != nil {
+		return err
+	}
+	return b.out.event("message_stop", []byte(`{"type":"message_stop"}`))
+}

@@ -1,0 +1,409 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/cortexbuild/cortexbuild/orchestrator"
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// Request headers a client may send to route its calls.
+const (
+	// HeaderAgent names the agent the call is made for (builder, critic,
+	// …): its routing, budget and critic gate apply.
+	HeaderAgent = "X-CortexBuild-Agent"
+	// HeaderTask names the task the call belongs to: the task's budget
+	// applies and its ledger rows carry it.
+	HeaderTask = "X-CortexBuild-Task"
+)
+
+// Response headers the gateway adds.
+const (
+	// HeaderInvocation is the invocation id in the ledger.
+	HeaderInvocation = "X-CortexBuild-Invocation"
+	// HeaderProvider and HeaderModel say which provider instance and model
+	// served the call.
+	HeaderProvider = "X-CortexBuild-Provider"
+	HeaderModel    = "X-CortexBuild-Model"
+	// HeaderIgnored lists the request parameters the gateway accepted but
+	// did not apply (temperature, unknown fields, …).
+	HeaderIgnored = "X-CortexBuild-Ignored-Params"
+)
+
+// DefaultMaxBodyBytes is the default request size limit (32 MiB, the size
+// the Messages API itself accepts).
+const DefaultMaxBodyBytes = 32 << 20
+
+// Orchestrator is what the gateway needs of the orchestrator:
+// *orchestrator.Orchestrator implements it.
+type Orchestrator interface {
+	Invoke(ctx context.Context, c orchestrator.Call) (*orchestrator.Outcome, error)
+	Stream(ctx context.Context, c orchestrator.Call) (*orchestrator.Stream, error)
+	Route(ctx context.Context, c orchestrator.Call) orchestrator.Trace
+}
+
+// Authenticator checks a client's token; *KeyStore implements it.
+type Authenticator interface {
+	Check(token string) (Key, error)
+}
+
+// Options configure a Gateway. The zero value of each optional field is
+// the default named in its comment.
+type Options struct {
+	// Orchestrator serves every call. Required.
+	Orchestrator Orchestrator
+	// Project names the project; a key bound to another project is
+	// refused. "" accepts any.
+	Project string
+	// Keys checks the virtual keys clients send. Required unless NoAuth.
+	Keys Authenticator
+	// NoAuth serves every request without a key. [Gateway.Listen] refuses
+	// it on an address that is not loopback.
+	NoAuth bool
+	// Models maps model names to targets, on top of the names that always
+	// resolve (tiers, Agents, provider/model for Providers).
+	Models map[string]Target
+	// Agents are the agent names clients may use, as model names or in
+	// the X-CortexBuild-Agent header. Default: the spec's ten agents.
+	Agents []string
+	// Providers are the configured provider instance names, for
+	// provider/model names.
+	Providers []string
+	// MaxBodyBytes bounds a request body; larger ones get a 413. Default
+	// 32 MiB.
+	MaxBodyBytes int64
+	// StrictParams refuses (400) requests carrying parameters the gateway
+	// does not apply; by default they are ignored and named in the
+	// X-CortexBuild-Ignored-Params response header.
+	StrictParams bool
+	// CountTokens counts a request's prompt offline for count_tokens, for
+	// the provider instance that would serve it. Default: the o200k
+	// tokenizer count of the request, unscaled.
+	CountTokens func(providerName string, req *provider.Request) int64
+	// Prepare, when set, runs before each call (the CLI applies the
+	// default task budget to a task seen for the first time); an error
+	// refuses the call.
+	Prepare func(ctx context.Context, c *orchestrator.Call) error
+	// Logger receives one line per request (never a key or a prompt).
+	// Default: discard.
+	Logger *slog.Logger
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Gateway is the HTTP front door: an http.Handler serving the
+// OpenAI-compatible and Anthropic-compatible routes. More handlers (a web
+// console) can be mounted on it with [Gateway.Handle].
+type Gateway struct {
+	opts    Options
+	mux     *http.ServeMux
+	started time.Time
+}
+
+// New returns a gateway.
+func New(opts Options) (*Gateway, error) {
+	if opts.Orchestrator == nil {
+		return nil, errors.New("gateway: an orchestrator is required")
+	}
+	if opts.Keys == nil && !opts.NoAuth {
+		return nil, errors.New("gateway: a key store is required unless authentication is turned off")
+	}
+	if opts.Agents == nil {
+		opts.Agents = orchestrator.AgentNames()
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.CountTokens == nil {
+		opts.CountTokens = func(_ string, req *provider.Request) int64 { return countTokens(req) }
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	for name, t := range opts.Models {
+		if t.Agent == "" && t.Tier == "" && t.Model == "" {
+			return nil, fmt.Errorf("gateway: model %q maps to nothing: set an agent, a tier or a model", name)
+		}
+	}
+	g := &Gateway{opts: opts, mux: http.NewServeMux(), started: opts.Now()}
+	g.mux.HandleFunc("/v1/chat/completions", g.method(protoOpenAI, http.MethodPost, g.chatCompletions))
+	g.mux.HandleFunc("/v1/messages", g.method(protoAnthropic, http.MethodPost, g.messages))
+	g.mux.HandleFunc("/v1/messages/count_tokens", g.method(protoAnthropic, http.MethodPost, g.countTokens))
+	g.mux.HandleFunc("/v1/models", g.method(protoAuto, http.MethodGet, func(w http.ResponseWriter, r *http.Request) {
+		g.serveModels(w, r, protocolOf(r))
+	}))
+	g.mux.HandleFunc("/v1/models/{id}", g.method(protoAuto, http.MethodGet, func(w http.ResponseWriter, r *http.Request) {
+		g.serveModel(w, r, protocolOf(r))
+	}))
+	g.mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	g.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		protocolOf(r).writeError(w, r, fail(classNotFound, "no route %s %s: the gateway serves POST /v1/chat/completions, GET /v1/models, POST /v1/messages and POST /v1/messages/count_tokens", r.Method, r.URL.Path))
+	})
+	return g, nil
+}
+
+// Handle mounts another handler on the gateway's mux (the web console,
+// for example, under "/console/"). Call it before serving.
+func (g *Gateway) Handle(pattern string, h http.Handler) { g.mux.Handle(pattern, h) }
+
+// NoAuth reports whether the gateway serves requests without a key.
+func (g *Gateway) NoAuth() bool { return g.opts.NoAuth }
+
+// ServeHTTP serves one request and logs it.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := g.opts.Now()
+	rec := &recorder{ResponseWriter: w}
+	g.mux.ServeHTTP(rec, r)
+	status := rec.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	g.opts.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
+		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", status),
+		slog.String("invocation", rec.Header().Get(HeaderInvocation)),
+		slog.String("provider", rec.Header().Get(HeaderProvider)), slog.String("model", rec.Header().Get(HeaderModel)),
+		slog.Duration("duration", g.opts.Now().Sub(start)))
+}
+
+// recorder notes the status a handler wrote; it unwraps for
+// http.ResponseController (flushing streams).
+type recorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// method restricts a route to one method, answering others with a 405 in
+// the route's protocol.
+func (g *Gateway) method(p protocol, m string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != m {
+			if p == protoAuto {
+				p = protocolOf(r)
+			}
+			w.Header().Set("Allow", m)
+			p.writeError(w, r, fail(classMethod, "%s %s is not allowed: use %s", r.Method, r.URL.Path, m))
+			return
+		}
+		h(w, r)
+	}
+}
+
+// authenticate checks the client's key: Authorization: Bearer or
+// x-api-key, on every route. It returns nil for a gateway without auth.
+func (g *Gateway) authenticate(r *http.Request) (*Key, *failure) {
+	if g.opts.NoAuth {
+		return nil, nil
+	}
+	var tokens []string
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, tok, ok := strings.Cut(h, " ")
+		if ok && strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(tok) != "" {
+			tokens = append(tokens, strings.TrimSpace(tok))
+		}
+	}
+	if tok := strings.TrimSpace(r.Header.Get("X-Api-Key")); tok != "" {
+		tokens = append(tokens, tok)
+	}
+	if len(tokens) == 0 {
+		return nil, fail(classAuth, "missing API key: send a CortexBuild virtual key as 'Authorization: Bearer <key>' or 'x-api-key: <key>' (create one with 'cortexbuild serve keys create')")
+	}
+	var storeErr error
+	revoked, otherProject := false, ""
+	for _, tok := range tokens {
+		k, err := g.opts.Keys.Check(tok)
+		switch {
+		case err == nil && g.opts.Project != "" && k.Project != "" && k.Project != g.opts.Project:
+			otherProject = k.Project
+		case err == nil:
+			return &k, nil
+		case errors.Is(err, ErrRevokedKey):
+			revoked = true
+		case errors.Is(err, ErrInvalidKey):
+		default:
+			storeErr = err
+		}
+	}
+	switch {
+	case storeErr != nil:
+		return nil, &failure{class: classInternal, msg: "the gateway cannot read its key store: " + storeErr.Error(), retry: no}
+	case otherProject != "":
+		return nil, fail(classAuth, "this key belongs to project %q, not to %q, which this gateway serves", otherProject, g.opts.Project)
+	case revoked:
+		return nil, fail(classAuth, "this API key was revoked: create another with 'cortexbuild serve keys create'")
+	}
+	return nil, fail(classAuth, "invalid API key: send a CortexBuild virtual key ('cortexbuild serve keys list' shows the active ones)")
+}
+
+// readBody reads the request body up to the size limit.
+func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *failure) {
+	limit := g.opts.MaxBodyBytes
+	tooLarge := fail(classTooLarge, "the request body is larger than the gateway's limit of %d bytes (gateway.max_body_bytes)", limit)
+	if r.ContentLength > limit {
+		return nil, tooLarge
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, tooLarge
+		}
+		return nil, fail(classBadRequest, "the request body could not be read: %v", err)
+	}
+	return body, nil
+}
+
+// callFor builds the orchestrator call of a request: the model name's
+// target, the agent and task headers, the key's bindings.
+func (g *Gateway) callFor(r *http.Request, key *Key, model string, req provider.Request) (orchestrator.Call, *failure) {
+	if model == "" {
+		return orchestrator.Call{}, &failure{class: classBadRequest, param: "model", msg: "model: required: send an agent name, a tier or a name from GET /v1/models"}
+	}
+	t, ok := g.resolve(model)
+	if !ok {
+		return orchestrator.Call{}, g.unknownModel(model)
+	}
+	agent, task := t.Agent, ""
+	if h := strings.TrimSpace(r.Header.Get(HeaderAgent)); h != "" {
+		if !slices.Contains(g.opts.Agents, h) {
+			return orchestrator.Call{}, fail(classBadRequest, "%s: unknown agent %q; the agents are %s", HeaderAgent, h, strings.Join(g.opts.Agents, ", "))
+		}
+		if agent != "" && agent != h {
+			return orchestrator.Call{}, fail(classBadRequest, "model %q routes as agent %s but %s says %s: send one of them", model, agent, HeaderAgent, h)
+		}
+		agent = h
+	}
+	if h := strings.TrimSpace(r.Header.Get(HeaderTask)); h != "" {
+		if len(h) > 200 || strings.IndexFunc(h, unicode.IsControl) >= 0 {
+			return orchestrator.Call{}, fail(classBadRequest, "%s: a task id is at most 200 printable characters", HeaderTask)
+		}
+		task = h
+	}
+	if key != nil && key.Agent != "" {
+		if agent != "" && agent != key.Agent {
+			return orchestrator.Call{}, fail(classPermission, "this key is bound to agent %s; it cannot call as %s", key.Agent, agent)
+		}
+		agent = key.Agent
+	}
+	if key != nil && key.Task != "" {
+		if task != "" && task != key.Task {
+			return orchestrator.Call{}, fail(classPermission, "this key is bound to task %s; it cannot call for task %s", key.Task, task)
+		}
+		task = key.Task
+	}
+	req.Tier = t.Tier
+	if t.Model != "" {
+		req.Model = t.Model
+	}
+	c := orchestrator.Call{Agent: agent, Task: task, Request: req}
+	if t.Provider != "" {
+		c.Providers = []string{t.Provider}
+	}
+	return c, nil
+}
+
+// prepare finishes a call: a prompt-cache request that no candidate can
+// honour is dropped (it is a hint, not a requirement), the call gets its
+// invocation id, and the Prepare hook runs.
+func (g *Gateway) prepare(ctx context.Context, c *orchestrator.Call, id string) *failure {
+	c.InvocationID = "inv_" + id
+	if c.Request.PromptCache != provider.PromptCacheOff {
+		tr := g.opts.Orchestrator.Route(ctx, *c)
+		if len(tr.Kept()) == 0 {
+			c.Request.PromptCache = provider.PromptCacheOff
+		}
+	}
+	if err := c.Request.Validate(); err != nil {
+		return classify(ctx, err)
+	}
+	if g.opts.Prepare != nil {
+		if err := g.opts.Prepare(ctx, c); err != nil {
+			return classify(ctx, err)
+		}
+	}
+	return nil
+}
+
+// ignored applies the unknown-parameter policy: it names what was not
+// applied in a response header, or refuses the request when strict.
+func (g *Gateway) ignored(w http.ResponseWriter, params []string) *failure {
+	if len(params) == 0 {
+		return nil
+	}
+	if g.opts.StrictParams {
+		return &failure{class: classBadRequest, param: params[0],
+			msg: fmt.Sprintf("%s: not supported by this gateway, and gateway.strict_params refuses what it cannot apply", strings.Join(params, ", "))}
+	}
+	w.Header().Set(HeaderIgnored, strings.Join(params, ", "))
+	return nil
+}
+
+// newID returns 24 random hex digits, the tail of the invocation and
+// response ids.
+func newID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// idHeaders names the call in the response, for support: the invocation
+// id as CortexBuild's header and as the request id both SDKs read.
+func idHeaders(h http.Header, id string) {
+	h.Set(HeaderInvocation, "inv_"+id)
+	h.Set("Request-Id", "inv_"+id)
+	h.Set("X-Request-Id", "inv_"+id)
+}
+
+// servedHeaders says who served the call.
+func servedHeaders(h http.Header, prov, model string) {
+	if prov != "" {
+		h.Set(HeaderProvider, prov)
+	}
+	if model != "" {
+		h.Set(HeaderModel, model)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b := mustJSON(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// clientGone reports whether the client went away (its context ended for
+// another reason than the server's shutdown).
+func clientGone(ctx context.Context) bool {
+	return ctx.Err() != nil && !errors.Is(context.Cause(ctx), ErrShuttingDown)
+}

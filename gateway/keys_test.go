@@ -1,0 +1,83 @@
+package gateway_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/cortexbuild/cortexbuild/gateway"
+)
+
+func TestKeyStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), ".cortexbuild", gateway.KeyFileName)
+	s := gateway.OpenKeyStore(path)
+	if keys, err := s.List(); err != nil || len(keys) != 0 {
+		t.Fatalf("empty store = %v, %v", keys, err)
+	}
+	token, k, err := s.Create(gateway.KeySpec{Name: "laptop", Project: "demo", Agent: "builder"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(token, "cbk_"+k.ID+"_") || len(token) < 60 || k.Hint() != "cbk_"+k.ID+"_…" {
+		t.Errorf("token %q, key %+v", token, k)
+	}
+	if runtime.GOOS != "windows" {
+		st, err := os.Stat(path)
+		if err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("key file mode = %v, %v; want 0600", st.Mode().Perm(), err)
+		}
+	}
+	data, _ := os.ReadFile(path)
+	secret := strings.TrimPrefix(token, "cbk_"+k.ID+"_")
+	if strings.Contains(string(data), secret) || !strings.Contains(string(data), `"sha256"`) {
+		t.Errorf("the key file holds the secret or no hash:\n%s", data)
+	}
+	got, err := s.Check(token)
+	if err != nil || got.ID != k.ID || got.Agent != "builder" || got.Project != "demo" {
+		t.Errorf("Check = %+v, %v", got, err)
+	}
+	for _, bad := range []string{"", "cbk_", token + "x", flip(token), "cbk_ffffffffffffffff_" + secret, "sk-ant-foo"} {
+		if _, err := s.Check(bad); !errors.Is(err, gateway.ErrInvalidKey) {
+			t.Errorf("Check(%q) = %v, want ErrInvalidKey", bad, err)
+		}
+	}
+	// Another process revokes: this store sees it on the next check.
+	other := gateway.OpenKeyStore(path)
+	if _, err := other.Revoke(k.Hint()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Check(token); !errors.Is(err, gateway.ErrRevokedKey) {
+		t.Errorf("revoked key = %v", err)
+	}
+	if _, err := s.Revoke("0000"); !errors.Is(err, gateway.ErrNoSuchKey) {
+		t.Errorf("revoke unknown = %v", err)
+	}
+	keys, err := s.List()
+	if err != nil || len(keys) != 1 || keys[0].Active() || keys[0].RevokedAt == nil {
+		t.Errorf("list after revoke = %+v, %v", keys, err)
+	}
+	if runtime.GOOS != "windows" {
+		if err := os.Chmod(path, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// Touch the file so the store re-reads it.
+		if err := os.WriteFile(path, append(data, ' '), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Check(token); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+			t.Errorf("a world-readable key file = %v", err)
+		}
+	}
+}
+
+// flip changes the last character of a token's secret.
+func flip(token string) string {
+	last := token[len(token)-1]
+	if last == 'A' {
+		return token[:len(token)-1] + "B"
+	}
+	return token[:len(token)-1] + "A"
+}

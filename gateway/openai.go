@@ -1,0 +1,723 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/cortexbuild/cortexbuild/orchestrator"
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// Chat Completions parameters the gateway accepts without applying them,
+// silently: they carry no meaning for the answer.
+var openAIQuiet = []string{"user", "metadata", "store", "safety_identifier", "prompt_cache_key", "prompt_cache_retention", "service_tier", "parallel_tool_calls"}
+
+// Chat Completions parameters the gateway accepts without applying them,
+// naming them in X-CortexBuild-Ignored-Params (refused with
+// gateway.strict_params).
+var openAIIgnored = []string{"temperature", "top_p", "seed", "stop", "presence_penalty", "frequency_penalty", "logit_bias", "reasoning_effort", "verbosity", "prediction", "web_search_options"}
+
+// chatRequest is a decoded Chat Completions request.
+type chatRequest struct {
+	model        string
+	stream       bool
+	includeUsage bool
+	req          provider.Request
+	ignored      []string
+}
+
+// decodeChat decodes and checks a Chat Completions body.
+func decodeChat(body []byte) (*chatRequest, error) {
+	f, err := parseBody(body)
+	if err != nil {
+		return nil, err
+	}
+	cr := &chatRequest{}
+	if err := f.take("model", &cr.model); err != nil {
+		return nil, err
+	}
+	if err := f.take("stream", &cr.stream); err != nil {
+		return nil, err
+	}
+	if raw := f.raw("stream_options"); raw != nil {
+		so, err := object("stream_options", raw)
+		if err != nil {
+			return nil, err
+		}
+		if err := so.take("include_usage", &cr.includeUsage); err != nil {
+			return nil, err
+		}
+		so.skip("include_obfuscation")
+	}
+	var maxTokens, maxCompletion *int
+	if err := f.take("max_tokens", &maxTokens); err != nil {
+		return nil, err
+	}
+	if err := f.take("max_completion_tokens", &maxCompletion); err != nil {
+		return nil, err
+	}
+	if maxCompletion != nil {
+		maxTokens = maxCompletion
+	}
+	if maxTokens != nil {
+		if *maxTokens < 0 {
+			return nil, badField("max_completion_tokens", "must not be negative, got %d", *maxTokens)
+		}
+		cr.req.MaxTokens = *maxTokens
+	}
+	if err := refuseOpenAIFeatures(f); err != nil {
+		return nil, err
+	}
+	if raw := f.raw("tools"); raw != nil {
+		if cr.req.Tools, err = openAITools(raw); err != nil {
+			return nil, err
+		}
+	}
+	if raw := f.raw("tool_choice"); raw != nil {
+		if cr.req.ToolChoice, err = openAIToolChoice(raw); err != nil {
+			return nil, err
+		}
+	}
+	raw := f.raw("messages")
+	if raw == nil {
+		return nil, badField("messages", "required: send at least one message")
+	}
+	if cr.req.System, cr.req.Messages, err = openAIMessages(raw); err != nil {
+		return nil, err
+	}
+	f.skip(openAIQuiet...)
+	cr.ignored = append(f.present(openAIIgnored...), f.unknown()...)
+	slices.Sort(cr.ignored)
+	return cr, nil
+}
+
+// refuseOpenAIFeatures refuses the parameters whose absence would change
+// the shape of the answer the client relies on.
+func refuseOpenAIFeatures(f *fields) error {
+	var n *int
+	if err := f.take("n", &n); err != nil {
+		return err
+	}
+	if n != nil && *n != 1 {
+		return badField("n", "only one choice per request is supported, got %d", *n)
+	}
+	var logprobs *bool
+	if err := f.take("logprobs", &logprobs); err != nil {
+		return err
+	}
+	var top *int
+	if err := f.take("top_logprobs", &top); err != nil {
+		return err
+	}
+	if (logprobs != nil && *logprobs) || (top != nil && *top > 0) {
+		return badField("logprobs", "log probabilities are not supported by the gateway")
+	}
+	if raw := f.raw("response_format"); raw != nil {
+		rf, err := object("response_format", raw)
+		if err != nil {
+			return err
+		}
+		var typ string
+		if err := rf.take("type", &typ); err != nil {
+			return err
+		}
+		if typ != "" && typ != "text" {
+			return badField("response_format.type", "%q is not supported by the gateway: only text answers are", typ)
+		}
+	}
+	var modalities []string
+	if err := f.take("modalities", &modalities); err != nil {
+		return err
+	}
+	for _, m := range modalities {
+		if m != "text" {
+			return badField("modalities", "%q output is not supported by the gateway: only text is", m)
+		}
+	}
+	for _, k := range []string{"functions", "function_call"} {
+		f.skip(k)
+		if f.has(k) {
+			return badField(k, "the legacy function-calling parameters are not supported: send tools and tool_choice")
+		}
+	}
+	f.skip("audio")
+	if f.has("audio") {
+		return badField("audio", "audio output is not supported by the gateway")
+	}
+	return nil
+}
+
+// openAITools decodes tools: [{type: function, function: {name,
+// description, parameters, strict}}].
+func openAITools(raw json.RawMessage) ([]provider.ToolDef, error) {
+	items, err := array("tools", raw)
+	if err != nil {
+		return nil, err
+	}
+	var out []provider.ToolDef
+	for i, it := range items {
+		path := fmt.Sprintf("tools[%d]", i)
+		tf, err := object(path, it)
+		if err != nil {
+			return nil, err
+		}
+		var typ string
+		if err := tf.take("type", &typ); err != nil {
+			return nil, err
+		}
+		if typ != "" && typ != "function" {
+			return nil, badField(path+".type", "%q tools are not supported by the gateway: send function tools", typ)
+		}
+		fraw := tf.raw("function")
+		if fraw == nil {
+			return nil, badField(path+".function", "required")
+		}
+		fn, err := object(path+".function", fraw)
+		if err != nil {
+			return nil, err
+		}
+		var td provider.ToolDef
+		if err := fn.take("name", &td.Name); err != nil {
+			return nil, err
+		}
+		if td.Name == "" {
+			return nil, badField(path+".function.name", "required")
+		}
+		if err := fn.take("description", &td.Description); err != nil {
+			return nil, err
+		}
+		td.InputSchema = schemaOrEmpty(fn.raw("parameters"))
+		if _, err := object(path+".function.parameters", td.InputSchema); err != nil {
+			return nil, err
+		}
+		out = append(out, td)
+	}
+	return out, nil
+}
+
+// schemaOrEmpty returns raw, or the schema of a tool without arguments.
+func schemaOrEmpty(raw json.RawMessage) json.RawMessage {
+	if raw == nil {
+		return json.RawMessage(`{"type":"object","properties":{}}`)
+	}
+	return raw
+}
+
+// openAIToolChoice decodes "none" | "auto" | "required" | {type:
+// function, function: {name}}.
+func openAIToolChoice(raw json.RawMessage) (provider.ToolChoice, error) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		switch s {
+		case "none", "auto", "required":
+			return provider.ToolChoice(s), nil
+		}
+		return "", badField("tool_choice", "%q is not a tool choice: write none, auto, required or {\"type\":\"function\",\"function\":{\"name\":…}}", s)
+	}
+	tc, err := object("tool_choice", raw)
+	if err != nil {
+		return "", badField("tool_choice", "want a string or an object, got %s", jsonKind(raw))
+	}
+	var typ string
+	if err := tc.take("type", &typ); err != nil {
+		return "", err
+	}
+	if typ != "function" {
+		return "", badField("tool_choice.type", "%q is not supported: write function", typ)
+	}
+	fraw := tc.raw("function")
+	if fraw == nil {
+		return "", badField("tool_choice.function", "required")
+	}
+	fn, err := object("tool_choice.function", fraw)
+	if err != nil {
+		return "", err
+	}
+	var name string
+	if err := fn.take("name", &name); err != nil {
+		return "", err
+	}
+	if name == "" {
+		return "", badField("tool_choice.function.name", "required")
+	}
+	return provider.ToolChoice(name), nil
+}
+
+// openAIMessages turns messages into the system prompt and the
+// conversation: system and developer messages join the system prompt, tool
+// messages become tool results in a user turn, and consecutive turns of one
+// role merge.
+func openAIMessages(raw json.RawMessage) (string, []provider.Message, error) {
+	items, err := array("messages", raw)
+	if err != nil {
+		return "", nil, err
+	}
+	if len(items) == 0 {
+		return "", nil, badField("messages", "send at least one message")
+	}
+	var system []string
+	var out []provider.Message
+	names := map[string]string{} // tool call id -> tool name
+	for i, it := range items {
+		path := fmt.Sprintf("messages[%d]", i)
+		mf, err := object(path, it)
+		if err != nil {
+			return "", nil, err
+		}
+		var role string
+		if err := mf.take("role", &role); err != nil {
+			return "", nil, err
+		}
+		switch role {
+		case "system", "developer":
+			parts, err := openAIContent(path+".content", mf.raw("content"), false)
+			if err != nil {
+				return "", nil, err
+			}
+			system = append(system, joinText(parts, "\n"))
+		case "user":
+			parts, err := openAIContent(path+".content", mf.raw("content"), false)
+			if err != nil {
+				return "", nil, err
+			}
+			out = appendTurn(out, provider.RoleUser, parts)
+		case "assistant":
+			parts, err := openAIContent(path+".content", mf.raw("content"), true)
+			if err != nil {
+				return "", nil, err
+			}
+			calls, err := openAIToolCalls(path+".tool_calls", mf.raw("tool_calls"))
+			if err != nil {
+				return "", nil, err
+			}
+			for _, c := range calls {
+				names[c.ToolCall.ID] = c.ToolCall.Name
+			}
+			mf.skip("refusal", "name", "audio", "annotations")
+			if mf.has("function_call") {
+				return "", nil, badField(path+".function_call", "legacy function calls are not supported: send tool_calls")
+			}
+			out = appendTurn(out, provider.RoleAssistant, append(parts, calls...))
+		case "tool":
+			var id string
+			if err := mf.take("tool_call_id", &id); err != nil {
+				return "", nil, err
+			}
+			if id == "" {
+				return "", nil, badField(path+".tool_call_id", "required: the id of the tool call this message answers")
+			}
+			parts, err := openAIContent(path+".content", mf.raw("content"), false)
+			if err != nil {
+				return "", nil, err
+			}
+			res := provider.ToolResult{CallID: id, Name: names[id], Content: joinText(parts, "\n")}
+			out = appendTurn(out, provider.RoleUser, []provider.Part{{Type: provider.PartToolResult, ToolResult: &res}})
+		case "function":
+			return "", nil, badField(path+".role", "legacy function messages are not supported: send role tool with tool_call_id")
+		case "":
+			return "", nil, badField(path+".role", "required")
+		default:
+			return "", nil, badField(path+".role", "%q is not a role: write system, developer, user, assistant or tool", role)
+		}
+	}
+	return strings.Join(nonEmpty(system), "\n\n"), out, nil
+}
+
+// openAIContent reads a message's content: a string, null, or text parts
+// (and refusal parts on assistant turns, which are dropped).
+func openAIContent(path string, raw json.RawMessage, assistant bool) ([]provider.Part, error) {
+	s, items, err := stringOrParts(path, raw)
+	if err != nil {
+		return nil, err
+	}
+	if items == nil {
+		if s == "" {
+			return nil, nil
+		}
+		return []provider.Part{{Type: provider.PartText, Text: s}}, nil
+	}
+	var out []provider.Part
+	for j, it := range items {
+		p := fmt.Sprintf("%s[%d]", path, j)
+		pf, err := object(p, it)
+		if err != nil {
+			return nil, err
+		}
+		var typ, text string
+		if err := pf.take("type", &typ); err != nil {
+			return nil, err
+		}
+		switch {
+		case typ == "text":
+			if err := pf.take("text", &text); err != nil {
+				return nil, err
+			}
+			if text != "" {
+				out = append(out, provider.Part{Type: provider.PartText, Text: text})
+			}
+		case typ == "refusal" && assistant:
+		case typ == "image_url", typ == "input_audio", typ == "file":
+			return nil, badField(p+".type", "%s content is not supported by the gateway yet: send text", typ)
+		default:
+			return nil, badField(p+".type", "%q is not a content part type here: send text", typ)
+		}
+	}
+	return out, nil
+}
+
+// openAIToolCalls reads an assistant turn's tool_calls.
+func openAIToolCalls(path string, raw json.RawMessage) ([]provider.Part, error) {
+	if raw == nil {
+		return nil, nil
+	}
+	items, err := array(path, raw)
+	if err != nil {
+		return nil, err
+	}
+	var out []provider.Part
+	for j, it := range items {
+		p := fmt.Sprintf("%s[%d]", path, j)
+		cf, err := object(p, it)
+		if err != nil {
+			return nil, err
+		}
+		var id, typ string
+		if err := cf.take("id", &id); err != nil {
+			return nil, err
+		}
+		if err := cf.take("type", &typ); err != nil {
+			return nil, err
+		}
+		if typ != "" && typ != "function" {
+			return nil, badField(p+".type", "%q tool calls are not supported: only function calls are", typ)
+		}
+		if id == "" {
+			return nil, badField(p+".id", "required")
+		}
+		fraw := cf.raw("function")
+		if fraw == nil {
+			return nil, badField(p+".function", "required")
+		}
+		fn, err := object(p+".function", fraw)
+		if err != nil {
+			return nil, err
+		}
+		var name, args string
+		if err := fn.take("name", &name); err != nil {
+			return nil, err
+		}
+		if err := fn.take("arguments", &args); err != nil {
+			return nil, err
+		}
+		if name == "" {
+			return nil, badField(p+".function.name", "required")
+		}
+		obj, err := argumentsObject(p+".function.arguments", args)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, provider.Part{Type: provider.PartToolCall, ToolCall: &provider.ToolCall{ID: id, Name: name, Arguments: obj}})
+	}
+	return out, nil
+}
+
+// argumentsObject checks that a tool call's arguments are a JSON object
+// ("" means none).
+func argumentsObject(path, args string) (json.RawMessage, error) {
+	if strings.TrimSpace(args) == "" {
+		return json.RawMessage(`{}`), nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(args), &obj); err != nil || obj == nil {
+		return nil, badField(path, "must be a JSON object encoded as a string")
+	}
+	return json.RawMessage(args), nil
+}
+
+// appendTurn adds parts as a turn of role, merged into the previous turn
+// when it has the same role.
+func appendTurn(msgs []provider.Message, role provider.Role, parts []provider.Part) []provider.Message {
+	if len(parts) == 0 {
+		return msgs
+	}
+	if n := len(msgs); n > 0 && msgs[n-1].Role == role {
+		msgs[n-1].Parts = append(msgs[n-1].Parts, parts...)
+		return msgs
+	}
+	return append(msgs, provider.Message{Role: role, Parts: parts})
+}
+
+func joinText(parts []provider.Part, sep string) string {
+	var texts []string
+	for _, p := range parts {
+		if p.Type == provider.PartText {
+			texts = append(texts, p.Text)
+		}
+	}
+	return strings.Join(texts, sep)
+}
+
+func nonEmpty(ss []string) []string {
+	var out []string
+	for _, s := range ss {
+		if strings.TrimSpace(s) != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Chat Completions response shapes.
+type chatCompletion struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []chatChoice `json:"choices"`
+	Usage   openAIUsage  `json:"usage"`
+}
+
+type chatChoice struct {
+	Index        int         `json:"index"`
+	Message      chatMessage `json:"message"`
+	FinishReason string      `json:"finish_reason"`
+	Logprobs     *struct{}   `json:"logprobs"`
+}
+
+type chatMessage struct {
+	Role        string         `json:"role"`
+	Content     *string        `json:"content"`
+	Refusal     *string        `json:"refusal"`
+	ToolCalls   []chatToolCall `json:"tool_calls,omitempty"`
+	Annotations []struct{}     `json:"annotations"`
+}
+
+type chatToolCall struct {
+	Index    *int         `json:"index,omitempty"`
+	ID       string       `json:"id,omitempty"`
+	Type     string       `json:"type,omitempty"`
+	Function chatFunction `json:"function"`
+}
+
+type chatFunction struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments"`
+}
+
+type chatChunk struct {
+	ID      string        `json:"id"`
+	Object  string        `json:"object"`
+	Created int64         `json:"created"`
+	Model   string        `json:"model"`
+	Choices []chunkChoice `json:"choices"`
+	Usage   *openAIUsage  `json:"usage,omitempty"`
+}
+
+type chunkChoice struct {
+	Index        int        `json:"index"`
+	Delta        chunkDelta `json:"delta"`
+	FinishReason *string    `json:"finish_reason"`
+	Logprobs     *struct{}  `json:"logprobs"`
+}
+
+type chunkDelta struct {
+	Role      string         `json:"role,omitempty"`
+	Content   *string        `json:"content,omitempty"`
+	ToolCalls []chatToolCall `json:"tool_calls,omitempty"`
+}
+
+// completion renders a result as a Chat Completions response.
+func completion(id string, created int64, res *provider.Result) chatCompletion {
+	msg := chatMessage{Role: "assistant", Annotations: []struct{}{}}
+	if res.Content != "" || len(res.ToolCalls) == 0 {
+		c := res.Content
+		msg.Content = &c
+	}
+	for _, tc := range res.ToolCalls {
+		args := string(tc.Arguments)
+		if args == "" {
+			args = "{}"
+		}
+		msg.ToolCalls = append(msg.ToolCalls, chatToolCall{ID: tc.ID, Type: "function", Function: chatFunction{Name: tc.Name, Arguments: args}})
+	}
+	return chatCompletion{ID: "chatcmpl-" + id, Object: "chat.completion", Created: created, Model: res.Model,
+		Choices: []chatChoice{{Index: 0, Message: msg, FinishReason: finishReason(res)}}, Usage: toOpenAIUsage(res.Usage)}
+}
+
+// chatCompletions serves POST /v1/chat/completions.
+func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	p := protoOpenAI
+	ctx := r.Context()
+	id := newID()
+	idHeaders(w.Header(), id)
+	key, f := g.authenticate(r)
+	if f != nil {
+		p.writeError(w, r, f)
+		return
+	}
+	body, f := g.readBody(w, r)
+	if f != nil {
+		p.writeError(w, r, f)
+		return
+	}
+	cr, err := decodeChat(body)
+	if err != nil {
+		p.writeError(w, r, classify(ctx, err))
+		return
+	}
+	if f := g.ignored(w, cr.ignored); f != nil {
+		p.writeError(w, r, f)
+		return
+	}
+	call, f := g.callFor(r, key, cr.model, cr.req)
+	if f != nil {
+		p.writeError(w, r, f)
+		return
+	}
+	if f := g.prepare(ctx, &call, id); f != nil {
+		p.writeError(w, r, f)
+		return
+	}
+	if cr.stream {
+		g.streamChat(w, r, call, id, cr.includeUsage)
+		return
+	}
+	out, err := g.opts.Orchestrator.Invoke(ctx, call)
+	if err != nil {
+		if !clientGone(ctx) {
+			p.writeError(w, r, classify(ctx, err))
+		}
+		return
+	}
+	servedHeaders(w.Header(), out.Provider, out.Model)
+	writeJSON(w, http.StatusOK, completion(id, g.opts.Now().Unix(), out.Result))
+}
+
+// streamChat serves a streamed Chat Completions request: chunks as the
+// provider's arrive, tool-call argument fragments included, then the
+// finish reason, the usage chunk when asked for, and [DONE]. A failure
+// after the first byte ends the stream with an error object and no
+// [DONE].
+func (g *Gateway) streamChat(w http.ResponseWriter, r *http.Request, call orchestrator.Call, id string, includeUsage bool) {
+	ctx := r.Context()
+	s, err := g.opts.Orchestrator.Stream(ctx, call)
+	if err != nil {
+		if !clientGone(ctx) {
+			protoOpenAI.writeError(w, r, classify(ctx, err))
+		}
+		return
+	}
+	defer s.Close()
+	model := ""
+	if as := s.Attempts(); len(as) > 0 {
+		servedHeaders(w.Header(), as[len(as)-1].Provider, as[len(as)-1].Model)
+		model = as[len(as)-1].Model
+	}
+	out := newSSE(w)
+	base := chatChunk{ID: "chatcmpl-" + id, Object: "chat.completion.chunk", Created: g.opts.Now().Unix(), Model: model}
+	send := func(d chunkDelta, finish *string, usage *openAIUsage) error {
+		c := base
+		c.Choices = []chunkChoice{}
+		if usage == nil {
+			c.Choices = []chunkChoice{{Delta: d, FinishReason: finish}}
+		}
+		c.Usage = usage
+		return out.data(mustJSON(c))
+	}
+	empty := ""
+	if send(chunkDelta{Role: "assistant", Content: &empty}, nil, nil) != nil {
+		return
+	}
+	sentText := false
+	args := map[int]*strings.Builder{} // tool index -> arguments sent
+	for {
+		c, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			err = &provider.Error{Kind: provider.KindNetwork, Diagnostic: provider.Diagnostic{Message: "the stream ended before its final chunk"}}
+		}
+		if err != nil {
+			if !clientGone(ctx) {
+				_ = out.data(mustJSON(openAIError(classify(ctx, err))))
+			}
+			return
+		}
+		if c.Text != "" {
+			t := c.Text
+			sentText = true
+			if send(chunkDelta{Content: &t}, nil, nil) != nil {
+				return
+			}
+		}
+		if d := c.ToolCall; d != nil {
+			if send(chunkDelta{ToolCalls: []chatToolCall{toolDelta(d, args)}}, nil, nil) != nil {
+				return
+			}
+		}
+		if !c.Final {
+			continue
+		}
+		res := c.Result
+		if res == nil {
+			res = &provider.Result{}
+		}
+		// What the provider did not stream (text, a whole tool call, the
+		// arguments of a call that streamed none) goes out now.
+		if !sentText && res.Content != "" {
+			t := res.Content
+			if send(chunkDelta{Content: &t}, nil, nil) != nil {
+				return
+			}
+		}
+		for i, tc := range res.ToolCalls {
+			b, seen := args[i]
+			switch {
+			case !seen:
+				d := &provider.ToolCallDelta{Index: i, ID: tc.ID, Name: tc.Name, Arguments: string(tc.Arguments)}
+				if send(chunkDelta{ToolCalls: []chatToolCall{toolDelta(d, args)}}, nil, nil) != nil {
+					return
+				}
+			case b.Len() == 0:
+				a := string(tc.Arguments)
+				if a == "" {
+					a = "{}"
+				}
+				d := &provider.ToolCallDelta{Index: i, Arguments: a}
+				if send(chunkDelta{ToolCalls: []chatToolCall{toolDelta(d, args)}}, nil, nil) != nil {
+					return
+				}
+			}
+		}
+		fr := finishReason(res)
+		if send(chunkDelta{}, &fr, nil) != nil {
+			return
+		}
+		if includeUsage {
+			u := toOpenAIUsage(res.Usage)
+			if send(chunkDelta{}, nil, &u) != nil {
+				return
+			}
+		}
+		_ = out.data([]byte("[DONE]"))
+		return
+	}
+}
+
+// toolDelta renders a tool-call fragment: the first fragment of a call
+// carries its id, type and name.
+func toolDelta(d *provider.ToolCallDelta, args map[int]*strings.Builder) chatToolCall {
+	idx := d.Index
+	tc := chatToolCall{Index: &idx, Function: chatFunction{Arguments: d.Arguments}}
+	b, seen := args[d.Index]
+	if !seen {
+		b = &strings.Builder{}
+		args[d.Index] = b
+		tc.ID, tc.Type, tc.Function.Name = d.ID, "function", d.Name
+	}
+	b.WriteString(d.Arguments)
+	return tc
+}

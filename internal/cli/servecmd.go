@@ -1,0 +1,378 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cortexbuild/cortexbuild/config"
+	"github.com/cortexbuild/cortexbuild/gateway"
+	"github.com/cortexbuild/cortexbuild/ledger"
+	"github.com/cortexbuild/cortexbuild/orchestrator"
+	"github.com/cortexbuild/cortexbuild/pricing"
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// defaultShutdownTimeout is how long in-flight requests may run after
+// SIGTERM when gateway.shutdown_timeout is not set.
+const defaultShutdownTimeout = 30 * time.Second
+
+func (e *env) serveCmd() *cobra.Command {
+	var listen string
+	var noAuth bool
+	var grace time.Duration
+	cmd := &cobra.Command{
+		Use:   "serve [--listen 127.0.0.1:8787] [--no-auth]",
+		Short: "Serve the OpenAI- and Anthropic-compatible gateway over the orchestrator (orchestration mode only)",
+		Long: `serve runs CortexBuild's gateway: OpenAI-compatible POST /v1/chat/completions and GET /v1/models,
+Anthropic-compatible POST /v1/messages and POST /v1/messages/count_tokens. Every request goes
+through the orchestrator, so routing, budgets, the response cache, the locality gate, the critic
+gate and failover apply to Claude Code, Codex CLI or any SDK pointed at it.
+
+The model name a client sends is an agent (builder, planner, …), a tier (reasoning_heavy,
+balanced, fast_cheap), provider/model, or a name from gateway.models in llm-config.yaml. The
+X-CortexBuild-Agent and X-CortexBuild-Task headers name the agent and the task.
+
+Clients authenticate with virtual keys ('cortexbuild serve keys create'), sent as a bearer
+token or in the Anthropic API-key header: the SDKs' api_key settings do either. --no-auth turns
+that off, and is refused unless the gateway listens on a loopback address.
+
+SIGINT or SIGTERM stops accepting connections and lets in-flight requests finish for
+gateway.shutdown_timeout (30s by default); the rest are cancelled, their reservations
+released and their attempts recorded. See docs/gateway.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := e.loadConfig(false)
+			if err != nil {
+				return err
+			}
+			if err := e.requireOrchestration(f); err != nil {
+				return err
+			}
+			if listen == "" {
+				listen = f.Gateway.Listen
+			}
+			if listen == "" {
+				listen = gateway.DefaultListen
+			}
+			if !cmd.Flags().Changed("shutdown-timeout") && f.Gateway.ShutdownTimeout > 0 {
+				grace = f.Gateway.ShutdownTimeout
+			}
+			return e.serve(cmd.Context(), f, listen, noAuth, grace)
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "", "address to listen on (default: gateway.listen, else "+gateway.DefaultListen+")")
+	cmd.Flags().BoolVar(&noAuth, "no-auth", false, "serve without keys (refused unless the address is loopback)")
+	cmd.Flags().DurationVar(&grace, "shutdown-timeout", defaultShutdownTimeout, "how long in-flight requests may run after SIGTERM (default: gateway.shutdown_timeout, else 30s)")
+	cmd.AddCommand(e.serveKeysCmd())
+	return cmd
+}
+
+// serve runs the gateway until ctx ends or a signal arrives.
+func (e *env) serve(parent context.Context, f *config.File, listen string, noAuth bool, grace time.Duration) error {
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	project := filepath.Base(e.projectDir(f))
+	keys := gateway.OpenKeyStore(e.keyPath(f))
+	active := 0
+	if !noAuth {
+		ks, err := keys.List()
+		if err != nil {
+			return withCode(ExitFailure, err)
+		}
+		for _, k := range ks {
+			if k.Active() {
+				active++
+			}
+		}
+	}
+	o, closeStore, err := e.engineWith(ctx, f, "", true)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	// A handle of its own for budgets, as 'cortexbuild budget set' would
+	// open: a task seen for the first time gets the default task budget.
+	budgets, err := e.openLedger(ctx, f)
+	if err != nil {
+		return err
+	}
+	defer budgets.Close()
+	cat, err := e.catalog(f)
+	if err != nil {
+		return err
+	}
+	opts := gateway.Options{
+		Orchestrator: o,
+		Project:      project,
+		NoAuth:       noAuth,
+		Models:       gatewayModels(f),
+		Agents:       agentNames(f),
+		Providers:    f.ProviderNames(),
+		MaxBodyBytes: f.Gateway.MaxBodyBytes,
+		StrictParams: f.Gateway.StrictParams,
+		CountTokens:  tokenCounter(f, cat),
+		Prepare:      taskBudgets(budgets, f),
+		Logger:       slog.New(slog.NewTextHandler(e.stderr, nil)),
+	}
+	if !noAuth {
+		opts.Keys = keys
+	}
+	g, err := gateway.New(opts)
+	if err != nil {
+		return withCode(ExitFailure, err)
+	}
+	srv, err := g.Listen(listen)
+	if errors.Is(err, gateway.ErrNoAuthNotLoopback) {
+		return withCode(ExitUsage, err)
+	}
+	if err != nil {
+		return withCode(ExitFailure, fmt.Errorf("listen: %w", err))
+	}
+	out := e.stdout
+	base := srv.URL()
+	fmt.Fprintf(out, "CortexBuild gateway for project %s listening on %s\n", project, base)
+	fmt.Fprintf(out, "  OpenAI-compatible:    %s/v1  (POST /v1/chat/completions, GET /v1/models)\n", base)
+	fmt.Fprintf(out, "  Anthropic-compatible: %s  (POST /v1/messages, POST /v1/messages/count_tokens)\n", base)
+	if noAuth {
+		fmt.Fprintf(out, "  auth: off (loopback only)\n")
+	} else {
+		fmt.Fprintf(out, "  auth: virtual keys in %s (%d active)\n", keys.Path(), active)
+		if active == 0 {
+			fmt.Fprintln(e.stderr, "cortexbuild: no active key: every request will be refused until you run 'cortexbuild serve keys create'")
+		}
+	}
+	fmt.Fprintf(out, "SIGINT or SIGTERM stops it; in-flight requests get %s to finish.\n", grace)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve() }()
+	select {
+	case err := <-served:
+		if err != nil {
+			return withCode(ExitFailure, err)
+		}
+		return nil
+	case <-ctx.Done():
+	}
+	fmt.Fprintf(e.stderr, "cortexbuild: shutting down: %d requests in flight, waiting up to %s\n", srv.InFlight(), grace)
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	serr := srv.Shutdown(sctx)
+	if err := <-served; err != nil {
+		return withCode(ExitFailure, err)
+	}
+	if serr != nil {
+		fmt.Fprintln(e.stderr, "cortexbuild:", serr)
+	}
+	fmt.Fprintln(e.stderr, "cortexbuild: gateway stopped")
+	return nil
+}
+
+func (e *env) keyPath(f *config.File) string {
+	return filepath.Join(e.stateDir(f), gateway.KeyFileName)
+}
+
+// gatewayModels turns gateway.models into the gateway's targets.
+func gatewayModels(f *config.File) map[string]gateway.Target {
+	out := map[string]gateway.Target{}
+	for name, m := range f.Gateway.Models {
+		if m != nil {
+			out[name] = gateway.Target{Agent: m.Agent, Tier: m.Tier, Model: m.Model, Provider: m.Provider}
+		}
+	}
+	return out
+}
+
+// agentNames lists the spec's agents and the project's custom ones.
+func agentNames(f *config.File) []string {
+	names := orchestrator.AgentNames()
+	for _, n := range slices.Sorted(maps.Keys(f.Agents)) {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+// tokenCounter counts a prompt offline for count_tokens, scaled by the
+// token factor of the serving provider's price namespace.
+func tokenCounter(f *config.File, cat *pricing.Catalog) func(string, *provider.Request) int64 {
+	return func(name string, req *provider.Request) int64 {
+		n := pricing.CountRequestTokens(req)
+		p := f.Providers[name]
+		if p == nil {
+			return n
+		}
+		ns := p.Type
+		if p.Type == "openai_compatible" {
+			ns = p.Profile
+			if ns == "" {
+				ns = "openai"
+			}
+		}
+		if s := cat.Namespaces[ns]; s != nil && !s.Local {
+			return s.TokenFactor.Scale(n)
+		}
+		return n
+	}
+}
+
+// taskBudgets applies the configured budgets as calls arrive: the default
+// task budget to a task seen for the first time, and the monthly budget
+// when a new month starts.
+func taskBudgets(st ledger.Store, f *config.File) func(context.Context, *orchestrator.Call) error {
+	if f.Budgets.Task == nil && f.Budgets.ProjectMonthly == nil {
+		return nil
+	}
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	month := time.Now().In(budgetLocation(f)).Format("2006-01")
+	return func(ctx context.Context, c *orchestrator.Call) error {
+		now := time.Now().In(budgetLocation(f)).Format("2006-01")
+		mu.Lock()
+		defer mu.Unlock()
+		task := c.Task
+		if f.Budgets.Task == nil || seen[task] {
+			task = ""
+		}
+		if task == "" && now == month {
+			return nil
+		}
+		if err := applyBudgets(ctx, st, f, task); err != nil {
+			return err
+		}
+		seen[task], month = true, now
+		return nil
+	}
+}
+
+func (e *env) serveKeysCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "keys", Short: "Manage the gateway's virtual keys (stored hashed in .cortexbuild/" + gateway.KeyFileName + ")"}
+	var name, agent, task string
+	var asJSON bool
+	create := &cobra.Command{
+		Use:   "create [--name N] [--agent A] [--task T]",
+		Short: "Create a key and print it once (only its hash is kept)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := e.loadConfig(false)
+			if err != nil {
+				return err
+			}
+			if agent != "" && !slices.Contains(agentNames(f), agent) {
+				return withCode(ExitUsage, fmt.Errorf("--agent %q: unknown agent; the agents are %s", agent, strings.Join(agentNames(f), ", ")))
+			}
+			token, k, err := gateway.OpenKeyStore(e.keyPath(f)).Create(gateway.KeySpec{Name: name, Project: filepath.Base(e.projectDir(f)), Agent: agent, Task: task})
+			if err != nil {
+				return withCode(ExitFailure, err)
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), struct {
+					gateway.Key
+					Token string `json:"key"`
+				}{k, token})
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), token)
+			fmt.Fprintf(e.stderr, "created key %s%s; this is the only time it is shown: store it now (e.g. ANTHROPIC_API_KEY or OPENAI_API_KEY of the client)\n", k.ID, bound(k))
+			return nil
+		},
+	}
+	create.Flags().StringVar(&name, "name", "", "a label for the key (who or what uses it)")
+	create.Flags().StringVar(&agent, "agent", "", "bind the key to this agent: its calls are made as it, and no other")
+	create.Flags().StringVar(&task, "task", "", "bind the key to this task: its calls count against it, and no other")
+	create.Flags().BoolVar(&asJSON, "json", false, "print the key and its description as JSON")
+
+	var listJSON bool
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the keys (never their secrets)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := e.loadConfig(false)
+			if err != nil {
+				return err
+			}
+			keys, err := gateway.OpenKeyStore(e.keyPath(f)).List()
+			if err != nil {
+				return withCode(ExitFailure, err)
+			}
+			if listJSON {
+				if keys == nil {
+					keys = []gateway.Key{}
+				}
+				return writeJSON(cmd.OutOrStdout(), keys)
+			}
+			if len(keys) == 0 {
+				fmt.Fprintln(cmd.OutOrStdout(), "no keys: create one with 'cortexbuild serve keys create'")
+				return nil
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "KEY\tNAME\tAGENT\tTASK\tCREATED\tSTATUS")
+			for _, k := range keys {
+				status := "active"
+				if !k.Active() {
+					status = "revoked " + k.RevokedAt.Format(time.DateOnly)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.Hint(), orDash(k.Name), orDash(k.Agent), orDash(k.Task), k.CreatedAt.Format(time.DateOnly), status)
+			}
+			return tw.Flush()
+		},
+	}
+	list.Flags().BoolVar(&listJSON, "json", false, "print the keys as JSON")
+
+	revoke := &cobra.Command{
+		Use:   "revoke KEY-ID",
+		Short: "Revoke a key; a running gateway refuses it from the next request on",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := e.loadConfig(false)
+			if err != nil {
+				return err
+			}
+			k, err := gateway.OpenKeyStore(e.keyPath(f)).Revoke(args[0])
+			if errors.Is(err, gateway.ErrNoSuchKey) {
+				return withCode(ExitUsage, fmt.Errorf("%w: 'cortexbuild serve keys list' shows the keys", err))
+			}
+			if err != nil {
+				return withCode(ExitFailure, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "revoked %s\n", k.Hint())
+			return nil
+		},
+	}
+	cmd.AddCommand(create, list, revoke)
+	return cmd
+}
+
+func bound(k gateway.Key) string {
+	var parts []string
+	if k.Agent != "" {
+		parts = append(parts, "agent "+k.Agent)
+	}
+	if k.Task != "" {
+		parts = append(parts, "task "+k.Task)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (bound to " + strings.Join(parts, ", ") + ")"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
