@@ -1,0 +1,128 @@
+package orchestrator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// FileBreakers keeps circuit breaker states in a JSON file (for example
+// .cortexbuild/breakers.json) so that the processes of one project (each
+// CLI command is one) see each other's open breakers. The file is re-read
+// on every load and written atomically with mode 0600; of two records for
+// a provider the later one (UpdatedAt) wins. Between processes the
+// one-probe rule is best effort: each process lets at most one probe
+// through at a time.
+type FileBreakers struct {
+	Path string
+
+	mu sync.Mutex
+	// The last file read, by modification time and size: a load that finds
+	// the file unchanged is a stat, not a parse (the orchestrator loads
+	// before every call).
+	seen   os.FileInfo
+	cached breakerFile
+}
+
+type breakerFile struct {
+	Breakers []BreakerState `json:"breakers"`
+}
+
+// LoadBreakers reads every stored state; a missing file holds none.
+func (f *FileBreakers) LoadBreakers(context.Context) ([]BreakerState, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	bf, err := f.read()
+	return bf.Breakers, err
+}
+
+// SaveBreaker stores s unless the file holds a later state of its
+// provider.
+func (f *FileBreakers) SaveBreaker(_ context.Context, s BreakerState) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	bf, err := f.read()
+	if err != nil {
+		return err
+	}
+	s.Probing = false
+	i := slices.IndexFunc(bf.Breakers, func(x BreakerState) bool { return x.Provider == s.Provider })
+	switch {
+	case i < 0:
+		bf.Breakers = append(bf.Breakers, s)
+	case s.UpdatedAt.Before(bf.Breakers[i].UpdatedAt):
+		return nil
+	default:
+		bf.Breakers[i] = s
+	}
+	slices.SortFunc(bf.Breakers, func(a, b BreakerState) int { return strings.Compare(a.Provider, b.Provider) })
+	b, err := json.MarshalIndent(bf, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeAtomic(f.Path, append(b, '\n'))
+}
+
+func (f *FileBreakers) read() (breakerFile, error) {
+	var bf breakerFile
+	fi, err := os.Stat(f.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		f.seen = nil
+		return bf, nil
+	}
+	if err != nil {
+		return bf, err
+	}
+	if f.seen != nil && fi.ModTime().Equal(f.seen.ModTime()) && fi.Size() == f.seen.Size() {
+		return breakerFile{Breakers: slices.Clone(f.cached.Breakers)}, nil
+	}
+	b, err := os.ReadFile(f.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		f.seen = nil
+		return bf, nil
+	}
+	if err != nil {
+		return bf, err
+	}
+	if err := json.Unmarshal(b, &bf); err != nil {
+		f.seen = nil
+		return breakerFile{}, fmt.Errorf("%s is corrupt (%v): delete it to reset every breaker", f.Path, err)
+	}
+	f.seen, f.cached = fi, bf
+	return breakerFile{Breakers: slices.Clone(bf.Breakers)}, nil
+}
+
+// writeAtomic replaces path with b through a temporary file of mode 0600.
+func writeAtomic(path string, b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".breakers-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
