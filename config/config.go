@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cortexbuild/cortexbuild/internal/yamlx"
+	"github.com/cortexbuild/cortexbuild/orchestrator"
 	"github.com/cortexbuild/cortexbuild/provider"
 )
 
@@ -44,6 +45,29 @@ type File struct {
 	Pricing       Pricing              `yaml:"pricing" desc:"Extra price catalogs for models the built-in catalog lacks."`
 	Notifications Notifications        `yaml:"notifications" desc:"Where pauses, exhausted quotas and outages are reported."`
 	Critic        Critic               `yaml:"critic" desc:"The critic gate: independent review of medium-or-higher risk tasks."`
+	Observability Observability        `yaml:"observability" desc:"Structured logs, OpenTelemetry traces and Prometheus metrics. All off by default: nothing is sent and no port is opened unless configured."`
+	Gateway       Gateway              `yaml:"gateway" desc:"cortexbuild serve: the OpenAI- and Anthropic-compatible gateway in front of the orchestrator."`
+}
+
+// Gateway configures 'cortexbuild serve'.
+type Gateway struct {
+	Pos yamlx.Pos `yaml:"-"`
+
+	Listen          string                   `yaml:"listen" desc:"Address to listen on; default 127.0.0.1:8787 (loopback). The --listen flag overrides it."`
+	MaxBodyBytes    int64                    `yaml:"max_body_bytes" desc:"Largest request body accepted, in bytes; larger ones get a 413. Default 33554432 (32 MiB)."`
+	StrictParams    bool                     `yaml:"strict_params" desc:"Refuse (400) requests carrying parameters the gateway does not apply, such as temperature or unknown fields. Default false: they are ignored and named in the X-CortexBuild-Ignored-Params response header."`
+	ShutdownTimeout time.Duration            `yaml:"shutdown_timeout" desc:"On SIGTERM or SIGINT, how long in-flight requests may run before they are cancelled, e.g. 30s. Default 30s."`
+	Models          map[string]*GatewayModel `yaml:"models" desc:"Model names clients may send, each mapped to an agent, a tier or an exact model (optionally on one provider). Agent names, tier names and provider/model always resolve without an entry."`
+}
+
+// GatewayModel is what one model name sent to the gateway resolves to.
+type GatewayModel struct {
+	Pos yamlx.Pos `yaml:"-"`
+
+	Agent    string        `yaml:"agent" desc:"Route as this agent (its tier, providers, budgets and critic gate)."`
+	Tier     provider.Tier `yaml:"tier" desc:"Model tier: reasoning_heavy, balanced or fast_cheap (overrides the agent's)."`
+	Model    string        `yaml:"model" desc:"Exact model id; write tier or model, not both."`
+	Provider string        `yaml:"provider" desc:"Only this provider instance (a name under providers:) serves the name."`
 }
 
 // Critic configures the critic gate.
@@ -80,9 +104,49 @@ type Provider struct {
 type Routing struct {
 	Pos yamlx.Pos `yaml:"-"`
 
-	Preference      []string      `yaml:"preference" desc:"Provider instance names, most preferred first. Default: providers in alphabetical order."`
-	AllowAlternates bool          `yaml:"allow_alternates" desc:"On a rate limit or exhausted quota, fail over to the next preferred provider instead of waiting. Default false."`
-	MaxRetryAfter   time.Duration `yaml:"max_retry_after" desc:"Longest provider-requested wait honoured before failing over, e.g. 60s. Default 60s."`
+	Preference        []string          `yaml:"preference" desc:"Provider instance names, most preferred first. Default: providers in alphabetical order."`
+	AllowAlternates   bool              `yaml:"allow_alternates" desc:"On a rate limit or exhausted quota, fail over to the next preferred provider instead of waiting. Default false."`
+	MaxRetryAfter     time.Duration     `yaml:"max_retry_after" desc:"Longest provider-requested wait honoured before failing over, e.g. 60s. Default 60s."`
+	CircuitBreaker    CircuitBreaker    `yaml:"circuit_breaker" desc:"Per-provider circuit breakers fed by live server, overload, network and timeout failures (on by default)."`
+	RateLimitHeadroom RateLimitHeadroom `yaml:"rate_limit_headroom" desc:"With allow_alternates, a provider whose last reported remaining requests or tokens fall below these thresholds goes after the other providers until its limit resets."`
+}
+
+// CircuitBreaker configures the per-provider circuit breakers.
+type CircuitBreaker struct {
+	Pos yamlx.Pos `yaml:"-"`
+
+	Enabled     *bool         `yaml:"enabled" desc:"Drop a provider from routing while its breaker is open. Default true."`
+	Failures    int           `yaml:"failures" desc:"Consecutive server, overload, network or timeout failures that open a provider's breaker. Default 5."`
+	Cooldown    time.Duration `yaml:"cooldown" desc:"How long an open breaker keeps calls away before it lets one probe call through, e.g. 30s. Default 30s."`
+	MaxCooldown time.Duration `yaml:"max_cooldown" desc:"Cap of the cool-down, which doubles after each failed probe. Default 5m."`
+}
+
+// RateLimitHeadroom configures proactive rate-limit routing.
+type RateLimitHeadroom struct {
+	Pos yamlx.Pos `yaml:"-"`
+
+	Requests *int64 `yaml:"requests" desc:"Too few remaining requests: fewer than this. Default 5; 0 turns the check off."`
+	Tokens   *int64 `yaml:"tokens" desc:"Too few remaining tokens: fewer than this. Default 2000; 0 turns the check off."`
+}
+
+// Settings returns the orchestrator's breaker settings (without a store).
+func (c CircuitBreaker) Settings() orchestrator.BreakerSettings {
+	return orchestrator.BreakerSettings{Disabled: c.Enabled != nil && !*c.Enabled, Failures: c.Failures, Cooldown: c.Cooldown, MaxCooldown: c.MaxCooldown}
+}
+
+// Settings returns the orchestrator's headroom thresholds: an unset key is
+// the default, 0 turns the check off.
+func (h RateLimitHeadroom) Settings() orchestrator.Headroom {
+	conv := func(v *int64) int64 {
+		switch {
+		case v == nil:
+			return 0 // the orchestrator's default
+		case *v == 0:
+			return -1 // off
+		}
+		return *v
+	}
+	return orchestrator.Headroom{Requests: conv(h.Requests), Tokens: conv(h.Tokens)}
 }
 
 // OverBudget says what happens when an agent's estimate exceeds its budget.
@@ -161,6 +225,8 @@ type Store struct {
 	Path              string `yaml:"path" desc:"SQLite file, relative to the project root; default .cortexbuild/state.db."`
 	DSN               Secret `yaml:"dsn" desc:"PostgreSQL connection string for backend postgres, e.g. ${DATABASE_URL}."`
 	LoopbackFailsOpen *bool  `yaml:"loopback_fails_open" desc:"When the store is unreachable, still allow loopback (free) endpoints. Default true; paid endpoints always fail closed."`
+	FastPath          *bool  `yaml:"fast_path" desc:"Admit calls against budget leases and journal their settlements, applying them to the store in the background (microseconds per call instead of a database transaction). Default true; false reserves and settles every call in the store itself."`
+	JournalSync       bool   `yaml:"journal_sync" desc:"Wait for the disk on every journal append, so that a settlement survives a power cut as soon as the call returns (it always survives the death of the process). Default false."`
 }
 
 // Pricing adds price catalogs.

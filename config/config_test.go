@@ -297,3 +297,48 @@ func TestSchemaGolden(t *testing.T) {
 		}
 	}
 }
+
+func TestGatewaySection(t *testing.T) {
+	ok := `providers:
+  anthropic:
+    type: anthropic
+gateway:
+  listen: 127.0.0.1:9000
+  shutdown_timeout: 10s
+  max_body_bytes: 1048576
+  models:
+    claude-sonnet-4-6: {agent: builder}
+    cheap: {agent: builder, tier: fast_cheap}
+    pinned: {model: claude-opus-4-7, provider: anthropic}
+`
+	f, err := Parse("cfg.yaml", []byte(ok), testRegistry(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := f.Gateway.Models["pinned"]; m == nil || m.Provider != "anthropic" || f.Gateway.Listen != "127.0.0.1:9000" || f.Gateway.MaxBodyBytes != 1<<20 {
+		t.Errorf("gateway = %+v", f.Gateway)
+	}
+	bad := `providers:
+  anthropic:
+    type: anthropic
+gateway:
+  listen: nowhere
+  models:
+    a: {agent: buidler}
+    b: {tier: balanced, model: x}
+    c: {provider: anthropc, tier: fast_cheap}
+    d: {}
+    e: {tier: fastest}
+`
+	_, err = Parse("cfg.yaml", []byte(bad), testRegistry(t))
+	if err == nil {
+		t.Fatal("bad gateway section accepted")
+	}
+	for _, want := range []string{"gateway.listen: \"nowhere\" is not host:port", `gateway.models.a.agent: unknown agent "buidler" (did you mean "builder"?)`,
+		"gateway.models.b: model overrides tier", `gateway.models.c.provider: provider "anthropc" is not defined under providers: (did you mean "anthropic"?)`,
+		"gateway.models.d: write agent:, tier: or model:", "fastest"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -157,6 +158,23 @@ func (f *File) validate(reg *provider.Registry) error {
 	if f.Routing.MaxRetryAfter > 24*time.Hour {
 		add(f.Routing.Pos.Key("max_retry_after"), "routing.max_retry_after: %s is longer than a day; write e.g. 60s", f.Routing.MaxRetryAfter)
 	}
+	cb := f.Routing.CircuitBreaker
+	if cb.Failures < 0 {
+		add(cb.Pos.Key("failures"), "routing.circuit_breaker.failures must be positive, got %d; write e.g. 5 (or enabled: false to turn the breakers off)", cb.Failures)
+	}
+	for key, d := range map[string]time.Duration{"cooldown": cb.Cooldown, "max_cooldown": cb.MaxCooldown} {
+		if d > 24*time.Hour {
+			add(cb.Pos.Key(key), "routing.circuit_breaker.%s: %s is longer than a day; write e.g. 30s", key, d)
+		}
+	}
+	if cb.Cooldown > 0 && cb.MaxCooldown > 0 && cb.MaxCooldown < cb.Cooldown {
+		add(cb.Pos.Key("max_cooldown"), "routing.circuit_breaker.max_cooldown (%s) is shorter than cooldown (%s); write at least %s", cb.MaxCooldown, cb.Cooldown, cb.Cooldown)
+	}
+	for key, v := range map[string]*int64{"requests": f.Routing.RateLimitHeadroom.Requests, "tokens": f.Routing.RateLimitHeadroom.Tokens} {
+		if v != nil && *v < 0 {
+			add(f.Routing.RateLimitHeadroom.Pos.Key(key), "routing.rate_limit_headroom.%s must not be negative, got %d; write 0 to turn the check off", key, *v)
+		}
+	}
 	known := orchestrator.AgentNames()
 	for _, name := range slices.Sorted(maps.Keys(f.Agents)) {
 		a := f.Agents[name]
@@ -203,9 +221,11 @@ func (f *File) validate(reg *provider.Registry) error {
 	if f.Cache.MaxEntries < 0 {
 		add(f.Cache.Pos.Key("max_entries"), "cache.max_entries must be positive, got %d", f.Cache.MaxEntries)
 	}
+	f.validateGateway(add, names, known)
 	if f.Store.Backend == StorePostgres && f.Store.DSN.IsZero() {
 		add(f.Store.Pos.Key("backend"), "store.backend is postgres but store.dsn is not set; write dsn: ${DATABASE_URL}")
 	}
+	errs = append(errs, f.Observability.validate(f.Locality.Mode == LocalityLocalOnly)...)
 	return errs.Err()
 }
 
@@ -247,7 +267,7 @@ func (f *File) Warnings() []string {
 			}
 		}
 	}
-	return out
+	return append(out, f.Observability.warnings()...)
 }
 
 // Resolve returns the settings to build provider name's adapter:
@@ -304,4 +324,51 @@ func (f *File) Resolve(name string, reg *provider.Registry, lookup func(string) 
 		}
 	}
 	return s, errs.Err()
+}
+
+// validateGateway checks the gateway section: a listen address, limits,
+// and model names that resolve to a known agent, a tier or a model on a
+// defined provider.
+func (f *File) validateGateway(add func(yamlx.Pos, string, ...any), providers, agents []string) {
+	g := &f.Gateway
+	if g.Listen != "" {
+		if _, port, err := net.SplitHostPort(g.Listen); err != nil || port == "" {
+			add(g.Pos.Key("listen"), "gateway.listen: %q is not host:port; write e.g. 127.0.0.1:8787", g.Listen)
+		}
+	}
+	if g.MaxBodyBytes < 0 {
+		add(g.Pos.Key("max_body_bytes"), "gateway.max_body_bytes must be positive, got %d", g.MaxBodyBytes)
+	}
+	if g.ShutdownTimeout < 0 {
+		add(g.Pos.Key("shutdown_timeout"), "gateway.shutdown_timeout must not be negative, got %s", g.ShutdownTimeout)
+	}
+	for _, name := range slices.Sorted(maps.Keys(g.Models)) {
+		m := g.Models[name]
+		where := "gateway.models." + name
+		if strings.TrimSpace(name) == "" || strings.ContainsAny(name, " \t\n") {
+			add(g.Pos.Key("models"), "%s: a model name must be non-empty and have no spaces", where)
+		}
+		if m == nil {
+			add(g.Pos.Key("models"), "%s is empty: write agent:, tier: or model:", where)
+			continue
+		}
+		if m.Agent == "" && m.Tier == "" && m.Model == "" {
+			add(m.Pos, "%s: write agent:, tier: or model: (for example {tier: balanced})", where)
+		}
+		if m.Tier != "" && m.Model != "" {
+			add(m.Pos.Key("model"), "%s: model overrides tier; write one of them", where)
+		}
+		if m.Agent != "" {
+			if _, ok := orchestrator.DefaultAgentRouting[m.Agent]; !ok {
+				if _, ok := f.Agents[m.Agent]; !ok {
+					add(m.Pos.Key("agent"), "%s.agent: unknown agent %q%s; the agents are %s, or one defined under agents:", where, m.Agent, suggest(m.Agent, agents), strings.Join(agents, ", "))
+				}
+			}
+		}
+		if m.Provider != "" {
+			if _, ok := f.Providers[m.Provider]; !ok {
+				add(m.Pos.Key("provider"), "%s.provider: provider %q is not defined under providers:%s; defined: %s", where, m.Provider, suggest(m.Provider, providers), orNone(providers))
+			}
+		}
+	}
 }

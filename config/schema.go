@@ -38,9 +38,11 @@ func enumOf[T ~string](vals []T) []string {
 }
 
 var enums = map[string][]string{
-	"locality.mode": {LocalityConsent, LocalityLocalOnly},
-	"cache.backend": {CacheMemory, CacheRedis, CacheOff},
-	"store.backend": {StoreSQLite, StorePostgres},
+	"locality.mode":             {LocalityConsent, LocalityLocalOnly},
+	"cache.backend":             {CacheMemory, CacheRedis, CacheOff},
+	"store.backend":             {StoreSQLite, StorePostgres},
+	"observability.logs.level":  {LogDebug, LogInfo, LogWarn},
+	"observability.logs.format": {LogText, LogJSON},
 }
 
 func schemaFor(t reflect.Type, key string) map[string]any {
@@ -70,6 +72,8 @@ func schemaFor(t reflect.Type, key string) map[string]any {
 		return map[string]any{"type": "boolean"}
 	case reflect.Int, reflect.Int64:
 		return map[string]any{"type": "integer", "minimum": 0}
+	case reflect.Float64:
+		return map[string]any{"type": "number"}
 	case reflect.Slice:
 		return map[string]any{"type": "array", "items": schemaFor(t.Elem(), key)}
 	case reflect.Map:

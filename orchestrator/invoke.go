@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cortexbuild/cortexbuild/ledger"
 	"github.com/cortexbuild/cortexbuild/provider"
 )
 
@@ -28,6 +29,9 @@ type try func(ctx context.Context, ep *Endpoint, req *provider.Request) (any, er
 // identical request is answered from it. A failure is an [*Error] wrapping
 // the last provider error (or the budget that refused the call).
 func (o *Orchestrator) Invoke(ctx context.Context, c Call) (*Outcome, error) {
+	if o.s.Observer != nil {
+		return o.invokeObserved(ctx, c)
+	}
 	if o.cacheOn(&c) {
 		return o.invokeCached(ctx, c)
 	}
@@ -52,6 +56,9 @@ func (o *Orchestrator) invoke(ctx context.Context, c Call) (*Outcome, error) {
 	res := v.(*provider.Result)
 	return &Outcome{Result: res, Attempts: attempts, Trace: trace, InvocationID: h.id, Estimate: h.estimate, Review: o.recordTask(ctx, &c, h.id, res, attempts)}, nil
 }
+
+// Ledger returns the store the orchestrator records to (nil without one).
+func (o *Orchestrator) Ledger() ledger.Store { return o.s.Ledger }
 
 // Paused returns the reason the project is paused, if it is.
 func (o *Orchestrator) Paused(ctx context.Context) (string, bool, error) {
@@ -98,6 +105,7 @@ func (o *Orchestrator) run(ctx context.Context, c Call, attempt try) (any, []Att
 	}
 	tier := o.tierFor(&c)
 	needs := c.Needs.Union(c.Request.RequiredCapabilities())
+	o.syncBreakers(ctx)
 	trace := o.route(&c, tier, needs)
 	cands := trace.Kept()
 	if len(cands) == 0 {
@@ -109,7 +117,8 @@ func (o *Orchestrator) run(ctx context.Context, c Call, attempt try) (any, []Att
 	if o.s.AllowAlternates {
 		// Providers waiting out a rate limit go last.
 		slices.SortStableFunc(cands, func(a, b Candidate) int {
-			return min(max(int(o.waitUntil(a.Provider)-o.waitUntil(b.Provider)), -1), 1)
+			// A wait that is over counts as none.
+			return min(max(int(max(o.waitUntil(a.Provider), 0)-max(o.waitUntil(b.Provider), 0)), -1), 1)
 		})
 	}
 	var attempts []Attempt
@@ -142,10 +151,19 @@ func (o *Orchestrator) run(ctx context.Context, c Call, attempt try) (any, []Att
 				}
 				waited += w
 			}
+			probe, refused := o.admit(ep.Name, model, t)
+			if refused != nil { // the breaker opened since routing
+				attempts = append(attempts, *refused)
+				if last == nil {
+					last = fmt.Errorf("%w: %s", ErrCircuitOpen, refused.Error)
+				}
+				break attempts
+			}
 			req := c.Request
 			req.Model, req.Tier = model, t
 			start := o.s.Now()
 			v, err := attempt(ctx, ep, &req)
+			o.record(ctx, ep.Name, err, probe)
 			a := Attempt{Provider: ep.Name, Model: model, Tier: t, Outcome: "ok", Latency: o.s.Now().Sub(start), Waited: waited, StartedAt: start}
 			waited = 0
 			if err == nil {
@@ -229,8 +247,8 @@ func (o *Orchestrator) run(ctx context.Context, c Call, attempt try) (any, []Att
 				break attempts
 			case provider.KindServer, provider.KindOverloaded:
 				serverTries++
-				if serverTries >= o.s.ServerAttempts {
-					break attempts
+				if serverTries >= o.s.ServerAttempts || o.tripped(ep.Name) {
+					break attempts // no backoff for a provider whose breaker just opened
 				}
 				d := o.s.Backoff(serverTries)
 				if ra := provider.RetryAfterOf(err); ra > d && ra <= o.s.MaxRetryAfter {
@@ -301,6 +319,9 @@ func (o *Orchestrator) noCandidate(t Trace) error {
 		if !has {
 			return &Error{Err: provider.ErrCapabilityMissing("", "", c), Summary: "no configured provider or model has " + string(c), Trace: t}
 		}
+	}
+	if err := o.circuitsOpen(t); err != nil {
+		return err
 	}
 	return &Error{Err: ErrNoCandidate, Summary: "no candidate is left:\n" + t.String(), Trace: t}
 }

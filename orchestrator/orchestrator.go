@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cortexbuild/cortexbuild/observe"
 	"github.com/cortexbuild/cortexbuild/provider"
 )
 
@@ -62,6 +63,10 @@ type Settings struct {
 	// Notifier hears about pauses, exhausted quotas and outages; nil drops
 	// notifications.
 	Notifier Notifier
+	// Observer hears about every call, attempt and breaker change (structured
+	// logs, traces, metrics: see package observe); nil observes nothing and
+	// costs nothing.
+	Observer observe.Observer
 	// State persists the project's pause; nil keeps it in memory.
 	State State
 
@@ -88,6 +93,12 @@ type Settings struct {
 	// Critic configures the critic gate, which needs the Ledger (the task
 	// records live there).
 	Critic CriticSettings
+	// Breaker configures the per-provider circuit breakers fed by live
+	// failures (on by default; see BreakerSettings).
+	Breaker BreakerSettings
+	// Headroom configures proactive rate-limit routing (with
+	// AllowAlternates; see Headroom).
+	Headroom Headroom
 }
 
 // Orchestrator routes calls to providers and applies the failure policy.
@@ -99,6 +110,7 @@ type Orchestrator struct {
 
 	mu        sync.Mutex
 	notBefore map[string]time.Time // per-provider rate-limit queue
+	brk       breakers             // per-provider circuit breakers
 }
 
 // New validates settings and returns an orchestrator.
@@ -155,6 +167,8 @@ func New(s Settings) (*Orchestrator, error) {
 	if o.s.ReservationTTL <= 0 {
 		o.s.ReservationTTL = time.Hour
 	}
+	o.breakerDefaults()
+	o.headroomDefaults()
 	return o, nil
 }
 
@@ -217,6 +231,10 @@ type Call struct {
 	Approved bool
 	// InvocationID names the call in the ledger; "" generates one.
 	InvocationID string
+	// Providers, when set, restricts the call to these provider instances,
+	// most preferred first, in place of the agent's providers or the global
+	// preference (the gateway's model mapping pins a provider this way).
+	Providers []string
 
 	gate *taskGate // the task's critic gate, for a critic's call
 }

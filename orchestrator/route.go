@@ -38,6 +38,8 @@ type Candidate struct {
 
 	endpoint *Endpoint
 	caps     provider.CapabilitySet
+	circuit  bool // dropped by its provider's circuit breaker
+	late     bool // moved back for want of rate-limit headroom
 }
 
 // Trace explains a routing decision: the agent's tier, what the request
@@ -106,8 +108,10 @@ func (o *Orchestrator) tierFor(c *Call) provider.Tier {
 
 // route lists the candidates for c: the agent's providers (or the global
 // preference), each with the model for the tier, filtered by the
-// capabilities the call needs, in order of preference. Health reorders them
-// at call time (a provider waiting out a rate limit goes last when
+// capabilities the call needs, in order of preference. Providers whose
+// circuit breaker is open are dropped; with alternates allowed, providers
+// short of rate-limit headroom go after the others. Health reorders them
+// again at call time (a provider waiting out a rate limit goes last when
 // alternates are allowed).
 func (o *Orchestrator) route(c *Call, tier provider.Tier, needs provider.CapabilitySet) Trace {
 	t := Trace{Agent: c.Agent, Tier: tier, Needs: needs}
@@ -115,6 +119,9 @@ func (o *Orchestrator) route(c *Call, tier provider.Tier, needs provider.Capabil
 	order := o.order
 	if len(agent.Providers) > 0 {
 		order = agent.Providers
+	}
+	if len(c.Providers) > 0 {
+		order = c.Providers
 	}
 	model := c.Request.Model
 	if model == "" {
@@ -148,6 +155,8 @@ func (o *Orchestrator) route(c *Call, tier provider.Tier, needs provider.Capabil
 		t.Candidates = append(t.Candidates, cand)
 	}
 	o.gateRoute(c, &t, model != "")
+	o.circuitRoute(&t)
+	o.headroomRoute(&t)
 	return t
 }
 
@@ -167,6 +176,7 @@ func capabilitiesOf(a provider.Adapter, model string) provider.CapabilitySet {
 
 // Route explains where c would go, without calling anything.
 func (o *Orchestrator) Route(ctx context.Context, c Call) Trace {
+	o.syncBreakers(ctx)
 	_ = o.loadGate(ctx, &c) // an unreadable task fails the call itself, with the reason
 	tier := o.tierFor(&c)
 	return o.route(&c, tier, c.Needs.Union(c.Request.RequiredCapabilities()))

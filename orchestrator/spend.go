@@ -131,9 +131,9 @@ func (o *Orchestrator) reserve(ctx context.Context, c *Call) (*hold, error) {
 }
 
 // settle records every attempt and turns the hold into the actual spend
-// (the sum of what the attempts billed), or releases it when nothing was
-// billed. Failing to record is reported loudly: the money was spent.
-func (o *Orchestrator) settle(ctx context.Context, h *hold, c *Call, attempts []Attempt, ok bool) {
+// (the sum of what the attempts billed; zero releases it). Failing to
+// record is reported loudly: the money was spent.
+func (o *Orchestrator) settle(ctx context.Context, h *hold, c *Call, attempts []Attempt, _ bool) {
 	if h == nil || h.ledger == nil {
 		return
 	}
@@ -150,17 +150,15 @@ func (o *Orchestrator) settle(ctx context.Context, h *hold, c *Call, attempts []
 			o.notify(ctx, "critical", "ledger_write_failed", "", fmt.Sprintf("invocation %s spent $%s but the ledger write failed: %v", h.id, total, err))
 		}
 	}
-	for i := 0; i < len(rows)-1; i++ {
-		report(h.ledger.RecordAttempt(ctx, rows[i]))
-	}
-	if len(rows) == 0 || (total == 0 && !ok) {
-		if len(rows) > 0 {
-			report(h.ledger.RecordAttempt(ctx, rows[len(rows)-1]))
-		}
+	if len(rows) == 0 {
 		report(h.ledger.Release(ctx, h.id))
 		return
 	}
-	report(h.ledger.Settle(ctx, ledger.Settlement{InvocationID: h.id, Cost: total, Scopes: h.scopes, Entry: rows[len(rows)-1]}))
+	// One settlement carries every row of the invocation, so that they are
+	// recorded exactly once with it; nothing billed settles at zero, which
+	// releases the hold.
+	last := len(rows) - 1
+	report(h.ledger.Settle(ctx, ledger.Settlement{InvocationID: h.id, Cost: total, Scopes: h.scopes, Entry: rows[last], Earlier: rows[:last]}))
 }
 
 // cacheOn reports whether c may be answered from the cache.

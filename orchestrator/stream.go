@@ -18,6 +18,13 @@ type openedStream struct {
 // happen only until the first chunk arrives; after that a failure ends the
 // stream with the error, and the last attempt records the partial usage.
 func (o *Orchestrator) Stream(ctx context.Context, c Call) (*Stream, error) {
+	if o.s.Observer != nil {
+		return o.streamObserved(ctx, c)
+	}
+	return o.stream(ctx, c)
+}
+
+func (o *Orchestrator) stream(ctx context.Context, c Call) (*Stream, error) {
 	if err := o.loadGate(ctx, &c); err != nil {
 		return nil, err
 	}
@@ -65,6 +72,7 @@ type Stream struct {
 	settle   func(ok bool, attempts []Attempt, res *provider.Result)
 	settled  bool
 	review   *ReviewCheck
+	observed func(ok bool, attempts []Attempt, res *provider.Result) // tells the observer, when set
 }
 
 // finish settles the stream's reservation once, when it ends.
@@ -75,6 +83,9 @@ func (s *Stream) finishLocked(ok bool, res *provider.Result) {
 	s.settled = true
 	as := append([]Attempt(nil), s.attempts...)
 	s.settle(ok, as, res)
+	if s.observed != nil {
+		s.observed(ok, as, res)
+	}
 }
 
 var _ provider.Stream = (*Stream)(nil)

@@ -143,6 +143,12 @@ func TestVendorStringsStayInVendorPackages(t *testing.T) {
 		if under(dir, "provider/anthropic") || under(dir, "provider/openaicompat") || under(dir, "provider/gemini") || under(dir, "internal/archtest") {
 			continue
 		}
+		// The gateway serves the vendors' protocols to host tools, so it
+		// names their request headers (x-api-key); it still imports no
+		// vendor SDK and never calls a vendor.
+		if under(dir, "gateway") {
+			continue
+		}
 		for file, src := range p.source {
 			low := strings.ToLower(src)
 			for _, s := range vendorStrings {
@@ -150,6 +156,37 @@ func TestVendorStringsStayInVendorPackages(t *testing.T) {
 					t.Errorf("%s mentions %q: vendor wire details belong in provider/<vendor>", file, s)
 				}
 			}
+		}
+	}
+}
+
+// telemetryLibs are the OpenTelemetry and Prometheus import prefixes: only
+// observe's exporter packages and the composition root may import them, so
+// the orchestrator (a public package) stays free of them and an
+// unconfigured build links no exporter code into it.
+var telemetryLibs = []string{"go.opentelemetry.io/", "github.com/prometheus/"}
+
+func TestTelemetryLibrariesStayInObserve(t *testing.T) {
+	for dir, p := range walk(t) {
+		if under(dir, "observe/tracing") || under(dir, "observe/metrics") || under(dir, "internal/cli") {
+			continue
+		}
+		for imp, files := range p.imports {
+			for _, lib := range telemetryLibs {
+				if strings.HasPrefix(imp, lib) {
+					t.Errorf("%s imports %s (files %v); only observe/tracing, observe/metrics and internal/cli may", dir, imp, files)
+				}
+			}
+		}
+	}
+	// observe itself is the vocabulary: the standard library and provider.
+	obs := walk(t)["observe"]
+	if obs == nil {
+		t.Fatal("no observe package")
+	}
+	for imp, files := range obs.imports {
+		if !isStd(imp) && imp != module+"/provider" {
+			t.Errorf("observe imports %s (files %v); it may use only the standard library and provider", imp, files)
 		}
 	}
 }

@@ -98,11 +98,7 @@ func (e *env) demo(ctx context.Context, w io.Writer) error {
 		return err
 	}
 	defer closeStore()
-	store, err := de.openLedger(ctx, f)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
+	store := o.Ledger()
 	if err := store.SetBudget(ctx, ledger.TaskScope("demo-small"), provider.MustMoney("0.00001")); err != nil {
 		return withCode(ExitFailure, err)
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -14,6 +15,7 @@ import (
 	"github.com/cortexbuild/cortexbuild/ledger"
 
 	"github.com/cortexbuild/cortexbuild/config"
+	"github.com/cortexbuild/cortexbuild/observe"
 	"github.com/cortexbuild/cortexbuild/orchestrator"
 	"github.com/cortexbuild/cortexbuild/orchestrator/locality"
 )
@@ -50,6 +52,70 @@ func (c gateCheck) Check(ctx context.Context, prov, baseURL string) error {
 // openLedger opens the project's store: SQLite under .cortexbuild/ by
 // default, PostgreSQL when configured.
 func (e *env) openLedger(ctx context.Context, f *config.File) (ledger.Store, error) {
+	st, err := e.openRawLedger(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	// Settlements a killed process left in its journal are applied first,
+	// so that every report counts them.
+	if _, err := ledger.Replay(ctx, st, e.journalDir(f)); err != nil {
+		st.Close()
+		return nil, withCode(ExitFailure, fmt.Errorf("store: %w", err))
+	}
+	return st, nil
+}
+
+// openFastLedger opens the store for invocations: with the fast path on
+// (the default), calls are admitted against budget leases and settled
+// through the journal.
+func (e *env) openFastLedger(ctx context.Context, f *config.File) (ledger.Store, error) {
+	st, err := e.openRawLedger(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	if f.Store.FastPath != nil && !*f.Store.FastPath {
+		if _, err := ledger.Replay(ctx, st, e.journalDir(f)); err != nil {
+			st.Close()
+			return nil, withCode(ExitFailure, fmt.Errorf("store: %w", err))
+		}
+		return st, nil
+	}
+	opts := []ledger.FastOption{ledger.FastOnError(func(err error) { fmt.Fprintln(e.stderr, "cortexbuild:", err) })}
+	if f.Store.JournalSync {
+		opts = append(opts, ledger.FastSync())
+	}
+	fast, err := ledger.NewFast(ctx, st, e.journalDir(f), opts...)
+	if errors.Is(err, ledger.ErrNoJournal) {
+		return st, nil
+	}
+	if err != nil {
+		st.Close()
+		return nil, withCode(ExitFailure, fmt.Errorf("store: %w", err))
+	}
+	return fast, nil
+}
+
+// journalDir is where the fast path's journals live: next to the embedded
+// database, or in the project's state directory.
+func (e *env) journalDir(f *config.File) string {
+	if f.Store.Backend == config.StorePostgres {
+		return filepath.Join(e.stateDir(f), "journal")
+	}
+	return filepath.Join(filepath.Dir(e.sqlitePath(f)), "journal")
+}
+
+func (e *env) sqlitePath(f *config.File) string {
+	path := f.Store.Path
+	if path == "" {
+		path = filepath.Join(config.Dir, "state.db")
+	}
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(e.projectDir(f), path)
+	}
+	return path
+}
+
+func (e *env) openRawLedger(ctx context.Context, f *config.File) (ledger.Store, error) {
 	if f.Store.Backend == config.StorePostgres {
 		dsn, err := f.Store.DSN.Resolve(e.lookupEnv)
 		if err != nil {
@@ -61,13 +127,7 @@ func (e *env) openLedger(ctx context.Context, f *config.File) (ledger.Store, err
 		}
 		return st, nil
 	}
-	path := f.Store.Path
-	if path == "" {
-		path = filepath.Join(config.Dir, "state.db")
-	}
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(e.projectDir(f), path)
-	}
+	path := e.sqlitePath(f)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, withCode(ExitFailure, err)
 	}
@@ -148,7 +208,7 @@ func (e *env) engineWith(ctx context.Context, f *config.File, task string, withS
 	var c *cache.Cache
 	if withStore {
 		var err error
-		if st, err = e.openLedger(ctx, f); err != nil {
+		if st, err = e.openFastLedger(ctx, f); err != nil {
 			return nil, closer, err
 		}
 		closer = func() { st.Close() }
@@ -161,7 +221,20 @@ func (e *env) engineWith(ctx context.Context, f *config.File, task string, withS
 			return nil, func() {}, err
 		}
 	}
-	o, err := e.buildEngine(f, st, c)
+	// A command that makes calls also gets the logs, traces and metrics
+	// the configuration asks for; they are flushed and stopped with it.
+	var obs observe.Observer
+	if withStore {
+		tel, err := e.openTelemetry(ctx, f)
+		if err != nil {
+			closer()
+			return nil, func() {}, err
+		}
+		closeStore := closer
+		closer = func() { closeStore(); tel.close() }
+		obs = tel.observer
+	}
+	o, err := e.buildEngine(f, st, c, obs)
 	if err != nil {
 		closer()
 		return nil, func() {}, err
@@ -169,7 +242,7 @@ func (e *env) engineWith(ctx context.Context, f *config.File, task string, withS
 	return o, closer, nil
 }
 
-func (e *env) buildEngine(f *config.File, st ledger.Store, c *cache.Cache) (*orchestrator.Orchestrator, error) {
+func (e *env) buildEngine(f *config.File, st ledger.Store, c *cache.Cache, obs observe.Observer) (*orchestrator.Orchestrator, error) {
 	cat, err := e.catalog(f)
 	if err != nil {
 		return nil, err
@@ -221,6 +294,7 @@ func (e *env) buildEngine(f *config.File, st ledger.Store, c *cache.Cache) (*orc
 		MaxRetryAfter:   f.Routing.MaxRetryAfter,
 		Gate:            gateCheck{g},
 		Notifier:        sinks,
+		Observer:        obs,
 		State:           &orchestrator.FileState{Path: filepath.Join(e.stateDir(f), "project-state.json")},
 		Ledger:          st,
 		AgentBudgets:    budgets,
@@ -229,6 +303,8 @@ func (e *env) buildEngine(f *config.File, st ledger.Store, c *cache.Cache) (*orc
 		Cache:           c,
 		CacheAgents:     caching,
 		Critic:          orchestrator.CriticSettings{RequireDifferentVendor: f.Critic.RequireDifferentVendor},
+		Breaker:         e.breakerSettings(f),
+		Headroom:        f.Routing.RateLimitHeadroom.Settings(),
 	})
 }
 

@@ -13,6 +13,8 @@ import (
 func (e *env) providersCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "providers", Short: "Registered adapter types and configured provider endpoints"}
 	cmd.AddCommand(e.providersListCmd())
+	cmd.AddCommand(e.providersSmokeCmd())
+	cmd.AddCommand(e.providersHealthCmd())
 	return cmd
 }
 

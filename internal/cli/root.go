@@ -112,8 +112,11 @@ directory or a parent); 'cortexbuild init' writes a commented starter.
 	}
 	root.PersistentFlags().StringVar(&e.configPath, "config", "", "configuration file (default: .cortexbuild/llm-config.yaml in this directory or a parent)")
 	root.AddCommand(e.versionCmd(), e.initCmd(), e.configCmd(), e.pricingCmd(), e.providersCmd(),
-		e.invokeCmd(), e.routeCmd(), e.projectCmd(), e.consentCmd(), e.simCmd(), e.demoCmd(), e.spendCmd(), e.budgetCmd(), e.taskCmd())
+		e.invokeCmd(), e.routeCmd(), e.projectCmd(), e.consentCmd(), e.simCmd(), e.demoCmd(), e.spendCmd(), e.budgetCmd(), e.taskCmd(),
+		e.renderCmd())
 	root.AddCommand(e.criticCmd())
+	root.AddCommand(e.serveCmd())
+	root.AddCommand(e.doctorCmd())
 	return root
 }
 
