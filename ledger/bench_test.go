@@ -47,6 +47,22 @@ func BenchmarkReserveSettle(b *testing.B) {
 			return s
 		}},
 	}
+	backends = append(backends, struct {
+		name string
+		open func(b *testing.B) ledger.Store
+	}{"postgres-fast", func(b *testing.B) ledger.Store {
+		url := testenv.Postgres(b)
+		st, err := ledger.OpenPostgres(b.Context(), url, ledger.WithSchema(newSchema(b, url)), ledger.WithMaxConns(16))
+		if err != nil {
+			b.Fatal(err)
+		}
+		f, err := ledger.NewFast(b.Context(), st, filepath.Join(b.TempDir(), "journal"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { f.Close() })
+		return f
+	}})
 	for _, be := range backends {
 		for _, par := range []int{1, 8} {
 			name := be.name

@@ -371,3 +371,40 @@ func TestFastRefusesADuplicateInvocation(t *testing.T) {
 		t.Errorf("second Reserve = %v", err)
 	}
 }
+
+// The journal's hand-written lines read back as what was written, whatever
+// the text holds.
+func TestJournalLinesRoundTrip(t *testing.T) {
+	site := newFastSite(t)
+	c := &counting{Store: site.raw(t), block: make(chan struct{})}
+	f := site.fast(t, c)
+	at := time.Date(2026, 11, 30, 1, 2, 3, 456789, time.UTC)
+	odd := "quote \" backslash \\ newline \n tab \t bell \a esc \x1b nul-free ünïcödé 😀 <html>&"
+	s := ledger.Settlement{InvocationID: "inv-odd", Cost: mustM("0.123456789"), Scopes: []ledger.Scope{fastTask, fastMonth},
+		Earlier: []ledger.AttemptRow{{InvocationID: "inv-odd", Time: at, Task: "t1", Agent: odd, Provider: "p", Model: "m", Outcome: "overloaded", InputTokens: 7}},
+		Entry: ledger.AttemptRow{InvocationID: "inv-odd", Time: at.Add(time.Second), Task: "t1", Agent: "a", Provider: "p2", Model: odd, Outcome: "ok",
+			InputTokens: 1, OutputTokens: 2, CacheReadTokens: 3, CacheWriteTokens: 4, Cost: mustM("0.123456789"), CacheHit: true, Saving: mustM("1.5"), EstimatedUsage: true}}
+	if err := f.Settle(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	f.Abandon()
+	close(c.block)
+	c.Store.Close()
+	raw := site.raw(t)
+	defer raw.Close()
+	if n, err := ledger.Replay(context.Background(), raw, site.journals); n != 1 || err != nil {
+		t.Fatalf("Replay = %d, %v", n, err)
+	}
+	rows, err := raw.Attempts(context.Background(), ledger.Filter{Task: "t1"})
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("rows = %+v, %v", rows, err)
+	}
+	if rows[0].Agent != odd || !rows[0].Time.Equal(at) || rows[0].InputTokens != 7 || rows[0].Outcome != "overloaded" {
+		t.Errorf("earlier row = %+v", rows[0])
+	}
+	want := s.Entry
+	if got := rows[1]; got.Model != odd || !got.Time.Equal(want.Time) || got.Cost != want.Cost || got.Saving != want.Saving || !got.CacheHit || !got.EstimatedUsage ||
+		got.InputTokens != 1 || got.OutputTokens != 2 || got.CacheReadTokens != 3 || got.CacheWriteTokens != 4 || got.Provider != "p2" {
+		t.Errorf("entry row = %+v; want %+v", got, want)
+	}
+}

@@ -33,15 +33,14 @@ const (
 	segmentMaxBytes = 8 << 20
 )
 
-// record is one line of a journal.
+// record is one line of a journal (see journalcodec.go for its format).
 type record struct {
-	V  int    `json:"v"`
-	Op string `json:"op"` // "settle" or "lease"
+	Op string // "settle" or "lease"
 	// Settle is the settlement of op "settle".
-	Settle *Settlement `json:"settle,omitempty"`
+	Settle *Settlement
 	// Lease is the lease id of op "lease": a lease this process reserved,
 	// released on replay.
-	Lease string `json:"lease,omitempty"`
+	Lease string
 }
 
 // segment is one journal file.
@@ -98,12 +97,7 @@ func (j *journal) rotate() error {
 // append writes r and returns the segment holding it; the caller calls
 // done(segment) once r is in the store.
 func (j *journal) append(r record) (*segment, error) {
-	r.V = journalVersion
-	line, err := json.Marshal(r)
-	if err != nil {
-		return nil, fmt.Errorf("%w: journal record: %v", ErrInvalid, err)
-	}
-	line = append(line, '\n')
+	line := append(appendRecord(make([]byte, 0, 512), r), '\n')
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.err != nil {
@@ -242,7 +236,7 @@ func replayFile(ctx context.Context, st Store, path string) (int, error) {
 		if len(bytes.TrimSpace(text)) == 0 {
 			continue
 		}
-		var r record
+		var r jrecord
 		if err := json.Unmarshal(text, &r); err != nil {
 			// A line cut short by a crash mid-write is the last one; any
 			// other is damage worth saying so.
@@ -251,12 +245,15 @@ func replayFile(ctx context.Context, st Store, path string) (int, error) {
 			}
 			return applied, fmt.Errorf("ledger journal %s:%d: unreadable record: %v", path, line, err)
 		}
+		if r.V != journalVersion {
+			return applied, fmt.Errorf("ledger journal %s:%d: format version %d, this program reads %d", path, line, r.V, journalVersion)
+		}
 		switch r.Op {
 		case "settle":
 			if r.Settle == nil {
 				return applied, fmt.Errorf("ledger journal %s:%d: settle record without a settlement", path, line)
 			}
-			if err := st.Settle(ctx, *r.Settle); err != nil && !errors.Is(err, ErrAlreadySettled) {
+			if err := st.Settle(ctx, r.Settle.settlement()); err != nil && !errors.Is(err, ErrAlreadySettled) {
 				return applied, fmt.Errorf("ledger journal %s:%d: %w", path, line, err)
 			}
 			applied++
