@@ -56,6 +56,7 @@ type Fast struct {
 	lastScan  time.Time
 
 	queue   chan job
+	hurry   chan struct{} // a Flush waits: apply what is queued now
 	workers sync.WaitGroup
 	bg      sync.WaitGroup // lease give-backs in flight
 	flushMu sync.Mutex
@@ -155,11 +156,16 @@ func NewFast(ctx context.Context, st Store, dir string, opts ...FastOption) (*Fa
 	}
 	f := &Fast{Store: st, j: j, dir: dir, now: o.now, o: o, onErr: o.onErr,
 		all: map[*lease]bool{}, leases: map[string]*lease{}, acquiring: map[string]chan struct{}{}, holds: map[string]drawn{},
-		queue: make(chan job, 4096), lastScan: o.now()}
+		queue: make(chan job, 4096), hurry: make(chan struct{}, 1), lastScan: o.now()}
 	f.flushed = sync.NewCond(&f.flushMu)
-	for range o.workers {
+	if bs, ok := st.(batchSettler); ok {
 		f.workers.Add(1)
-		go f.work()
+		go f.workBatches(bs)
+	} else {
+		for range o.workers {
+			f.workers.Add(1)
+			go f.work()
+		}
 	}
 	return f, nil
 }
@@ -401,6 +407,88 @@ func (f *Fast) Settle(ctx context.Context, s Settlement) error {
 	return nil
 }
 
+// batchSettler is implemented by stores that apply many settlements in one
+// transaction for much less than one at a time.
+type batchSettler interface {
+	settleBatch(ctx context.Context, sets []Settlement) []error
+}
+
+// maxApplyBatch bounds the settlements applied in one transaction, and
+// applyLinger how long the first of them waits for others to join it (a
+// transaction's cost is mostly per transaction, not per settlement; the
+// settlements are already safe in the journal meanwhile).
+const (
+	maxApplyBatch = 256
+	applyLinger   = 5 * time.Millisecond
+)
+
+// workBatches applies journaled settlements to a store that takes them in
+// batches: what arrives within applyLinger of the first, up to
+// maxApplyBatch, per transaction; a Flush cuts the wait short.
+func (f *Fast) workBatches(bs batchSettler) {
+	defer f.workers.Done()
+	batch := make([]job, 0, maxApplyBatch)
+	linger := time.NewTimer(applyLinger)
+	for jb := range f.queue {
+		batch = append(batch[:0], jb)
+		linger.Reset(applyLinger)
+	fill:
+		for len(batch) < maxApplyBatch {
+			select {
+			case jb, ok := <-f.queue:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, jb)
+			case <-linger.C:
+				break fill
+			case <-f.hurry:
+				break fill
+			}
+		}
+		f.applyBatch(bs, batch)
+	}
+}
+
+func (f *Fast) applyBatch(bs batchSettler, batch []job) {
+	sets := make([]Settlement, len(batch))
+	for i, jb := range batch {
+		sets[i] = jb.s
+	}
+	backoff := 10 * time.Millisecond
+	for {
+		errs := bs.settleBatch(context.Background(), sets)
+		var retry error
+		for _, err := range errs {
+			if err != nil && !errors.Is(err, ErrAlreadySettled) && !errors.Is(err, ErrInvalid) {
+				retry = err
+				break
+			}
+		}
+		if retry == nil {
+			for i, jb := range batch {
+				if errors.Is(errs[i], ErrInvalid) {
+					f.onErr(fmt.Errorf("ledger: settlement of %s dropped: %w", jb.s.InvocationID, errs[i]))
+				}
+				f.applied(jb)
+			}
+			return
+		}
+		if errors.Is(retry, ErrClosed) {
+			// They stay in the journal for the next process.
+			f.onErr(fmt.Errorf("ledger: %d settlements not applied: %w", len(batch), retry))
+			f.flushMu.Lock()
+			f.pending -= len(batch)
+			f.flushed.Broadcast()
+			f.flushMu.Unlock()
+			return
+		}
+		f.onErr(fmt.Errorf("ledger: %d settlements wait in the journal: %w", len(batch), retry))
+		time.Sleep(backoff)
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
 // work applies journaled settlements to the store.
 func (f *Fast) work() {
 	defer f.workers.Done()
@@ -433,6 +521,11 @@ func (f *Fast) apply(jb job) {
 		time.Sleep(backoff)
 		backoff = min(2*backoff, 2*time.Second)
 	}
+	f.applied(jb)
+}
+
+// applied records that jb's settlement is in the store.
+func (f *Fast) applied(jb job) {
 	f.j.done(jb.seg)
 	if jb.l != nil {
 		f.mu.Lock()
@@ -462,6 +555,10 @@ func (f *Fast) Flush(ctx context.Context) error {
 	for f.pending > 0 {
 		if ctx.Err() != nil {
 			return fmt.Errorf("%w: %d settlements not yet applied: %v", ErrUnavailable, f.pending, ctx.Err())
+		}
+		select {
+		case f.hurry <- struct{}{}:
+		default:
 		}
 		f.flushed.Wait()
 	}

@@ -622,27 +622,133 @@ func (s *SQLite) Settle(ctx context.Context, set Settlement) error {
 			}
 		}
 		for _, sc := range scopes {
-			var limit sql.NullInt64
-			var spent int64
-			var paused bool
-			if err := s.st.charge.QueryRowContext(ctx, string(sc), int64(set.Cost), n).Scan(&limit, &spent, &paused); err != nil {
+			if err := s.chargeScope(ctx, sc, set.Cost, n); err != nil {
 				return err
 			}
-			if !paused && reachedLimit(limit.Valid, provider.Money(limit.Int64), provider.Money(spent)) {
-				reason := pauseReason(sc, provider.Money(limit.Int64), provider.Money(spent))
-				if _, err := s.st.pauseBudget.ExecContext(ctx, string(sc), reason, n); err != nil {
+		}
+		return s.insertRows(ctx, &set)
+	})
+}
+
+// chargeScope adds amount to a scope's spend, pausing it when the spend
+// reaches its limit.
+func (s *SQLite) chargeScope(ctx context.Context, sc Scope, amount provider.Money, n int64) error {
+	var limit sql.NullInt64
+	var spent int64
+	var paused bool
+	if err := s.st.charge.QueryRowContext(ctx, string(sc), int64(amount), n).Scan(&limit, &spent, &paused); err != nil {
+		return err
+	}
+	if !paused && reachedLimit(limit.Valid, provider.Money(limit.Int64), provider.Money(spent)) {
+		reason := pauseReason(sc, provider.Money(limit.Int64), provider.Money(spent))
+		if _, err := s.st.pauseBudget.ExecContext(ctx, string(sc), reason, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// insertRows writes a settlement's ledger rows, the earlier ones first.
+func (s *SQLite) insertRows(ctx context.Context, set *Settlement) error {
+	for _, a := range set.Earlier {
+		if _, err := s.st.insertAttempt.ExecContext(ctx, attemptArgs(a)...); err != nil {
+			return err
+		}
+	}
+	_, err := s.st.insertAttempt.ExecContext(ctx, attemptArgs(set.Entry)...)
+	return err
+}
+
+// settleBatch applies many settlements of calls admitted against budget
+// leases in one transaction: each is recorded (idempotently, by invocation
+// id) with its rows, and the charges to each scope and the draws on each
+// lease are summed and applied once. A settlement with a Lease must not
+// also hold a reservation of its own ([Fast] never makes one); one without
+// a Lease is applied as [SQLite.Settle] applies it. errs[i] is the outcome
+// of sets[i]: nil, or wrapping ErrAlreadySettled or ErrInvalid; a failure
+// of the database fails them all.
+func (s *SQLite) settleBatch(ctx context.Context, sets []Settlement) []error {
+	now := s.now()
+	n := nanos(now)
+	errs := make([]error, len(sets))
+	scopes := make([][]Scope, len(sets))
+	valid := 0
+	for i := range sets {
+		scopes[i], errs[i] = checkSettlement(&sets[i], now)
+		if errs[i] == nil {
+			valid++
+		}
+	}
+	if valid == 0 {
+		return errs
+	}
+	err := s.write(ctx, "settle", func(ctx context.Context) error {
+		charges := map[Scope]provider.Money{}
+		var order []Scope
+		draws := map[string]provider.Money{}
+		for i := range sets {
+			if errs[i] != nil {
+				continue
+			}
+			set := &sets[i]
+			sc := scopes[i]
+			var held []Scope
+			var reserved sql.NullInt64
+			if set.Lease == "" {
+				var err error
+				if held, reserved, err = s.holdsOf(ctx, set.InvocationID); err != nil {
 					return err
 				}
 			}
-		}
-		for _, a := range set.Earlier {
-			if _, err := s.st.insertAttempt.ExecContext(ctx, attemptArgs(a)...); err != nil {
+			res, err := s.st.insertSettlement.ExecContext(ctx, set.InvocationID, int64(set.Cost), reserved, n)
+			if err != nil {
+				return err
+			}
+			if k, err := res.RowsAffected(); err != nil {
+				return err
+			} else if k == 0 {
+				errs[i] = fmt.Errorf("%w: %s", ErrAlreadySettled, set.InvocationID)
+				continue
+			}
+			if len(held) > 0 {
+				sc = held
+				if _, err := s.st.deleteHolds.ExecContext(ctx, set.InvocationID); err != nil {
+					return err
+				}
+			}
+			if set.Lease != "" && set.Reserved > 0 {
+				draws[set.Lease] += set.Reserved
+			}
+			for _, x := range sc {
+				if _, seen := charges[x]; !seen {
+					order = append(order, x)
+				}
+				charges[x] += set.Cost
+			}
+			if err := s.insertRows(ctx, set); err != nil {
 				return err
 			}
 		}
-		_, err = s.st.insertAttempt.ExecContext(ctx, attemptArgs(set.Entry)...)
-		return err
+		for lease, amount := range draws {
+			if _, err := s.st.drawFromLease.ExecContext(ctx, lease, int64(amount)); err != nil {
+				return err
+			}
+		}
+		for _, x := range order {
+			if err := s.chargeScope(ctx, x, charges[x], n); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
+	if err != nil {
+		for i := range errs {
+			if errs[i] == nil || errors.Is(errs[i], ErrAlreadySettled) {
+				errs[i] = err
+			}
+		}
+	}
+	return errs
 }
 
 // holdsOf returns the scopes an invocation holds and the amount it

@@ -21,12 +21,49 @@ const (
 
 var o200k = sync.OnceValues(func() (tokenizer.Codec, error) { return tokenizer.Get(tokenizer.O200kBase) })
 
+// counts remembers the token counts of recent texts: an agent's system
+// prompt, its tool definitions and a conversation's earlier turns are
+// counted again on every call, and the tokenizer costs microseconds per
+// word. Bounded: it starts afresh when full.
+var counts struct {
+	sync.Mutex
+	m     map[string]int64
+	bytes int
+}
+
+const (
+	countsMaxEntries = 4096
+	countsMaxBytes   = 16 << 20
+	countsMaxText    = 256 << 10 // longer texts are counted every time
+)
+
 // CountTokens returns the number of o200k_base tokens in s. Invalid UTF-8 is
 // counted by bytes so the count never falls short.
 func CountTokens(s string) int64 {
 	if s == "" {
 		return 0
 	}
+	if len(s) > countsMaxText {
+		return countTokens(s)
+	}
+	counts.Lock()
+	n, ok := counts.m[s]
+	counts.Unlock()
+	if ok {
+		return n
+	}
+	n = countTokens(s)
+	counts.Lock()
+	if counts.m == nil || len(counts.m) >= countsMaxEntries || counts.bytes+len(s) > countsMaxBytes {
+		counts.m, counts.bytes = make(map[string]int64, 256), 0
+	}
+	counts.m[s] = n
+	counts.bytes += len(s)
+	counts.Unlock()
+	return n
+}
+
+func countTokens(s string) int64 {
 	enc, err := o200k()
 	if err != nil {
 		return int64(len(s))
