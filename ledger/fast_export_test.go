@@ -1,5 +1,7 @@
 package ledger
 
+import "context"
+
 // Abandon leaves f as a killed process would: its journal files stay
 // behind, unlocked, and nothing more reaches them.
 func (f *Fast) Abandon() {
@@ -10,4 +12,9 @@ func (f *Fast) Abandon() {
 	}
 	f.j.segs, f.j.cur = nil, nil
 	f.j.err = ErrClosed
+}
+
+// SettleBatch exposes the SQLite store's batch settlement to tests.
+func (s *SQLite) SettleBatch(ctx context.Context, sets []Settlement) []error {
+	return s.settleBatch(ctx, sets)
 }

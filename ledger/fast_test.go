@@ -408,3 +408,59 @@ func TestJournalLinesRoundTrip(t *testing.T) {
 		t.Errorf("entry row = %+v; want %+v", got, want)
 	}
 }
+
+// One batch: lease draws and own reservations, a duplicate, an invalid
+// settlement, charges summed per scope, and the pause when the sum reaches
+// the limit.
+func TestSQLiteSettleBatch(t *testing.T) {
+	ctx := context.Background()
+	st, err := ledger.OpenSQLite(ctx, filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	scopes := []ledger.Scope{fastTask, fastMonth}
+	if err := st.SetBudget(ctx, fastTask, mustM("1")); err != nil {
+		t.Fatal(err)
+	}
+	exp := time.Now().Add(time.Hour)
+	if err := st.Reserve(ctx, ledger.Reservation{InvocationID: "lease_a", Amount: mustM("0.5"), Scopes: scopes, ExpiresAt: exp}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Reserve(ctx, ledger.Reservation{InvocationID: "own", Amount: mustM("0.3"), Scopes: scopes, ExpiresAt: exp}); err != nil {
+		t.Fatal(err)
+	}
+	row := ledger.AttemptRow{Task: "t1", Provider: "p", Outcome: "ok"}
+	if err := st.Settle(ctx, ledger.Settlement{InvocationID: "done-before", Cost: mustM("0.1"), Scopes: scopes, Entry: row}); err != nil {
+		t.Fatal(err)
+	}
+	sets := []ledger.Settlement{
+		{InvocationID: "l1", Cost: mustM("0.2"), Scopes: scopes, Lease: "lease_a", Reserved: mustM("0.25"), Entry: row},
+		{InvocationID: "l2", Cost: mustM("0.2"), Scopes: scopes, Lease: "lease_a", Reserved: mustM("0.25"), Entry: row,
+			Earlier: []ledger.AttemptRow{{Task: "t1", Provider: "q", Outcome: "overloaded"}}},
+		{InvocationID: "own", Cost: mustM("0.3"), Scopes: []ledger.Scope{fastMonth}, Entry: row},
+		{InvocationID: "done-before", Cost: mustM("0.1"), Scopes: scopes, Entry: row},
+		{InvocationID: "bad", Cost: mustM("0.1"), Scopes: scopes, Reserved: mustM("0.1"), Entry: row},
+	}
+	errs := st.SettleBatch(ctx, sets)
+	if errs[0] != nil || errs[1] != nil || errs[2] != nil || !errors.Is(errs[3], ledger.ErrAlreadySettled) || !errors.Is(errs[4], ledger.ErrInvalid) {
+		t.Fatalf("errs = %v", errs)
+	}
+	b, _ := st.Budget(ctx, fastTask)
+	// 0.1 before + 0.2 + 0.2 + 0.3 (own reservation: charged to its held
+	// scopes, task included) = 0.8; the lease is drawn down to 0.
+	if b.Spent != mustM("0.8") || b.Held != 0 || b.Paused {
+		t.Errorf("task = %+v", b)
+	}
+	rep, _ := st.Spend(ctx, ledger.Filter{Task: "t1"})
+	if rep.Total.Attempts != 5 {
+		t.Errorf("%d rows; want 5", rep.Total.Attempts)
+	}
+	errs = st.SettleBatch(ctx, []ledger.Settlement{{InvocationID: "l3", Cost: mustM("0.2"), Scopes: scopes, Entry: row}})
+	if errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if b, _ := st.Budget(ctx, fastTask); b.Spent != mustM("1") || !b.Paused {
+		t.Errorf("after reaching the limit: %+v; want it paused", b)
+	}
+}
