@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cortexbuild/cortexbuild/internal/testenv"
 	"github.com/cortexbuild/cortexbuild/ledger"
 	"github.com/cortexbuild/cortexbuild/provider"
 )
@@ -462,5 +463,55 @@ func TestSQLiteSettleBatch(t *testing.T) {
 	}
 	if b, _ := st.Budget(ctx, fastTask); b.Spent != mustM("1") || !b.Paused {
 		t.Errorf("after reaching the limit: %+v; want it paused", b)
+	}
+}
+
+// The fast path over PostgreSQL (settlements applied one by one there):
+// decisions at the limit, spend and holds after Close.
+func TestFastOnPostgres(t *testing.T) {
+	url := testenv.Postgres(t)
+	ctx := context.Background()
+	schema := newSchema(t, url)
+	st, err := ledger.OpenPostgres(ctx, url, ledger.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ledger.NewFast(ctx, st, filepath.Join(t.TempDir(), "journal"), ledger.FastOnError(func(err error) { t.Log(err) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.SetBudget(ctx, fastTask, mustM("0.5")); err != nil {
+		t.Fatal(err)
+	}
+	var ok, refused atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 10 {
+				switch err := pair(t, f, fmt.Sprintf("g%d-%d", g, i), mustM("0.01"), mustM("0.01")); {
+				case err == nil:
+					ok.Add(1)
+				case errors.Is(err, ledger.ErrOverBudget), errors.Is(err, ledger.ErrPaused):
+					refused.Add(1)
+				default:
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := ledger.OpenPostgres(ctx, url, ledger.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	b, err := raw.Budget(ctx, fastTask)
+	if err != nil || ok.Load() != 50 || refused.Load() != 30 || b.Spent != mustM("0.5") || b.Held != 0 {
+		t.Errorf("admitted %d, refused %d, budget %+v, %v; want 50 admitted, $0.50 spent, nothing held", ok.Load(), refused.Load(), b, err)
 	}
 }
