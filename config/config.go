@@ -32,6 +32,10 @@ type File struct {
 	Pos yamlx.Pos `yaml:"-"`
 	// Path is the file the configuration was read from ("" for defaults).
 	Path string `yaml:"-"`
+	// Secrets, when set, supplies credentials that neither the file nor
+	// the environment sets (the web console's secrets file): [File.Resolve]
+	// asks it last.
+	Secrets CredentialSource `yaml:"-"`
 
 	Version       int                  `yaml:"version" desc:"Format version of this file. Only 1 exists; 0 or absent means 1."`
 	Orchestration *bool                `yaml:"orchestration" desc:"Turn on CortexBuild's own orchestration engine (calls providers directly). Default false: rendered mode, where host tools run the models. CORTEXBUILD_LLM=1 also turns it on."`

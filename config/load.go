@@ -272,7 +272,9 @@ func (f *File) Warnings() []string {
 
 // Resolve returns the settings to build provider name's adapter:
 // credentials resolved from the file's ${ENV_VAR} references or, when the
-// file sets none, from the schema's environment variables. A required
+// file sets none, from the schema's environment variables; f.Secrets, when
+// set, is asked last (for a field the file does not set, or whose
+// referenced variable is unset). A required
 // credential that cannot be resolved is an error naming the variable and
 // the file line.
 func (f *File) Resolve(name string, reg *provider.Registry, lookup func(string) (string, bool)) (provider.Settings, error) {
@@ -299,6 +301,13 @@ func (f *File) Resolve(name string, reg *provider.Registry, lookup func(string) 
 		if sec, ok := p.Credentials[field.Name]; ok {
 			v, err := sec.Resolve(lookup)
 			if err != nil {
+				if sv, ok, serr := f.secret(name, field.Name); ok || serr != nil {
+					if serr != nil {
+						errs = append(errs, p.Pos.Errorf("providers.%s: %v", name, serr))
+					}
+					s.Credentials[field.Name] = sv
+					continue
+				}
 				var pe *yamlx.Error
 				if errors.As(err, &pe) {
 					pe.Msg = fmt.Sprintf("providers.%s.credentials.%s: %s", name, field.Name, pe.Msg)
@@ -315,6 +324,15 @@ func (f *File) Resolve(name string, reg *provider.Registry, lookup func(string) 
 				break
 			}
 		}
+		if s.Credentials[field.Name] == "" {
+			sv, _, serr := f.secret(name, field.Name)
+			if serr != nil {
+				errs = append(errs, p.Pos.Errorf("providers.%s: %v", name, serr))
+			}
+			if sv != "" {
+				s.Credentials[field.Name] = sv
+			}
+		}
 		if s.Credentials[field.Name] == "" && field.RequiredFor(p.Profile) {
 			hint := "set credentials." + field.Name + " in the file"
 			if len(field.EnvVars) > 0 {
@@ -324,6 +342,14 @@ func (f *File) Resolve(name string, reg *provider.Registry, lookup func(string) 
 		}
 	}
 	return s, errs.Err()
+}
+
+// secret asks f.Secrets, when set, for a provider's credential field.
+func (f *File) secret(name, field string) (string, bool, error) {
+	if f.Secrets == nil {
+		return "", false, nil
+	}
+	return f.Secrets.Credential(name, field)
 }
 
 // validateGateway checks the gateway section: a listen address, limits,

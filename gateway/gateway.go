@@ -141,6 +141,7 @@ func New(opts Options) (*Gateway, error) {
 	}
 	g := &Gateway{opts: opts, mux: http.NewServeMux(), started: opts.Now()}
 	g.mux.HandleFunc("/v1/chat/completions", g.method(protoOpenAI, http.MethodPost, g.chatCompletions))
+	g.mux.HandleFunc("/v1/responses", g.method(protoOpenAI, http.MethodPost, g.responses))
 	g.mux.HandleFunc("/v1/messages", g.method(protoAnthropic, http.MethodPost, g.messages))
 	g.mux.HandleFunc("/v1/messages/count_tokens", g.method(protoAnthropic, http.MethodPost, g.countTokens))
 	g.mux.HandleFunc("/v1/models", g.method(protoAuto, http.MethodGet, func(w http.ResponseWriter, r *http.Request) {
@@ -153,7 +154,7 @@ func New(opts Options) (*Gateway, error) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	g.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		protocolOf(r).writeError(w, r, fail(classNotFound, "no route %s %s: the gateway serves POST /v1/chat/completions, GET /v1/models, POST /v1/messages and POST /v1/messages/count_tokens", r.Method, r.URL.Path))
+		protocolOf(r).writeError(w, r, fail(classNotFound, "no route %s %s: the gateway serves POST /v1/chat/completions, POST /v1/responses, GET /v1/models, POST /v1/messages and POST /v1/messages/count_tokens", r.Method, r.URL.Path))
 	})
 	return g, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -256,7 +257,7 @@ func (e *env) buildEngine(f *config.File, st ledger.Store, c *cache.Cache, obs o
 			return nil, withCode(ExitConfig, err)
 		}
 		s.Pricer = cat
-		s.HTTPClient = g.Client(name, nil)
+		s.HTTPClient = g.Client(name, providerClient())
 		a, err := e.registry.New(p.Type, s)
 		if err != nil {
 			return nil, withCode(ExitConfig, fmt.Errorf("providers.%s: %w", name, err))
@@ -338,4 +339,19 @@ func (e *env) confirm(question string) bool {
 	var answer string
 	fmt.Fscanln(e.stdin, &answer)
 	return strings.EqualFold(strings.TrimSpace(answer), "y") || strings.EqualFold(strings.TrimSpace(answer), "yes")
+}
+
+// providerClient is the base HTTP client of provider calls: Go's default
+// transport settings, but keeping up to 256 idle connections per host
+// instead of 2, so that concurrent calls (a gateway under load) reuse their
+// connections instead of opening one per call.
+func providerClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          512,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: 1 * time.Second,
+	}}
 }

@@ -139,6 +139,9 @@ func (e *env) loadConfig(required bool) (*config.File, error) {
 	if err != nil {
 		return nil, withCode(ExitConfig, err)
 	}
+	// Credentials saved from the web console, asked after the file and
+	// the environment.
+	f.Secrets = config.OpenSecretsFile(e.secretsPath(f))
 	return f, nil
 }
 

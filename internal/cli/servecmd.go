@@ -37,8 +37,8 @@ func (e *env) serveCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve [--listen 127.0.0.1:8787] [--no-auth]",
 		Short: "Serve the OpenAI- and Anthropic-compatible gateway over the orchestrator (orchestration mode only)",
-		Long: `serve runs CortexBuild's gateway: OpenAI-compatible POST /v1/chat/completions and GET /v1/models,
-Anthropic-compatible POST /v1/messages and POST /v1/messages/count_tokens. Every request goes
+		Long: `serve runs CortexBuild's gateway: OpenAI-compatible POST /v1/chat/completions, POST /v1/responses
+(stateless) and GET /v1/models, Anthropic-compatible POST /v1/messages and POST /v1/messages/count_tokens. Every request goes
 through the orchestrator, so routing, budgets, the response cache, the locality gate, the critic
 gate and failover apply to Claude Code, Codex CLI or any SDK pointed at it.
 
@@ -135,6 +135,9 @@ func (e *env) serve(parent context.Context, f *config.File, listen string, noAut
 	if err != nil {
 		return withCode(ExitFailure, err)
 	}
+	if err := e.mountConsole(g, f, o, opts.Keys, project, opts.Logger); err != nil {
+		return withCode(ExitFailure, err)
+	}
 	srv, err := g.Listen(listen)
 	if errors.Is(err, gateway.ErrNoAuthNotLoopback) {
 		return withCode(ExitUsage, err)
@@ -145,8 +148,9 @@ func (e *env) serve(parent context.Context, f *config.File, listen string, noAut
 	out := e.stdout
 	base := srv.URL()
 	fmt.Fprintf(out, "CortexBuild gateway for project %s listening on %s\n", project, base)
-	fmt.Fprintf(out, "  OpenAI-compatible:    %s/v1  (POST /v1/chat/completions, GET /v1/models)\n", base)
+	fmt.Fprintf(out, "  OpenAI-compatible:    %s/v1  (POST /v1/chat/completions, POST /v1/responses, GET /v1/models)\n", base)
 	fmt.Fprintf(out, "  Anthropic-compatible: %s  (POST /v1/messages, POST /v1/messages/count_tokens)\n", base)
+	fmt.Fprintf(out, "  Web console:          %s/console/\n", base)
 	if noAuth {
 		fmt.Fprintf(out, "  auth: off (loopback only)\n")
 	} else {

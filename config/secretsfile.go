@@ -1,0 +1,238 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"sync"
+
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// SecretsFileName is the file, in the project's .cortexbuild/ directory,
+// that holds provider credentials saved from the web console.
+const SecretsFileName = "secrets.json"
+
+// CredentialSource supplies provider credentials that are neither written
+// in the configuration nor set in the environment: [File.Resolve] asks it
+// last. *SecretsFile implements it.
+type CredentialSource interface {
+	// Credential returns the value saved for a provider instance's
+	// credential field, and whether there is one. An error means the
+	// source cannot be read (it never contains a value).
+	Credential(providerName, field string) (string, bool, error)
+}
+
+// SecretsFile keeps provider credentials in a JSON file with mode 0600,
+// by provider instance name and credential field. It refuses to read a
+// file that others can read. Every method is safe for concurrent use
+// within a process; writes replace the file atomically.
+type SecretsFile struct {
+	path string
+	mu   sync.Mutex
+}
+
+type secretsDoc struct {
+	Version   int                          `json:"version"`
+	Providers map[string]map[string]string `json:"providers"`
+}
+
+// OpenSecretsFile returns the secrets file at path; it need not exist yet.
+func OpenSecretsFile(path string) *SecretsFile { return &SecretsFile{path: path} }
+
+// Path is the file's path.
+func (s *SecretsFile) Path() string { return s.path }
+
+// read loads the file; a missing file is empty. The caller holds s.mu.
+func (s *SecretsFile) read() (secretsDoc, error) {
+	doc := secretsDoc{Version: 1, Providers: map[string]map[string]string{}}
+	st, err := os.Stat(s.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return doc, nil
+	}
+	if err != nil {
+		return doc, fmt.Errorf("secrets file: %w", err)
+	}
+	if runtime.GOOS != "windows" && st.Mode().Perm()&0o077 != 0 {
+		return doc, fmt.Errorf("secrets file: %s has mode %04o, readable by others: run 'chmod 600 %s'", s.path, st.Mode().Perm(), s.path)
+	}
+	data, err := os.ReadFile(s.path)
+	if err != nil {
+		return doc, fmt.Errorf("secrets file: %w", err)
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		// The decoder's message may quote the file's content: leave it out.
+		return doc, fmt.Errorf("secrets file: %s is not valid JSON", s.path)
+	}
+	if doc.Version != 1 {
+		return doc, fmt.Errorf("secrets file: %s has version %d; this build reads version 1", s.path, doc.Version)
+	}
+	if doc.Providers == nil {
+		doc.Providers = map[string]map[string]string{}
+	}
+	return doc, nil
+}
+
+// Credential implements [CredentialSource].
+func (s *SecretsFile) Credential(providerName, field string) (string, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	doc, err := s.read()
+	if err != nil {
+		return "", false, err
+	}
+	v, ok := doc.Providers[providerName][field]
+	return v, ok && v != "", nil
+}
+
+// Fields returns the names of the fields saved for a provider, sorted.
+func (s *SecretsFile) Fields(providerName string) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	doc, err := s.read()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for k, v := range doc.Providers[providerName] {
+		if v != "" {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Set saves value for a provider's credential field; an empty value
+// removes the field. The file is written with mode 0600, atomically.
+func (s *SecretsFile) Set(providerName, field, value string) error {
+	if providerName == "" || field == "" {
+		return errors.New("secrets file: a provider and a field are required")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	doc, err := s.read()
+	if err != nil {
+		return err
+	}
+	if value == "" {
+		delete(doc.Providers[providerName], field)
+		if len(doc.Providers[providerName]) == 0 {
+			delete(doc.Providers, providerName)
+		}
+	} else {
+		if doc.Providers[providerName] == nil {
+			doc.Providers[providerName] = map[string]string{}
+		}
+		doc.Providers[providerName][field] = value
+	}
+	data, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return fmt.Errorf("secrets file: %w", err)
+	}
+	dir := filepath.Dir(s.path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("secrets file: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".secrets-*.tmp")
+	if err != nil {
+		return fmt.Errorf("secrets file: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil && runtime.GOOS != "windows" {
+		tmp.Close()
+		return fmt.Errorf("secrets file: %w", err)
+	}
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("secrets file: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("secrets file: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("secrets file: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), s.path); err != nil {
+		return fmt.Errorf("secrets file: %w", err)
+	}
+	return nil
+}
+
+// Where a credential's value comes from, as [File.CredentialStates] says.
+const (
+	SourceNone        = ""
+	SourceConfig      = "config"       // a literal in llm-config.yaml
+	SourceEnv         = "env"          // an environment variable
+	SourceSecretsFile = "secrets_file" // the secrets file
+)
+
+// CredentialState says whether one credential field of a provider is set
+// and where its value comes from. It never carries the value.
+type CredentialState struct {
+	Field provider.CredentialField
+	// Required says whether the provider needs it (for its profile).
+	Required bool
+	// Set reports whether a value was found.
+	Set bool
+	// Source is one of the Source constants; EnvVar names the variable
+	// for SourceEnv, and the variable a ${VAR} reference in the file
+	// names even when it is unset.
+	Source string
+	EnvVar string
+}
+
+// CredentialStates reports, for each field of a configured provider's
+// credentials schema, whether it is set and where from, in the order
+// [File.Resolve] looks: the file (a literal or a ${VAR} reference), the
+// schema's environment variables, then f.Secrets. Values are never
+// returned.
+func (f *File) CredentialStates(name string, reg *provider.Registry, lookup func(string) (string, bool)) ([]CredentialState, error) {
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	p, ok := f.Providers[name]
+	if !ok {
+		return nil, fmt.Errorf("provider %q is not configured", name)
+	}
+	r, err := reg.Lookup(p.Type)
+	if err != nil {
+		return nil, err
+	}
+	var out []CredentialState
+	var srcErr error
+	for _, field := range r.Credentials {
+		st := CredentialState{Field: field, Required: field.RequiredFor(p.Profile)}
+		if sec, ok := p.Credentials[field.Name]; ok {
+			st.EnvVar = sec.EnvVar()
+			if st.EnvVar == "" {
+				st.Set, st.Source = true, SourceConfig
+			} else if v, ok := lookup(st.EnvVar); ok && v != "" {
+				st.Set, st.Source = true, SourceEnv
+			}
+		} else {
+			for _, env := range field.EnvVars {
+				if v, ok := lookup(env); ok && v != "" {
+					st.Set, st.Source, st.EnvVar = true, SourceEnv, env
+					break
+				}
+			}
+		}
+		if !st.Set && f.Secrets != nil {
+			_, ok, err := f.Secrets.Credential(name, field.Name)
+			if err != nil {
+				srcErr = err
+			} else if ok {
+				st.Set, st.Source = true, SourceSecretsFile
+			}
+		}
+		out = append(out, st)
+	}
+	return out, srcErr
+}

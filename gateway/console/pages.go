@@ -1,0 +1,696 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cortexbuild/cortexbuild/config"
+	"github.com/cortexbuild/cortexbuild/ledger"
+	"github.com/cortexbuild/cortexbuild/orchestrator"
+	"github.com/cortexbuild/cortexbuild/orchestrator/locality"
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// page is what every template gets.
+type page struct {
+	Title   string
+	Nav     string
+	Project string
+	CSRF    string
+	NoAuth  bool
+	Flash   string
+	Error   string
+	Data    any
+}
+
+// flashes are the messages a redirect may ask for, by code: nothing from
+// the request is ever reflected into a page.
+var flashes = map[string]string{
+	"saved":          "Saved to the secrets file.",
+	"nochange":       "Nothing to save: every field was left empty.",
+	"paused":         "Project paused.",
+	"resumed":        "Project resumed.",
+	"task-paused":    "Task paused.",
+	"task-resumed":   "Task resumed.",
+	"granted":        "Consent granted.",
+	"revoked":        "Consent revoked.",
+	"nothingrevoked": "No consent was recorded for that provider.",
+}
+
+var funcs = template.FuncMap{
+	"ms": func(d time.Duration) int64 { return d.Milliseconds() },
+	"when": func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05Z")
+	},
+	"headroom": headroomText,
+	"breaker":  breakerText,
+	"under":    func(s string) string { return strings.ReplaceAll(s, "_", " ") },
+}
+
+func (c *Console) render(w http.ResponseWriter, status int, name string, p page) {
+	var buf bytes.Buffer
+	if err := c.pages[name].ExecuteTemplate(&buf, "layout.html", p); err != nil {
+		c.opts.Logger.Error("console: template", "page", name, "error", err)
+		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+func (c *Console) page(r *http.Request, s *session, nav, title string, data any) page {
+	return page{Title: title, Nav: nav, Project: c.opts.Project, CSRF: s.csrf, NoAuth: c.opts.NoAuth,
+		Flash: flashes[r.URL.Query().Get("m")], Data: data}
+}
+
+func redirect(w http.ResponseWriter, r *http.Request, path, msg string) {
+	http.Redirect(w, r, Prefix+path+"?m="+msg, http.StatusSeeOther)
+}
+
+func (c *Console) lookupEnv() func(string) (string, bool) {
+	if c.opts.LookupEnv != nil {
+		return c.opts.LookupEnv
+	}
+	return os.LookupEnv
+}
+
+// --- provider keys ---
+
+type fieldView struct {
+	Name, Description string
+	Secret, Required  bool
+	Set               bool
+	// Where says where the value comes from, in words.
+	Where string
+	// Shadowed says a value saved here is not used, because the
+	// environment or the file sets the field.
+	Shadowed bool
+	Saved    bool
+}
+
+type providerView struct {
+	Name, Type, Endpoint string
+	Fields               []fieldView
+	Error                string
+	Test                 *Health
+}
+
+type typeView struct {
+	Type, Description string
+	Fields            []provider.CredentialField
+	Configured        bool
+}
+
+type keysData struct {
+	Providers   []providerView
+	Types       []typeView
+	SecretsPath string
+}
+
+func (c *Console) keysData(tested string, h *Health) keysData {
+	f := c.opts.Config
+	d := keysData{SecretsPath: c.opts.Secrets.Path()}
+	used := map[string]bool{}
+	for _, name := range f.ProviderNames() {
+		p := f.Providers[name]
+		used[p.Type] = true
+		v := providerView{Name: name, Type: p.Type}
+		if p.Profile != "" {
+			v.Type += "/" + p.Profile
+		}
+		if c.opts.Endpoint != nil {
+			v.Endpoint = c.opts.Endpoint(name)
+		}
+		states, err := f.CredentialStates(name, c.opts.Registry, c.lookupEnv())
+		if err != nil {
+			v.Error = err.Error()
+		}
+		saved, _ := c.opts.Secrets.Fields(name)
+		for _, st := range states {
+			fv := fieldView{Name: st.Field.Name, Description: st.Field.Description, Secret: st.Field.Secret, Required: st.Required, Set: st.Set,
+				Saved: slices.Contains(saved, st.Field.Name)}
+			switch st.Source {
+			case config.SourceEnv:
+				fv.Where = "environment variable " + st.EnvVar
+			case config.SourceConfig:
+				fv.Where = "llm-config.yaml"
+			case config.SourceSecretsFile:
+				fv.Where = "secrets file"
+			default:
+				if st.EnvVar != "" {
+					fv.Where = "llm-config.yaml names ${" + st.EnvVar + "}, which is unset"
+				} else if len(st.Field.EnvVars) > 0 {
+					fv.Where = "export " + strings.Join(st.Field.EnvVars, " or ") + ", or save it here"
+				}
+			}
+			fv.Shadowed = fv.Saved && st.Source != config.SourceSecretsFile && st.Set
+			v.Fields = append(v.Fields, fv)
+		}
+		if name == tested {
+			v.Test = h
+		}
+		d.Providers = append(d.Providers, v)
+	}
+	for _, reg := range c.opts.Registry.All() {
+		d.Types = append(d.Types, typeView{Type: reg.Type, Description: reg.Description, Fields: reg.Credentials, Configured: used[reg.Type]})
+	}
+	return d
+}
+
+func (c *Console) keysPage(w http.ResponseWriter, r *http.Request, s *session) {
+	c.render(w, http.StatusOK, "keys", c.page(r, s, "keys", "Provider keys", c.keysData("", nil)))
+}
+
+// configured returns the schema of a configured provider, or false.
+func (c *Console) configured(name string) (provider.Registration, bool) {
+	p, ok := c.opts.Config.Providers[name]
+	if !ok {
+		return provider.Registration{}, false
+	}
+	reg, err := c.opts.Registry.Lookup(p.Type)
+	return reg, err == nil
+}
+
+// saveKeys stores the fields filled in (empty ones are left as they are;
+// a ticked "remove" box deletes the saved value).
+func (c *Console) saveKeys(w http.ResponseWriter, r *http.Request, s *session) {
+	name := r.PathValue("provider")
+	reg, ok := c.configured(name)
+	if !ok {
+		http.Error(w, "no such provider", http.StatusNotFound)
+		return
+	}
+	var changed []string
+	for _, field := range reg.Credentials {
+		v := strings.TrimSpace(r.PostForm.Get("cred." + field.Name))
+		clear := r.PostForm.Get("clear."+field.Name) != ""
+		if v == "" && !clear {
+			continue
+		}
+		if clear {
+			v = ""
+		}
+		if err := c.opts.Secrets.Set(name, field.Name, v); err != nil {
+			c.opts.Logger.Error("console: saving credentials failed", "provider", name, "error", err)
+			p := c.page(r, s, "keys", "Provider keys", c.keysData("", nil))
+			p.Error = "Could not save: " + err.Error()
+			c.render(w, http.StatusInternalServerError, "keys", p)
+			return
+		}
+		changed = append(changed, field.Name)
+	}
+	if len(changed) == 0 {
+		redirect(w, r, "keys", "nochange")
+		return
+	}
+	c.opts.Logger.Info("console: credentials saved", "provider", name, "fields", strings.Join(changed, ","))
+	redirect(w, r, "keys", "saved")
+}
+
+// check runs one provider's health check and remembers it.
+func (c *Console) check(ctx context.Context, name string) Health {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.CheckTimeout)
+	defer cancel()
+	h := c.opts.Health(ctx, name)
+	if h.CheckedAt.IsZero() {
+		h.CheckedAt = c.opts.Now()
+	}
+	c.mu.Lock()
+	c.last[name] = h
+	c.mu.Unlock()
+	return h
+}
+
+func (c *Console) testKeys(w http.ResponseWriter, r *http.Request, s *session) {
+	name := r.PathValue("provider")
+	if _, ok := c.configured(name); !ok {
+		http.Error(w, "no such provider", http.StatusNotFound)
+		return
+	}
+	h := c.check(r.Context(), name)
+	c.render(w, http.StatusOK, "keys", c.page(r, s, "keys", "Provider keys", c.keysData(name, &h)))
+}
+
+// --- health ---
+
+type healthRow struct {
+	Name    string
+	Checked bool
+	Health  Health
+	Breaker orchestrator.BreakerState
+}
+
+func (c *Console) healthRows(ctx context.Context) []healthRow {
+	breakers := map[string]orchestrator.BreakerState{}
+	if c.opts.Breakers != nil {
+		for _, b := range c.opts.Breakers(ctx) {
+			breakers[b.Provider] = b
+		}
+	}
+	now := c.opts.Now()
+	var rows []healthRow
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, name := range c.opts.Config.ProviderNames() {
+		b, ok := breakers[name]
+		if !ok {
+			b = orchestrator.BreakerState{Provider: name}
+		}
+		h, checked := c.last[name]
+		rows = append(rows, healthRow{Name: name, Checked: checked, Health: h, Breaker: b.At(now)})
+	}
+	return rows
+}
+
+func (c *Console) healthPage(w http.ResponseWriter, r *http.Request, s *session) {
+	c.render(w, http.StatusOK, "health", c.page(r, s, "health", "Health", c.healthRows(r.Context())))
+}
+
+// checkAll checks every provider at once, then shows the page.
+func (c *Console) checkAll(w http.ResponseWriter, r *http.Request, s *session) {
+	var wg sync.WaitGroup
+	for _, name := range c.opts.Config.ProviderNames() {
+		wg.Go(func() { c.check(r.Context(), name) })
+	}
+	wg.Wait()
+	http.Redirect(w, r, Prefix+"health", http.StatusSeeOther)
+}
+
+func headroomText(s *provider.RateLimitStatus) string {
+	if s == nil {
+		return "unknown"
+	}
+	var parts []string
+	if s.RequestsRemaining != nil {
+		parts = append(parts, fmt.Sprintf("%d requests", *s.RequestsRemaining))
+	}
+	if s.TokensRemaining != nil {
+		parts = append(parts, fmt.Sprintf("%d tokens", *s.TokensRemaining))
+	}
+	out := "unknown"
+	if len(parts) > 0 {
+		out = strings.Join(parts, ", ") + " left"
+	}
+	if !s.ResetAt.IsZero() {
+		out += ", resets " + s.ResetAt.UTC().Format("15:04:05Z")
+	}
+	return out
+}
+
+func breakerText(b orchestrator.BreakerState) string {
+	switch b.State {
+	case orchestrator.BreakerOpen:
+		return fmt.Sprintf("open until %s (%d× %s)", b.RetryAt.UTC().Format("15:04:05Z"), b.Failures, b.LastError.String())
+	case orchestrator.BreakerHalfOpen:
+		return "half-open (next call probes)"
+	}
+	if b.Failures > 0 {
+		return fmt.Sprintf("closed (%d× %s)", b.Failures, b.LastError.String())
+	}
+	return "closed"
+}
+
+// --- spend ---
+
+type spendRow struct {
+	Key       string
+	Cost      provider.Money
+	Attempts  int64
+	Limit     string
+	Remaining string
+	Paused    bool
+}
+
+type invocationView struct {
+	ID       string
+	Time     time.Time
+	Agent    string
+	Task     string
+	Cost     provider.Money
+	Attempts []ledger.AttemptRow
+}
+
+type spendData struct {
+	Month       string
+	MonthTotal  provider.Money
+	MonthLimit  string
+	MonthLeft   string
+	Agents      []spendRow
+	Tasks       []spendRow
+	Months      []spendRow
+	Chart       template.HTML
+	AgentChart  template.HTML
+	Invocations []invocationView
+}
+
+func limitText(b ledger.Budget) (string, string) {
+	if !b.Limited {
+		return "none", "-"
+	}
+	left, _ := b.Remaining()
+	return "$" + b.Limit.String(), "$" + left.String()
+}
+
+func (c *Console) spendData(ctx context.Context) (spendData, error) {
+	st := c.opts.Ledger
+	now := c.opts.Now().In(c.opts.Location)
+	start := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, c.opts.Location)
+	end := start.AddDate(0, 1, 0)
+	d := spendData{Month: start.Format("2006-01")}
+	mb, err := st.Budget(ctx, ledger.MonthScope(now))
+	if err != nil {
+		return d, err
+	}
+	d.MonthLimit, d.MonthLeft = limitText(mb)
+	month, err := st.Spend(ctx, ledger.Filter{From: start, To: end, By: ledger.ByAgent})
+	if err != nil {
+		return d, err
+	}
+	d.MonthTotal = month.Total.Cost
+	for _, g := range month.Groups {
+		row := spendRow{Key: g.Key, Cost: g.Cost, Attempts: g.Attempts, Limit: "none"}
+		if g.Key == "" {
+			row.Key = "(none)"
+		}
+		if l, ok := c.opts.AgentBudgets[g.Key]; ok {
+			row.Limit = "$" + l.String() + " per call"
+		}
+		d.Agents = append(d.Agents, row)
+	}
+	budgets, err := st.Budgets(ctx)
+	if err != nil {
+		return d, err
+	}
+	byScope := map[ledger.Scope]ledger.Budget{}
+	for _, b := range budgets {
+		byScope[b.Scope] = b
+	}
+	tasks, err := st.Spend(ctx, ledger.Filter{By: ledger.ByTask})
+	if err != nil {
+		return d, err
+	}
+	seen := map[string]bool{}
+	for _, g := range tasks.Groups {
+		if g.Key == "" {
+			continue
+		}
+		seen[g.Key] = true
+		b := byScope[ledger.TaskScope(g.Key)]
+		row := spendRow{Key: g.Key, Cost: g.Cost, Attempts: g.Attempts, Paused: b.Paused}
+		row.Limit, row.Remaining = limitText(b)
+		d.Tasks = append(d.Tasks, row)
+	}
+	for _, b := range budgets {
+		if b.Scope.Kind() == ledger.KindTask && !seen[b.Scope.ID()] {
+			row := spendRow{Key: b.Scope.ID(), Paused: b.Paused}
+			row.Limit, row.Remaining = limitText(b)
+			d.Tasks = append(d.Tasks, row)
+		}
+	}
+	sort.Slice(d.Tasks, func(i, j int) bool { return d.Tasks[i].Key < d.Tasks[j].Key })
+	months, err := st.Spend(ctx, ledger.Filter{From: start.AddDate(0, -11, 0), To: end, By: ledger.ByMonth, Location: c.opts.Location})
+	if err != nil {
+		return d, err
+	}
+	var bars []bar
+	for i := 11; i >= 0; i-- {
+		m := start.AddDate(0, -i, 0).Format("2006-01")
+		row := spendRow{Key: m}
+		for _, g := range months.Groups {
+			if g.Key == m {
+				row.Cost, row.Attempts = g.Cost, g.Attempts
+			}
+		}
+		b := byScope[ledger.Scope(ledger.KindMonth+":"+m)]
+		row.Limit, row.Remaining = limitText(b)
+		if row.Attempts > 0 || b.Limited {
+			d.Months = append(d.Months, row)
+		}
+		bb := bar{Label: m[2:], Value: row.Cost}
+		if b.Limited {
+			bb.Limit = b.Limit
+		}
+		bars = append(bars, bb)
+	}
+	d.Chart = barChart("Spend per month (USD)", bars)
+	var agentBars []bar
+	for _, a := range d.Agents {
+		agentBars = append(agentBars, bar{Label: a.Key, Value: a.Cost})
+	}
+	if len(agentBars) > 0 {
+		d.AgentChart = barChart("Spend per agent this month (USD)", agentBars)
+	}
+	rows, err := st.Attempts(ctx, ledger.Filter{From: now.AddDate(0, 0, -30)})
+	if err != nil {
+		return d, err
+	}
+	d.Invocations = recent(rows, 25)
+	return d, nil
+}
+
+// recent groups attempt rows by invocation and returns the newest n
+// invocations, newest first, each with its attempts in order.
+func recent(rows []ledger.AttemptRow, n int) []invocationView {
+	idx := map[string]int{}
+	var out []invocationView
+	for _, a := range rows {
+		i, ok := idx[a.InvocationID]
+		if !ok {
+			i = len(out)
+			idx[a.InvocationID] = i
+			out = append(out, invocationView{ID: a.InvocationID, Time: a.Time, Agent: a.Agent, Task: a.Task})
+		}
+		v := &out[i]
+		v.Attempts = append(v.Attempts, a)
+		v.Cost += a.Cost
+		if a.Time.After(v.Time) {
+			v.Time = a.Time
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.After(out[j].Time) })
+	if len(out) > n {
+		out = out[:n]
+	}
+	return out
+}
+
+func (c *Console) spendPage(w http.ResponseWriter, r *http.Request, s *session) {
+	d, err := c.spendData(r.Context())
+	p := c.page(r, s, "spend", "Spend", d)
+	if err != nil {
+		p.Error = "The ledger could not be read: " + err.Error()
+	}
+	c.render(w, http.StatusOK, "spend", p)
+}
+
+// --- control ---
+
+type taskRow struct {
+	ID     string
+	Paused bool
+	Reason string
+}
+
+type consentRow struct {
+	Provider string
+	Endpoint string
+	Granted  bool
+	Consent  locality.Consent
+}
+
+type controlData struct {
+	Paused   bool
+	Reason   string
+	Tasks    []taskRow
+	Consents []consentRow
+}
+
+func (c *Console) controlData(ctx context.Context) (controlData, error) {
+	var d controlData
+	var errs []error
+	reason, paused, err := c.opts.State.Paused(ctx)
+	errs = append(errs, err)
+	d.Paused, d.Reason = paused, reason
+	ids := map[string]bool{}
+	if budgets, err := c.opts.Ledger.Budgets(ctx); err == nil {
+		for _, b := range budgets {
+			if b.Scope.Kind() == ledger.KindTask {
+				ids[b.Scope.ID()] = true
+			}
+		}
+	} else {
+		errs = append(errs, err)
+	}
+	if rep, err := c.opts.Ledger.Spend(ctx, ledger.Filter{By: ledger.ByTask}); err == nil {
+		for _, g := range rep.Groups {
+			if g.Key != "" {
+				ids[g.Key] = true
+			}
+		}
+	} else {
+		errs = append(errs, err)
+	}
+	c.mu.Lock()
+	for id := range c.tasks {
+		ids[id] = true
+	}
+	c.mu.Unlock()
+	for _, id := range slices.Sorted(mapKeys(ids)) {
+		reason, paused, err := c.opts.Ledger.Paused(ctx, ledger.TaskScope(id))
+		errs = append(errs, err)
+		d.Tasks = append(d.Tasks, taskRow{ID: id, Paused: paused, Reason: reason})
+	}
+	for _, name := range c.opts.Config.ProviderNames() {
+		row := consentRow{Provider: name}
+		if c.opts.Endpoint != nil {
+			row.Endpoint = c.opts.Endpoint(name)
+		}
+		cs, ok, err := c.opts.Consents.Consent(ctx, name)
+		errs = append(errs, err)
+		row.Granted, row.Consent = ok, cs
+		d.Consents = append(d.Consents, row)
+	}
+	return d, errors.Join(errs...)
+}
+
+func mapKeys(m map[string]bool) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func (c *Console) controlPage(w http.ResponseWriter, r *http.Request, s *session) {
+	d, err := c.controlData(r.Context())
+	p := c.page(r, s, "control", "Control", d)
+	if err != nil {
+		p.Error = err.Error()
+	}
+	c.render(w, http.StatusOK, "control", p)
+}
+
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, err error) {
+	d, _ := c.controlData(r.Context())
+	p := c.page(r, s, "control", "Control", d)
+	p.Error = err.Error()
+	c.render(w, http.StatusInternalServerError, "control", p)
+}
+
+func (c *Console) actor(s *session) string {
+	if s.keyID == "" {
+		return "console"
+	}
+	return "console:key " + s.keyID
+}
+
+func (c *Console) projectControl(w http.ResponseWriter, r *http.Request, s *session) {
+	switch r.PostForm.Get("action") {
+	case "pause":
+		reason := strings.TrimSpace(r.PostForm.Get("reason"))
+		if reason == "" {
+			reason = "paused from the console"
+		}
+		if err := c.opts.State.Pause(r.Context(), reason+" ("+c.actor(s)+")"); err != nil {
+			c.fail(w, r, s, err)
+			return
+		}
+		c.opts.Logger.Info("console: project paused", "by", c.actor(s))
+		redirect(w, r, "control", "paused")
+	case "resume":
+		if err := c.opts.State.Resume(r.Context()); err != nil {
+			c.fail(w, r, s, err)
+			return
+		}
+		c.opts.Logger.Info("console: project resumed", "by", c.actor(s))
+		redirect(w, r, "control", "resumed")
+	default:
+		http.Error(w, "action must be pause or resume", http.StatusBadRequest)
+	}
+}
+
+func (c *Console) taskControl(w http.ResponseWriter, r *http.Request, s *session) {
+	id := strings.TrimSpace(r.PostForm.Get("task"))
+	scope := ledger.TaskScope(id)
+	if err := scope.Validate(); err != nil {
+		http.Error(w, "a task id is 1 to 200 printable characters", http.StatusBadRequest)
+		return
+	}
+	c.mu.Lock()
+	c.tasks[id] = true
+	c.mu.Unlock()
+	switch r.PostForm.Get("action") {
+	case "pause":
+		reason := strings.TrimSpace(r.PostForm.Get("reason"))
+		if reason == "" {
+			reason = "paused from the console"
+		}
+		if err := c.opts.Ledger.Pause(r.Context(), scope, reason); err != nil {
+			c.fail(w, r, s, err)
+			return
+		}
+		c.opts.Logger.Info("console: task paused", "task", id, "by", c.actor(s))
+		redirect(w, r, "control", "task-paused")
+	case "resume":
+		if err := c.opts.Ledger.Resume(r.Context(), scope); err != nil {
+			c.fail(w, r, s, err)
+			return
+		}
+		c.opts.Logger.Info("console: task resumed", "task", id, "by", c.actor(s))
+		redirect(w, r, "control", "task-resumed")
+	default:
+		http.Error(w, "action must be pause or resume", http.StatusBadRequest)
+	}
+}
+
+func (c *Console) consentControl(w http.ResponseWriter, r *http.Request, s *session) {
+	name := r.PostForm.Get("provider")
+	if _, ok := c.opts.Config.Providers[name]; !ok {
+		http.Error(w, "no such provider", http.StatusNotFound)
+		return
+	}
+	switch r.PostForm.Get("action") {
+	case "grant":
+		endpoint := ""
+		if c.opts.Endpoint != nil {
+			endpoint = c.opts.Endpoint(name)
+		}
+		cs := locality.Consent{Provider: name, GrantedBy: c.actor(s), GrantedAt: c.opts.Now().UTC(), Endpoint: endpoint}
+		if err := c.opts.Consents.Grant(r.Context(), cs); err != nil {
+			c.fail(w, r, s, err)
+			return
+		}
+		c.opts.Logger.Info("console: consent granted", "provider", name, "by", c.actor(s))
+		redirect(w, r, "control", "granted")
+	case "revoke":
+		ok, err := c.opts.Consents.Revoke(r.Context(), name)
+		if err != nil {
+			c.fail(w, r, s, err)
+			return
+		}
+		if !ok {
+			redirect(w, r, "control", "nothingrevoked")
+			return
+		}
+		c.opts.Logger.Info("console: consent revoked", "provider", name, "by", c.actor(s))
+		redirect(w, r, "control", "revoked")
+	default:
+		http.Error(w, "action must be grant or revoke", http.StatusBadRequest)
+	}
+}

@@ -1,0 +1,797 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/cortexbuild/cortexbuild/orchestrator"
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// Responses parameters the gateway accepts without applying them,
+// silently: they carry no meaning for a stateless answer.
+var responsesQuiet = []string{"user", "metadata", "safety_identifier", "prompt_cache_key", "prompt_cache_retention", "service_tier", "parallel_tool_calls", "include", "stream_options", "store"}
+
+// Responses parameters the gateway accepts without applying them, naming
+// them in X-CortexBuild-Ignored-Params (refused with
+// gateway.strict_params).
+var responsesIgnored = []string{"temperature", "top_p", "top_logprobs", "reasoning", "truncation", "max_tool_calls"}
+
+// responsesRequest is a decoded Responses request.
+type responsesRequest struct {
+	model   string
+	stream  bool
+	req     provider.Request
+	ignored []string
+	// echo is what the response object repeats of the request.
+	instructions *string
+	tools        []responsesTool
+	toolChoice   json.RawMessage
+}
+
+// decodeResponses decodes and checks a Responses body. Only stateless
+// requests are served: previous_response_id, conversation, store: true,
+// background and prompt templates are refused.
+func decodeResponses(body []byte) (*responsesRequest, error) {
+	f, err := parseBody(body)
+	if err != nil {
+		return nil, err
+	}
+	rr := &responsesRequest{}
+	if err := f.take("model", &rr.model); err != nil {
+		return nil, err
+	}
+	if err := f.take("stream", &rr.stream); err != nil {
+		return nil, err
+	}
+	if f.has("previous_response_id") {
+		return nil, badField("previous_response_id", "the gateway is stateless and keeps no responses: send the whole conversation in input (and store: false)")
+	}
+	if f.has("conversation") {
+		return nil, badField("conversation", "the gateway is stateless and keeps no conversations: send the whole conversation in input")
+	}
+	var store, background *bool
+	if err := f.take("store", &store); err != nil {
+		return nil, err
+	}
+	if store != nil && *store {
+		return nil, badField("store", "the gateway is stateless and stores no responses: send store: false (or leave it out)")
+	}
+	if err := f.take("background", &background); err != nil {
+		return nil, err
+	}
+	if background != nil && *background {
+		return nil, badField("background", "background responses are not supported by the gateway")
+	}
+	if f.has("prompt") {
+		return nil, badField("prompt", "prompt templates are stored server-side and not supported by the gateway: send instructions and input")
+	}
+	var maxTokens *int
+	if err := f.take("max_output_tokens", &maxTokens); err != nil {
+		return nil, err
+	}
+	if maxTokens != nil {
+		if *maxTokens < 0 {
+			return nil, badField("max_output_tokens", "must not be negative, got %d", *maxTokens)
+		}
+		rr.req.MaxTokens = *maxTokens
+	}
+	var textIgnored []string
+	if raw := f.raw("text"); raw != nil {
+		tf, err := object("text", raw)
+		if err != nil {
+			return nil, err
+		}
+		if fraw := tf.raw("format"); fraw != nil {
+			ff, err := object("text.format", fraw)
+			if err != nil {
+				return nil, err
+			}
+			var typ string
+			if err := ff.take("type", &typ); err != nil {
+				return nil, err
+			}
+			if typ != "" && typ != "text" {
+				return nil, badField("text.format.type", "%q is not supported by the gateway: only text answers are", typ)
+			}
+		}
+		for _, k := range tf.unknown() {
+			textIgnored = append(textIgnored, "text."+k)
+		}
+	}
+	var toolsIgnored []string
+	if raw := f.raw("tools"); raw != nil {
+		if rr.req.Tools, rr.tools, toolsIgnored, err = responsesTools(raw); err != nil {
+			return nil, err
+		}
+	}
+	if raw := f.raw("tool_choice"); raw != nil {
+		if rr.req.ToolChoice, err = responsesToolChoice(raw); err != nil {
+			return nil, err
+		}
+		rr.toolChoice = raw
+	}
+	var instructions string
+	if err := f.take("instructions", &instructions); err != nil {
+		return nil, err
+	}
+	if f.has("instructions") {
+		rr.instructions = &instructions
+	}
+	raw := f.raw("input")
+	if raw == nil {
+		return nil, badField("input", "required: send a string or an array of input items")
+	}
+	var system string
+	if system, rr.req.Messages, err = responsesInput(raw); err != nil {
+		return nil, err
+	}
+	rr.req.System = strings.Join(nonEmpty([]string{instructions, system}), "\n\n")
+	if len(rr.req.Messages) == 0 {
+		return nil, badField("input", "send at least one user message")
+	}
+	f.skip(responsesQuiet...)
+	rr.ignored = append(f.present(responsesIgnored...), f.unknown()...)
+	rr.ignored = append(append(rr.ignored, textIgnored...), toolsIgnored...)
+	slices.Sort(rr.ignored)
+	return rr, nil
+}
+
+// responsesTool is a function tool as the response object repeats it.
+type responsesTool struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description *string         `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Strict      *bool           `json:"strict"`
+}
+
+// responsesTools decodes tools: [{type: function, name, description,
+// parameters, strict}] (flat, unlike Chat Completions). Other tool types
+// (hosted tools such as web_search, custom tools) are dropped and named as
+// ignored: the model simply does not see them.
+func responsesTools(raw json.RawMessage) ([]provider.ToolDef, []responsesTool, []string, error) {
+	items, err := array("tools", raw)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var out []provider.ToolDef
+	var echo []responsesTool
+	var ignored []string
+	for i, it := range items {
+		path := fmt.Sprintf("tools[%d]", i)
+		tf, err := object(path, it)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		var typ string
+		if err := tf.take("type", &typ); err != nil {
+			return nil, nil, nil, err
+		}
+		if typ != "function" {
+			if typ == "" {
+				return nil, nil, nil, badField(path+".type", "required")
+			}
+			ignored = append(ignored, path+"."+typ)
+			continue
+		}
+		var td provider.ToolDef
+		var rt responsesTool
+		if err := tf.take("name", &td.Name); err != nil {
+			return nil, nil, nil, err
+		}
+		if td.Name == "" {
+			return nil, nil, nil, badField(path+".name", "required")
+		}
+		var desc *string
+		if err := tf.take("description", &desc); err != nil {
+			return nil, nil, nil, err
+		}
+		if desc != nil {
+			td.Description = *desc
+		}
+		if err := tf.take("strict", &rt.Strict); err != nil {
+			return nil, nil, nil, err
+		}
+		td.InputSchema = schemaOrEmpty(tf.raw("parameters"))
+		if _, err := object(path+".parameters", td.InputSchema); err != nil {
+			return nil, nil, nil, err
+		}
+		rt.Type, rt.Name, rt.Description, rt.Parameters = "function", td.Name, desc, td.InputSchema
+		out = append(out, td)
+		echo = append(echo, rt)
+	}
+	return out, echo, ignored, nil
+}
+
+// responsesToolChoice decodes "none" | "auto" | "required" | {type:
+// function, name}.
+func responsesToolChoice(raw json.RawMessage) (provider.ToolChoice, error) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		switch s {
+		case "none", "auto", "required":
+			return provider.ToolChoice(s), nil
+		}
+		return "", badField("tool_choice", "%q is not a tool choice: write none, auto, required or {\"type\":\"function\",\"name\":…}", s)
+	}
+	tc, err := object("tool_choice", raw)
+	if err != nil {
+		return "", badField("tool_choice", "want a string or an object, got %s", jsonKind(raw))
+	}
+	var typ, name string
+	if err := tc.take("type", &typ); err != nil {
+		return "", err
+	}
+	if typ != "function" {
+		return "", badField("tool_choice.type", "%q is not supported: write function", typ)
+	}
+	if err := tc.take("name", &name); err != nil {
+		return "", err
+	}
+	if name == "" {
+		return "", badField("tool_choice.name", "required")
+	}
+	return provider.ToolChoice(name), nil
+}
+
+// responsesInput turns input (a string, or input items) into the system
+// prompt and the conversation: system and developer messages join the
+// system prompt, function_call items become tool calls in an assistant
+// turn, function_call_output items tool results in a user turn, and
+// consecutive turns of one role merge. Reasoning items are dropped: they
+// belong to the provider that made them.
+func responsesInput(raw json.RawMessage) (string, []provider.Message, error) {
+	s, items, err := stringOrParts("input", raw)
+	if err != nil {
+		return "", nil, err
+	}
+	if items == nil {
+		if s == "" {
+			return "", nil, badField("input", "send a non-empty string or at least one input item")
+		}
+		return "", []provider.Message{provider.UserText(s)}, nil
+	}
+	var system []string
+	var out []provider.Message
+	names := map[string]string{} // call id -> function name
+	for i, it := range items {
+		path := fmt.Sprintf("input[%d]", i)
+		mf, err := object(path, it)
+		if err != nil {
+			return "", nil, err
+		}
+		var typ, role string
+		if err := mf.take("type", &typ); err != nil {
+			return "", nil, err
+		}
+		if err := mf.take("role", &role); err != nil {
+			return "", nil, err
+		}
+		if typ == "" && role != "" {
+			typ = "message"
+		}
+		switch typ {
+		case "message":
+			parts, err := responsesContent(path+".content", mf.raw("content"))
+			if err != nil {
+				return "", nil, err
+			}
+			switch role {
+			case "system", "developer":
+				system = append(system, joinText(parts, "\n"))
+			case "user":
+				out = appendTurn(out, provider.RoleUser, parts)
+			case "assistant":
+				out = appendTurn(out, provider.RoleAssistant, parts)
+			case "":
+				return "", nil, badField(path+".role", "required")
+			default:
+				return "", nil, badField(path+".role", "%q is not a role: write user, assistant, system or developer", role)
+			}
+		case "function_call":
+			var callID, name, args string
+			if err := mf.take("call_id", &callID); err != nil {
+				return "", nil, err
+			}
+			if err := mf.take("name", &name); err != nil {
+				return "", nil, err
+			}
+			if err := mf.take("arguments", &args); err != nil {
+				return "", nil, err
+			}
+			if callID == "" {
+				return "", nil, badField(path+".call_id", "required")
+			}
+			if name == "" {
+				return "", nil, badField(path+".name", "required")
+			}
+			obj, err := argumentsObject(path+".arguments", args)
+			if err != nil {
+				return "", nil, err
+			}
+			names[callID] = name
+			out = appendTurn(out, provider.RoleAssistant, []provider.Part{{Type: provider.PartToolCall, ToolCall: &provider.ToolCall{ID: callID, Name: name, Arguments: obj}}})
+		case "function_call_output":
+			var callID string
+			if err := mf.take("call_id", &callID); err != nil {
+				return "", nil, err
+			}
+			if callID == "" {
+				return "", nil, badField(path+".call_id", "required: the call_id of the function_call this output answers")
+			}
+			parts, err := responsesContent(path+".output", mf.raw("output"))
+			if err != nil {
+				return "", nil, err
+			}
+			res := provider.ToolResult{CallID: callID, Name: names[callID], Content: joinText(parts, "\n")}
+			out = appendTurn(out, provider.RoleUser, []provider.Part{{Type: provider.PartToolResult, ToolResult: &res}})
+		case "reasoning":
+		case "item_reference":
+			return "", nil, badField(path+".type", "item references point at stored items, which the stateless gateway does not keep: send the items themselves")
+		default:
+			return "", nil, badField(path+".type", "%q input items are not supported by the gateway: send message, function_call and function_call_output items", typ)
+		}
+	}
+	return strings.Join(nonEmpty(system), "\n\n"), out, nil
+}
+
+// responsesContent reads a message's content or a function output: a
+// string, or input_text / output_text parts (refusals dropped).
+func responsesContent(path string, raw json.RawMessage) ([]provider.Part, error) {
+	s, items, err := stringOrParts(path, raw)
+	if err != nil {
+		return nil, err
+	}
+	if items == nil {
+		if s == "" {
+			return nil, nil
+		}
+		return []provider.Part{{Type: provider.PartText, Text: s}}, nil
+	}
+	var out []provider.Part
+	for j, it := range items {
+		p := fmt.Sprintf("%s[%d]", path, j)
+		pf, err := object(p, it)
+		if err != nil {
+			return nil, err
+		}
+		var typ, text string
+		if err := pf.take("type", &typ); err != nil {
+			return nil, err
+		}
+		switch typ {
+		case "input_text", "output_text", "text":
+			if err := pf.take("text", &text); err != nil {
+				return nil, err
+			}
+			if text != "" {
+				out = append(out, provider.Part{Type: provider.PartText, Text: text})
+			}
+		case "refusal":
+		case "input_image", "input_file", "input_audio":
+			return nil, badField(p+".type", "%s content is not supported by the gateway yet: send text", typ)
+		default:
+			return nil, badField(p+".type", "%q is not a content part type here: send input_text", typ)
+		}
+	}
+	return out, nil
+}
+
+// Response object shapes.
+type responseObject struct {
+	ID                 string              `json:"id"`
+	Object             string              `json:"object"`
+	CreatedAt          int64               `json:"created_at"`
+	Status             string              `json:"status"`
+	Error              *responseError      `json:"error"`
+	IncompleteDetails  *responseIncomplete `json:"incomplete_details"`
+	Instructions       *string             `json:"instructions"`
+	MaxOutputTokens    *int                `json:"max_output_tokens"`
+	Model              string              `json:"model"`
+	Output             []responseItem      `json:"output"`
+	ParallelToolCalls  bool                `json:"parallel_tool_calls"`
+	PreviousResponseID *string             `json:"previous_response_id"`
+	Store              bool                `json:"store"`
+	ToolChoice         json.RawMessage     `json:"tool_choice"`
+	Tools              []responsesTool     `json:"tools"`
+	Usage              *responsesUsage     `json:"usage"`
+	Metadata           struct{}            `json:"metadata"`
+}
+
+type responseError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+type responseIncomplete struct {
+	Reason string `json:"reason"`
+}
+
+// responseItem is an output item: a message or a function call.
+type responseItem struct {
+	Type    string            `json:"type"`
+	ID      string            `json:"id"`
+	Status  string            `json:"status"`
+	Role    string            `json:"role,omitempty"`
+	Content *[]responseOutput `json:"content,omitempty"`
+	// function_call
+	CallID    string  `json:"call_id,omitempty"`
+	Name      string  `json:"name,omitempty"`
+	Arguments *string `json:"arguments,omitempty"`
+}
+
+type responseOutput struct {
+	Type        string     `json:"type"`
+	Text        string     `json:"text"`
+	Annotations []struct{} `json:"annotations"`
+	Logprobs    []struct{} `json:"logprobs"`
+}
+
+type responsesUsage struct {
+	InputTokens         int64                 `json:"input_tokens"`
+	InputTokensDetails  responsesInputDetails `json:"input_tokens_details"`
+	OutputTokens        int64                 `json:"output_tokens"`
+	OutputTokensDetails openAICompletion      `json:"output_tokens_details"`
+	TotalTokens         int64                 `json:"total_tokens"`
+}
+
+type responsesInputDetails struct {
+	CachedTokens int64 `json:"cached_tokens"`
+}
+
+func toResponsesUsage(u provider.Usage) *responsesUsage {
+	return &responsesUsage{InputTokens: u.InputTokens, InputTokensDetails: responsesInputDetails{CachedTokens: u.CacheReadTokens},
+		OutputTokens: u.OutputTokens, OutputTokensDetails: openAICompletion{ReasoningTokens: u.ReasoningTokens}, TotalTokens: u.TotalTokens()}
+}
+
+func messageItem(id, text, status string) responseItem {
+	content := []responseOutput{}
+	if status == "completed" {
+		content = append(content, outputText(text))
+	}
+	return responseItem{Type: "message", ID: id, Status: status, Role: "assistant", Content: &content}
+}
+
+func outputText(text string) responseOutput {
+	return responseOutput{Type: "output_text", Text: text, Annotations: []struct{}{}, Logprobs: []struct{}{}}
+}
+
+func functionItem(id string, tc provider.ToolCall, args, status string) responseItem {
+	return responseItem{Type: "function_call", ID: id, Status: status, CallID: tc.ID, Name: tc.Name, Arguments: &args}
+}
+
+// responseShell is the response object before its output: the request's
+// echo, in progress.
+func (rr *responsesRequest) responseShell(id string, created int64, model string) responseObject {
+	tc := rr.toolChoice
+	if tc == nil {
+		tc = json.RawMessage(`"auto"`)
+	}
+	tools := rr.tools
+	if tools == nil {
+		tools = []responsesTool{}
+	}
+	var mt *int
+	if rr.req.MaxTokens > 0 {
+		mt = &rr.req.MaxTokens
+	}
+	return responseObject{ID: "resp_" + id, Object: "response", CreatedAt: created, Status: "in_progress", Instructions: rr.instructions,
+		MaxOutputTokens: mt, Model: model, Output: []responseItem{}, ParallelToolCalls: true, ToolChoice: tc, Tools: tools}
+}
+
+// finishResponse sets the status of a finished response from its stop
+// reason, and its usage.
+func finishResponse(o *responseObject, res *provider.Result) {
+	o.Status = "completed"
+	switch res.StopReason {
+	case provider.StopMaxTokens:
+		o.Status, o.IncompleteDetails = "incomplete", &responseIncomplete{Reason: "max_output_tokens"}
+	case provider.StopContentFilter, provider.StopRefusal:
+		o.Status, o.IncompleteDetails = "incomplete", &responseIncomplete{Reason: "content_filter"}
+	}
+	o.Usage = toResponsesUsage(res.Usage)
+	if res.Model != "" {
+		o.Model = res.Model
+	}
+}
+
+// responseOf renders a result as a Responses object.
+func (rr *responsesRequest) responseOf(id string, created int64, res *provider.Result) responseObject {
+	o := rr.responseShell(id, created, res.Model)
+	if res.Content != "" || len(res.ToolCalls) == 0 {
+		o.Output = append(o.Output, messageItem("msg_"+id, res.Content, "completed"))
+	}
+	for i, tc := range res.ToolCalls {
+		o.Output = append(o.Output, functionItem(fmt.Sprintf("fc_%s_%d", id, i), tc, string(argsOrEmpty(tc.Arguments)), "completed"))
+	}
+	finishResponse(&o, res)
+	return o
+}
+
+// responses serves POST /v1/responses.
+func (g *Gateway) responses(w http.ResponseWriter, r *http.Request) {
+	p := protoOpenAI
+	ctx := r.Context()
+	id := newID()
+	idHeaders(w.Header(), id)
+	key, f := g.authenticate(r)
+	if f != nil {
+		p.writeError(w, r, f)
+		return
+	}
+	body, f := g.readBody(w, r)
+	if f != nil {
+		p.writeError(w, r, f)
+		return
+	}
+	rr, err := decodeResponses(body)
+	if err != nil {
+		p.writeError(w, r, classify(ctx, err))
+		return
+	}
+	if f := g.ignored(w, rr.ignored); f != nil {
+		p.writeError(w, r, f)
+		return
+	}
+	call, f := g.callFor(r, key, rr.model, rr.req)
+	if f != nil {
+		p.writeError(w, r, f)
+		return
+	}
+	if f := g.prepare(ctx, &call, id); f != nil {
+		p.writeError(w, r, f)
+		return
+	}
+	if rr.stream {
+		g.streamResponses(w, r, call, id, rr)
+		return
+	}
+	out, err := g.opts.Orchestrator.Invoke(ctx, call)
+	if err != nil {
+		if !clientGone(ctx) {
+			p.writeError(w, r, classify(ctx, err))
+		}
+		return
+	}
+	servedHeaders(w.Header(), out.Provider, out.Model)
+	writeJSON(w, http.StatusOK, rr.responseOf(id, g.opts.Now().Unix(), out.Result))
+}
+
+// streamResponses serves a streamed Responses request: response.created
+// and response.in_progress, then one output item at a time (a message
+// with its output_text deltas, or a function call with its argument
+// deltas), each opened with response.output_item.added and closed with
+// response.output_item.done, then response.completed (or
+// response.incomplete) with the whole response and its usage. A failure
+// after the first byte ends the stream with response.failed carrying the
+// error.
+func (g *Gateway) streamResponses(w http.ResponseWriter, r *http.Request, call orchestrator.Call, id string, rr *responsesRequest) {
+	ctx := r.Context()
+	s, err := g.opts.Orchestrator.Stream(ctx, call)
+	if err != nil {
+		if !clientGone(ctx) {
+			protoOpenAI.writeError(w, r, classify(ctx, err))
+		}
+		return
+	}
+	defer s.Close()
+	model := ""
+	if as := s.Attempts(); len(as) > 0 {
+		servedHeaders(w.Header(), as[len(as)-1].Provider, as[len(as)-1].Model)
+		model = as[len(as)-1].Model
+	}
+	st := &itemStream{out: newSSE(w), id: id, resp: rr.responseShell(id, g.opts.Now().Unix(), model), open: -1, openTool: -1, tools: map[int]int{}}
+	if st.send("response.created", map[string]any{"response": st.resp}) != nil {
+		return
+	}
+	if st.send("response.in_progress", map[string]any{"response": st.resp}) != nil {
+		return
+	}
+	failWith := func(err error) {
+		if clientGone(ctx) {
+			return
+		}
+		f := classify(ctx, err)
+		e := openAIError(f).Error
+		code := openAIShapes[f.class].typ
+		if e.Code != nil {
+			code = *e.Code
+		}
+		st.resp.Status, st.resp.Error = "failed", &responseError{Code: code, Message: e.Message}
+		_ = st.send("response.failed", map[string]any{"response": st.resp})
+	}
+	for {
+		c, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			err = &provider.Error{Kind: provider.KindNetwork, Diagnostic: provider.Diagnostic{Message: "the stream ended before its final chunk"}}
+		}
+		if err != nil {
+			failWith(err)
+			return
+		}
+		if c.Text != "" {
+			if st.text(c.Text) != nil {
+				return
+			}
+		}
+		if d := c.ToolCall; d != nil {
+			if err := st.tool(d); err != nil {
+				if errors.Is(err, errInterleaved) {
+					failWith(err)
+				}
+				return
+			}
+		}
+		if c.Final {
+			res := c.Result
+			if res == nil {
+				res = &provider.Result{}
+			}
+			_ = st.finish(res)
+			return
+		}
+	}
+}
+
+// itemStream writes the output items of a Responses stream, one open at a
+// time, and keeps the response object that response.completed carries.
+type itemStream struct {
+	out      *sse
+	id       string
+	seq      int
+	resp     responseObject
+	open     int // output index of the open item, -1 when none
+	openTool int // the provider's index of the open function call, -1 for a message
+	buf      strings.Builder
+	args     strings.Builder
+	openCall provider.ToolCall
+	tools    map[int]int // provider tool index -> output index
+	sentText bool
+}
+
+// send writes one named event; payload gets its type and sequence number.
+func (b *itemStream) send(name string, payload map[string]any) error {
+	payload["type"] = name
+	payload["sequence_number"] = b.seq
+	b.seq++
+	return b.out.event(name, mustJSON(payload))
+}
+
+func (b *itemStream) itemID() string {
+	if b.openTool >= 0 {
+		return fmt.Sprintf("fc_%s_%d", b.id, b.open)
+	}
+	return fmt.Sprintf("msg_%s_%d", b.id, b.open)
+}
+
+// closeOpen finishes the open item: its done events, and the item in the
+// response's output.
+func (b *itemStream) closeOpen() error {
+	if b.open < 0 {
+		return nil
+	}
+	idx, itemID := b.open, b.itemID()
+	var item responseItem
+	if b.openTool >= 0 {
+		args := b.args.String()
+		if args == "" {
+			args = "{}"
+		}
+		if err := b.send("response.function_call_arguments.done", map[string]any{"item_id": itemID, "output_index": idx, "name": b.openCall.Name, "arguments": args}); err != nil {
+			return err
+		}
+		item = functionItem(itemID, b.openCall, args, "completed")
+	} else {
+		text := b.buf.String()
+		if err := b.send("response.output_text.done", map[string]any{"item_id": itemID, "output_index": idx, "content_index": 0, "text": text, "logprobs": []struct{}{}}); err != nil {
+			return err
+		}
+		if err := b.send("response.content_part.done", map[string]any{"item_id": itemID, "output_index": idx, "content_index": 0, "part": outputText(text)}); err != nil {
+			return err
+		}
+		item = messageItem(itemID, text, "completed")
+	}
+	b.resp.Output = append(b.resp.Output, item)
+	b.open, b.openTool = -1, -1
+	b.buf.Reset()
+	b.args.Reset()
+	return b.send("response.output_item.done", map[string]any{"output_index": idx, "item": item})
+}
+
+// textDelta sends text in the open message item.
+func (b *itemStream) textDelta(t string) error {
+	itemID := b.itemID()
+	b.buf.WriteString(t)
+	b.sentText = true
+	return b.send("response.output_text.delta", map[string]any{"item_id": itemID, "output_index": b.open, "content_index": 0, "delta": t, "logprobs": []struct{}{}})
+}
+
+// textOpen opens a message item unless one is open.
+func (b *itemStream) textOpen() error {
+	if b.open >= 0 && b.openTool < 0 {
+		return nil
+	}
+	if err := b.closeOpen(); err != nil {
+		return err
+	}
+	b.open = len(b.resp.Output)
+	itemID := b.itemID()
+	if err := b.send("response.output_item.added", map[string]any{"output_index": b.open, "item": messageItem(itemID, "", "in_progress")}); err != nil {
+		return err
+	}
+	return b.send("response.content_part.added", map[string]any{"item_id": itemID, "output_index": b.open, "content_index": 0, "part": outputText("")})
+}
+
+// text adds answer text, opening a message item when none is open.
+func (b *itemStream) text(t string) error {
+	if err := b.textOpen(); err != nil {
+		return err
+	}
+	return b.textDelta(t)
+}
+
+// tool adds a fragment of a function call, opening its item on the first.
+func (b *itemStream) tool(d *provider.ToolCallDelta) error {
+	if _, seen := b.tools[d.Index]; !seen {
+		if err := b.closeOpen(); err != nil {
+			return err
+		}
+		b.open, b.openTool = len(b.resp.Output), d.Index
+		b.tools[d.Index] = b.open
+		b.openCall = provider.ToolCall{ID: d.ID, Name: d.Name}
+		if err := b.send("response.output_item.added", map[string]any{"output_index": b.open, "item": functionItem(b.itemID(), b.openCall, "", "in_progress")}); err != nil {
+			return err
+		}
+	} else if b.openTool != d.Index {
+		return errInterleaved
+	}
+	if d.Arguments == "" {
+		return nil
+	}
+	b.args.WriteString(d.Arguments)
+	return b.send("response.function_call_arguments.delta", map[string]any{"item_id": b.itemID(), "output_index": b.open, "delta": d.Arguments})
+}
+
+// finish sends what the provider did not stream, closes the last item
+// and ends the response with its status and usage.
+func (b *itemStream) finish(res *provider.Result) error {
+	if !b.sentText && res.Content != "" {
+		if err := b.text(res.Content); err != nil {
+			return err
+		}
+	}
+	for i, tc := range res.ToolCalls {
+		_, seen := b.tools[i]
+		switch {
+		case !seen:
+			if err := b.tool(&provider.ToolCallDelta{Index: i, ID: tc.ID, Name: tc.Name, Arguments: string(argsOrEmpty(tc.Arguments))}); err != nil {
+				return err
+			}
+		case b.openTool == i && b.args.Len() == 0 && len(tc.Arguments) > 0:
+			if err := b.tool(&provider.ToolCallDelta{Index: i, Arguments: string(tc.Arguments)}); err != nil {
+				return err
+			}
+		}
+	}
+	if len(b.resp.Output) == 0 && b.open < 0 {
+		// An empty answer is still one (empty) message.
+		if err := b.textOpen(); err != nil {
+			return err
+		}
+	}
+	if err := b.closeOpen(); err != nil {
+		return err
+	}
+	finishResponse(&b.resp, res)
+	name := "response.completed"
+	if b.resp.Status == "incomplete" {
+		name = "response.incomplete"
+	}
+	return b.send(name, map[string]any{"response": b.resp})
+}

@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/cortexbuild/cortexbuild/config"
+	"github.com/cortexbuild/cortexbuild/gateway"
+	"github.com/cortexbuild/cortexbuild/gateway/console"
+	"github.com/cortexbuild/cortexbuild/orchestrator"
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// secretsPath is the project's secrets file, where the web console saves
+// provider credentials.
+func (e *env) secretsPath(f *config.File) string {
+	return filepath.Join(e.stateDir(f), config.SecretsFileName)
+}
+
+// mountConsole mounts the web console on the gateway: it serves under
+// /console/ with the same keys (or none, on loopback with --no-auth).
+func (e *env) mountConsole(g *gateway.Gateway, f *config.File, o *orchestrator.Orchestrator, keys gateway.Authenticator, project string, logger *slog.Logger) error {
+	gate := e.gate(f)
+	agentBudgets := map[string]provider.Money{}
+	for name, a := range f.Agents {
+		if a != nil && a.Budget != nil {
+			agentBudgets[name] = *a.Budget
+		}
+	}
+	c, err := console.New(console.Options{
+		Project:   project,
+		Keys:      keys,
+		NoAuth:    g.NoAuth(),
+		Config:    f,
+		Registry:  e.registry,
+		LookupEnv: e.lookupEnv,
+		Secrets:   config.OpenSecretsFile(e.secretsPath(f)),
+		Health: func(ctx context.Context, name string) console.Health {
+			cat, catErr := e.catalog(f)
+			r := e.checkOne(ctx, f, gate, cat, catErr, name)
+			return console.Health{Status: r.Status, Healthy: r.Healthy, Latency: time.Duration(r.LatencyMS) * time.Millisecond,
+				Kind: r.Kind, Error: r.Error, Reason: r.Reason, RateLimit: r.RateLimit, CheckedAt: r.CheckedAt}
+		},
+		Breakers: o.Breakers,
+		Ledger:   o.Ledger(),
+		State:    &orchestrator.FileState{Path: filepath.Join(e.stateDir(f), "project-state.json")},
+		Consents: gate.Consents,
+		Endpoint: func(name string) string {
+			u, _ := e.endpointOf(f, name)
+			return u
+		},
+		AgentBudgets: agentBudgets,
+		Location:     budgetLocation(f),
+		Logger:       logger,
+	})
+	if err != nil {
+		return err
+	}
+	g.Handle(console.Prefix, c)
+	g.Handle("/console", c)
+	return nil
+}
