@@ -16,7 +16,7 @@ var update = flag.Bool("update", false, "rewrite golden files")
 
 // testRegistry describes two adapter types the way real registrations do;
 // the factories are never called by the config package.
-func testRegistry(t *testing.T) *provider.Registry {
+func testRegistry(t testing.TB) *provider.Registry {
 	t.Helper()
 	never := func(provider.Settings) (provider.Adapter, error) {
 		t.Fatal("config must not build adapters")

@@ -296,7 +296,7 @@ func (f *Fast) acquire(ctx context.Context, key string, r Reservation) (bool, er
 // settlement: near a limit, a call is decided on actual costs, not on the
 // estimates still held for calls already settled.
 func (f *Fast) exact(ctx context.Context, r Reservation) error {
-	if err := f.Flush(ctx); err != nil {
+	if err := f.catchUp(ctx); err != nil {
 		return err
 	}
 	if err := f.Store.Reserve(ctx, r); err != nil {
@@ -542,6 +542,19 @@ func (f *Fast) applied(jb job) {
 	f.flushMu.Unlock()
 }
 
+// readWait bounds how long a read or an exact reservation waits for
+// pending settlements: a store that cannot take them is reported as
+// unavailable rather than waited for.
+const readWait = 5 * time.Second
+
+// catchUp waits, at most readWait, until pending settlements are in the
+// store.
+func (f *Fast) catchUp(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, readWait)
+	defer cancel()
+	return f.Flush(ctx)
+}
+
 // Flush waits until every settlement made so far is in the store.
 func (f *Fast) Flush(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() {
@@ -660,7 +673,7 @@ func (f *Fast) PauseForBudget(ctx context.Context, sc Scope, reason string) erro
 
 // Budget implements [Store], after applying pending settlements.
 func (f *Fast) Budget(ctx context.Context, sc Scope) (Budget, error) {
-	if err := f.Flush(ctx); err != nil {
+	if err := f.catchUp(ctx); err != nil {
 		return Budget{}, err
 	}
 	return f.Store.Budget(ctx, sc)
@@ -668,7 +681,7 @@ func (f *Fast) Budget(ctx context.Context, sc Scope) (Budget, error) {
 
 // Budgets implements [Store], after applying pending settlements.
 func (f *Fast) Budgets(ctx context.Context) ([]Budget, error) {
-	if err := f.Flush(ctx); err != nil {
+	if err := f.catchUp(ctx); err != nil {
 		return nil, err
 	}
 	return f.Store.Budgets(ctx)
@@ -676,7 +689,7 @@ func (f *Fast) Budgets(ctx context.Context) ([]Budget, error) {
 
 // Attempts implements [Store], after applying pending settlements.
 func (f *Fast) Attempts(ctx context.Context, fl Filter) ([]AttemptRow, error) {
-	if err := f.Flush(ctx); err != nil {
+	if err := f.catchUp(ctx); err != nil {
 		return nil, err
 	}
 	return f.Store.Attempts(ctx, fl)
@@ -684,7 +697,7 @@ func (f *Fast) Attempts(ctx context.Context, fl Filter) ([]AttemptRow, error) {
 
 // Spend implements [Store], after applying pending settlements.
 func (f *Fast) Spend(ctx context.Context, fl Filter) (SpendReport, error) {
-	if err := f.Flush(ctx); err != nil {
+	if err := f.catchUp(ctx); err != nil {
 		return SpendReport{}, err
 	}
 	return f.Store.Spend(ctx, fl)

@@ -515,3 +515,31 @@ func TestFastOnPostgres(t *testing.T) {
 		t.Errorf("admitted %d, refused %d, budget %+v, %v; want 50 admitted, $0.50 spent, nothing held", ok.Load(), refused.Load(), b, err)
 	}
 }
+
+// With settlements stuck (the store does not take them), a call that must
+// be decided exactly, and a read, fail as unavailable instead of waiting
+// for ever.
+func TestFastStuckStoreIsUnavailableNotAHang(t *testing.T) {
+	site := newFastSite(t)
+	c := &counting{Store: site.raw(t), block: make(chan struct{})}
+	f := site.fast(t, c)
+	ctx := context.Background()
+	if err := f.SetBudget(ctx, fastTask, mustM("0.05")); err != nil {
+		t.Fatal(err)
+	}
+	if err := pair(t, f, "a", mustM("0.01"), mustM("0.01")); err != nil {
+		t.Fatal(err)
+	}
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	err := f.Reserve(gone, ledger.Reservation{InvocationID: "b", Amount: mustM("0.01"), Scopes: []ledger.Scope{fastTask, fastMonth}, ExpiresAt: time.Now().Add(time.Hour)})
+	if !errors.Is(err, ledger.ErrUnavailable) && !errors.Is(err, context.Canceled) {
+		t.Errorf("exact reservation with settlements stuck = %v; want it to give up", err)
+	}
+	if _, err := f.Budget(gone, fastTask); !errors.Is(err, ledger.ErrUnavailable) {
+		t.Errorf("read with settlements stuck = %v; want ErrUnavailable", err)
+	}
+	f.Abandon()
+	close(c.block)
+	c.Store.Close()
+}

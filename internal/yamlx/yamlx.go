@@ -15,6 +15,7 @@
 package yamlx
 
 import (
+	"bytes"
 	"encoding"
 	"fmt"
 	"math"
@@ -24,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -110,7 +112,7 @@ func (es Errors) Err() error {
 func Decode(file string, data []byte, out any) error {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return Errors{syntaxError(file, err)}
+		return Errors{syntaxError(file, data, err)}
 	}
 	d := &decoder{file: file}
 	v := reflect.ValueOf(out)
@@ -126,20 +128,42 @@ func Decode(file string, data []byte, out any) error {
 
 var lineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
-func syntaxError(file string, err error) *Error {
+func syntaxError(file string, data []byte, err error) *Error {
 	msg := err.Error()
 	line := 0
 	if m := lineRE.FindStringSubmatch(msg); m != nil {
 		line, _ = strconv.Atoi(m[1])
 		msg = m[2]
 	} else {
+		// The parser names no line when the problem is on the first one,
+		// or when the bytes themselves are bad (invalid UTF-8, a control
+		// character): then the first bad character says where.
 		msg = strings.TrimPrefix(msg, "yaml: ")
+		line = 1
+		if at := firstUnreadable(data); at >= 0 {
+			line += bytes.Count(data[:at], []byte("\n"))
+		}
 	}
 	hint := "check the indentation and that every key is followed by ': '"
 	if strings.Contains(msg, "found character that cannot start any token") {
 		hint = "YAML forbids tabs for indentation; indent with spaces"
 	}
 	return &Error{Pos: Pos{File: file, Line: line, Column: 1}, Msg: "invalid YAML: " + msg + " (" + hint + ")"}
+}
+
+// firstUnreadable is the offset of the first character YAML refuses
+// (invalid UTF-8, or not printable), or -1.
+func firstUnreadable(data []byte) int {
+	for i := 0; i < len(data); {
+		r, n := utf8.DecodeRune(data[i:])
+		printable := r == '\t' || r == '\n' || r == '\r' || (r >= 0x20 && r <= 0x7e) || r == 0x85 ||
+			(r >= 0xa0 && r <= 0xd7ff) || (r >= 0xe000 && r <= 0xfffd && (r != 0xfeff || i == 0)) || (r >= 0x10000 && r <= 0x10ffff)
+		if (r == utf8.RuneError && n <= 1) || !printable {
+			return i
+		}
+		i += n
+	}
+	return -1
 }
 
 type decoder struct {
@@ -363,6 +387,8 @@ func join(path, key string) string {
 func (d *decoder) structure(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind != yaml.MappingNode {
 		d.fail(n, "%s: expected a mapping of keys to values, got %s", orTop(path), kindName(n))
+		// Validation of what did not decode still points at the value.
+		setPos(v, d.pos(n))
 		return
 	}
 	fields := fieldsOf(v.Type())
@@ -407,6 +433,11 @@ func (d *decoder) structure(n *yaml.Node, v reflect.Value, path string) {
 			d.fail(n, "missing required key %q %s", f.name, where(path))
 		}
 	}
+	setPos(v, p)
+}
+
+// setPos sets the fields of type [Pos] of the struct v to p.
+func setPos(v reflect.Value, p Pos) {
 	for i := range v.NumField() {
 		if v.Type().Field(i).Type == posType {
 			v.Field(i).Set(reflect.ValueOf(p))

@@ -52,6 +52,13 @@ func (a *Adapter) Invoke(ctx context.Context, req *provider.Request) (*provider.
 	if err != nil {
 		return nil, a.classify(at.ctx, err, at.model)
 	}
+	if msg == nil {
+		id := ""
+		if at.raw != nil {
+			id = at.raw.Header.Get("request-id")
+		}
+		return nil, a.base.Protocol(at.model, id, "the response is null")
+	}
 	res := a.result(msg, at.model)
 	res.Latency = latency
 	if at.raw != nil {

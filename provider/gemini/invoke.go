@@ -3,6 +3,7 @@ package gemini
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -44,8 +45,12 @@ func (a *Adapter) Invoke(ctx context.Context, req *provider.Request) (*provider.
 	}
 	defer at.cancel()
 	start := a.base.Now()
-	resp, err := a.client.Models.GenerateContent(at.ctx, at.model, at.contents, at.config)
+	resp, err := a.generate(at)
 	latency := a.base.Now().Sub(start)
+	var mal *errMalformed
+	if errors.As(err, &mal) {
+		return nil, a.base.Protocol(at.model, "", mal.Error())
+	}
 	if err != nil {
 		return nil, a.classify(at.ctx, err, at.model)
 	}
@@ -59,6 +64,17 @@ func (a *Adapter) Invoke(ctx context.Context, req *provider.Request) (*provider.
 	}
 	res.Latency = latency
 	return res, nil
+}
+
+// generate calls the SDK, turning a panic while it decodes the response
+// into an *errMalformed.
+func (a *Adapter) generate(at *attempt) (resp *genai.GenerateContentResponse, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			resp, err = nil, &errMalformed{r}
+		}
+	}()
+	return a.client.Models.GenerateContent(at.ctx, at.model, at.contents, at.config)
 }
 
 // errBlocked reports a prompt Gemini refused (HTTP 200, no candidates).

@@ -2,6 +2,8 @@ package gemini
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"iter"
 	"sync"
@@ -21,7 +23,7 @@ func (a *Adapter) Stream(ctx context.Context, req *provider.Request) (provider.S
 	if err != nil {
 		return nil, err
 	}
-	next, stop := iter.Pull2(a.client.Models.GenerateContentStream(at.ctx, at.model, at.contents, at.config))
+	next, stop := iter.Pull2(guarded(a.client.Models.GenerateContentStream(at.ctx, at.model, at.contents, at.config)))
 	return &stream{a: a, at: at, next: next, stop: stop, start: a.base.Now()}, nil
 }
 
@@ -57,6 +59,10 @@ func (s *stream) Recv() (provider.Chunk, error) {
 		resp, err, ok := s.next()
 		if !ok {
 			return s.end()
+		}
+		var mal *errMalformed
+		if errors.As(err, &mal) {
+			return provider.Chunk{}, s.fail(s.a.base.Protocol(s.at.model, s.acc.requestID, mal.Error()))
 		}
 		if err != nil {
 			return provider.Chunk{}, s.fail(s.a.classify(s.at.ctx, err, s.at.model))
@@ -119,4 +125,34 @@ func (s *stream) Close() error {
 		}
 	})
 	return nil
+}
+
+// errMalformed is a response the SDK could not decode: it type-asserts
+// the JSON it is sent, and panics on a field of the wrong type.
+type errMalformed struct{ cause any }
+
+func (e *errMalformed) Error() string {
+	return fmt.Sprintf("malformed response: %v", e.cause)
+}
+
+// guarded turns a panic of the SDK while it decodes a response into an
+// *errMalformed; a panic of the consumer (inside yield) goes on.
+func guarded(seq iter.Seq2[*genai.GenerateContentResponse, error]) iter.Seq2[*genai.GenerateContentResponse, error] {
+	return func(yield func(*genai.GenerateContentResponse, error) bool) {
+		inYield := false
+		defer func() {
+			if r := recover(); r != nil {
+				if inYield {
+					panic(r)
+				}
+				yield(nil, &errMalformed{r})
+			}
+		}()
+		seq(func(r *genai.GenerateContentResponse, err error) bool {
+			inYield = true
+			ok := yield(r, err)
+			inYield = false
+			return ok
+		})
+	}
 }

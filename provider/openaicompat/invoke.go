@@ -26,6 +26,9 @@ func (a *Adapter) Invoke(ctx context.Context, req *provider.Request) (*provider.
 	if at.raw != nil {
 		a.observe(at.raw.Header, 0)
 	}
+	if cc == nil {
+		return nil, a.protocolError(at.model, at.raw, "the response is null")
+	}
 	if len(cc.Choices) == 0 {
 		return nil, a.protocolError(at.model, at.raw, "the response has no choices")
 	}
