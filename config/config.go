@@ -11,6 +11,7 @@
 package config
 
 import (
+	"io/fs"
 	"time"
 
 	"github.com/cortexbuild/cortexbuild/internal/yamlx"
@@ -36,6 +37,9 @@ type File struct {
 	// the environment sets (the web console's secrets file): [File.Resolve]
 	// asks it last.
 	Secrets CredentialSource `yaml:"-"`
+	// perm is the permission bits of Path when Load read it (permKnown).
+	perm      fs.FileMode
+	permKnown bool
 
 	Version       int                  `yaml:"version" desc:"Format version of this file. Only 1 exists; 0 or absent means 1."`
 	Orchestration *bool                `yaml:"orchestration" desc:"Turn on CortexBuild's own orchestration engine (calls providers directly). Default false: rendered mode, where host tools run the models. CORTEXBUILD_LLM=1 also turns it on."`

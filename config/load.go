@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -52,7 +53,13 @@ func Load(path string, reg *provider.Registry) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Parse(path, data, reg)
+	f, err := Parse(path, data, reg)
+	if f != nil {
+		if st, serr := os.Stat(path); serr == nil {
+			f.perm, f.permKnown = st.Mode().Perm(), true
+		}
+	}
+	return f, err
 }
 
 // Parse decodes and validates data; file names it in messages.
@@ -267,7 +274,68 @@ func (f *File) Warnings() []string {
 			}
 		}
 	}
-	return append(out, f.Observability.warnings()...)
+	out = append(out, f.Observability.warnings()...)
+	if w := f.permissionWarning(); w != "" {
+		out = append(out, w)
+	}
+	return out
+}
+
+// inlineSecrets names the fields of f that hold a secret in the file
+// itself rather than a ${ENV_VAR} reference: literal credentials, trace
+// export headers and webhook URLs, and store or cache URLs that carry a
+// password.
+func (f *File) inlineSecrets() []string {
+	var out []string
+	literal := func(s Secret) bool { return s.EnvVar() == "" && !s.IsZero() }
+	for _, name := range f.ProviderNames() {
+		p := f.Providers[name]
+		for _, key := range slices.Sorted(maps.Keys(p.Credentials)) {
+			if literal(p.Credentials[key]) {
+				out = append(out, "providers."+name+".credentials."+key)
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(f.Observability.Traces.Headers)) {
+		if literal(f.Observability.Traces.Headers[name]) {
+			out = append(out, "observability.traces.headers."+name)
+		}
+	}
+	if literal(f.Notifications.WebhookURL) {
+		out = append(out, "notifications.webhook_url")
+	}
+	for field, s := range map[string]Secret{"store.dsn": f.Store.DSN, "cache.url": f.Cache.URL} {
+		if literal(s) && hasPassword(s.raw) {
+			out = append(out, field)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// hasPassword reports whether a connection URL or key=value DSN carries a
+// password.
+func hasPassword(raw string) bool {
+	if u, err := url.Parse(raw); err == nil && u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			return true
+		}
+	}
+	return strings.Contains(strings.ToLower(raw), "password=")
+}
+
+// permissionWarning warns when the file Load read holds secrets inline
+// and its group or others may read it.
+func (f *File) permissionWarning() string {
+	if runtime.GOOS == "windows" || !f.permKnown || f.perm&0o077 == 0 {
+		return ""
+	}
+	fields := f.inlineSecrets()
+	if len(fields) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s: mode %04o lets group or others read it, and it holds secrets inline (%s): run 'chmod 600 %s', or write them as ${ENV_VAR}",
+		f.Path, f.perm, strings.Join(fields, ", "), f.Path)
 }
 
 // Resolve returns the settings to build provider name's adapter:

@@ -194,3 +194,29 @@ func TestProvidersListNeverPrintsSecrets(t *testing.T) {
 		t.Errorf("adapter types = %v %v", doc.AdapterTypes, err)
 	}
 }
+
+// config validate warns about a readable file that holds a secret inline,
+// naming the file and the fix, and stops once the file is private.
+func TestValidateWarnsAboutReadableInlineSecrets(t *testing.T) {
+	dir := writeConfig(t, "providers:\n  claude:\n    type: anthropic\n    credentials:\n      api_key: sk-ant-inline-literal\n")
+	path := filepath.Join(dir, config.Dir, config.FileName)
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := run(t, dir, nil, "config", "validate")
+	if code != 0 || !strings.Contains(out, "valid") {
+		t.Fatalf("validate = %d\n%s\n%s", code, out, errs)
+	}
+	if !strings.Contains(errs, "warning: "+path+": mode 0644") || !strings.Contains(errs, "chmod 600 "+path) || !strings.Contains(errs, "${ENV_VAR}") {
+		t.Errorf("no permission warning naming the file and the fix:\n%s", errs)
+	}
+	if strings.Contains(out+errs, "sk-ant-inline-literal") {
+		t.Errorf("the secret was printed:\n%s%s", out, errs)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, errs := run(t, dir, nil, "config", "validate"); strings.Contains(errs, "lets group or others read it") {
+		t.Errorf("a private file still warns:\n%s", errs)
+	}
+}

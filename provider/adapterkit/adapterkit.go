@@ -204,19 +204,21 @@ func (b *Base) Finish(pe *provider.Error) *provider.Error {
 	pe.Diagnostic.Message = provider.Redact(pe.Diagnostic.Message, b.Secret)
 	if pe.Err != nil {
 		if _, done := pe.Err.(redacted); !done {
-			pe.Err = redacted{pe.Err, b.Secret}
+			pe.Err = redacted{pe.Err, provider.Redact(pe.Err.Error(), b.Secret)}
 		}
 	}
 	return pe
 }
 
-// redacted wraps an error whose text might quote a credential.
+// redacted wraps an error whose text might quote a credential. It keeps
+// the redacted text, not the credential: a formatter that prints the
+// error's fields (%+v, %#v) finds no secret in it.
 type redacted struct {
-	err    error
-	secret string
+	err error
+	msg string
 }
 
-func (r redacted) Error() string { return provider.Redact(r.err.Error(), r.secret) }
+func (r redacted) Error() string { return r.msg }
 func (r redacted) Unwrap() error { return r.err }
 
 // Canceled is the error a stream reports after its caller closed it.

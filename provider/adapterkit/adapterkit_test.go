@@ -101,3 +101,19 @@ func TestBaseModelsAndTimeouts(t *testing.T) {
 		t.Errorf("estimate without a catalog = %v", err)
 	}
 }
+
+// A formatter that prints an error's fields (%+v, %#v, a struct dump of
+// the provider error) finds no credential in it: the wrapper keeps the
+// redacted text, not the secret.
+func TestFinishKeepsNoSecretInFields(t *testing.T) {
+	b := &Base{Name: "p", Secret: "sk-secret-value"}
+	pe := b.Finish(&provider.Error{Kind: provider.KindNetwork, Err: errors.New("connection reset")})
+	for _, s := range []string{fmt.Sprintf("%+v", *pe), fmt.Sprintf("%#v", *pe), fmt.Sprintf("%#v", pe.Err), fmt.Sprintf("%v", pe.Err)} {
+		if strings.Contains(s, "sk-secret-value") {
+			t.Errorf("the secret is in %s", s)
+		}
+	}
+	if pe.Err.Error() != "connection reset" || !errors.Is(pe, pe.Err) {
+		t.Errorf("the wrapped error changed: %v", pe.Err)
+	}
+}
