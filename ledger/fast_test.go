@@ -197,20 +197,32 @@ func TestFastConcurrentCallsNeverOverspend(t *testing.T) {
 	if err := f.SetBudget(ctx, fastTask, mustM("1")); err != nil {
 		t.Fatal(err)
 	}
-	var ok, refused atomic.Int64
+	ok, refused := concurrentPairs(t, f, 16, 20)
+	b, err := f.Budget(ctx, fastTask)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok != 100 || refused != 220 || b.Spent != mustM("1") {
+		t.Errorf("admitted %d, refused %d, spent %s; want exactly 100 admitted for $1 at $0.01", ok, refused, b.Spent)
+	}
+}
+
+// concurrentPairs runs goroutines × per reserve+settle pairs of $0.01 and
+// counts those admitted and those refused by the budget (reaching the
+// limit pauses the task, so later ones are refused as paused).
+func concurrentPairs(t *testing.T, st ledger.Store, goroutines, per int) (ok, refused int64) {
+	var okN, refusedN atomic.Int64
 	var wg sync.WaitGroup
-	for g := range 16 {
+	for g := range goroutines {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range 20 {
-				err := pair(t, f, fmt.Sprintf("g%d-%d", g, i), mustM("0.01"), mustM("0.01"))
-				switch {
+			for i := range per {
+				switch err := pair(t, st, fmt.Sprintf("g%d-%d", g, i), mustM("0.01"), mustM("0.01")); {
 				case err == nil:
-					ok.Add(1)
+					okN.Add(1)
 				case errors.Is(err, ledger.ErrOverBudget), errors.Is(err, ledger.ErrPaused):
-					// Reaching the limit pauses the task.
-					refused.Add(1)
+					refusedN.Add(1)
 				default:
 					t.Error(err)
 				}
@@ -218,13 +230,7 @@ func TestFastConcurrentCallsNeverOverspend(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	b, err := f.Budget(ctx, fastTask)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ok.Load() != 100 || refused.Load() != 220 || b.Spent != mustM("1") {
-		t.Errorf("admitted %d, refused %d, spent %s; want exactly 100 admitted for $1 at $0.01", ok.Load(), refused.Load(), b.Spent)
-	}
+	return okN.Load(), refusedN.Load()
 }
 
 // A killed process's journal is replayed by the next one: every settlement
@@ -483,25 +489,7 @@ func TestFastOnPostgres(t *testing.T) {
 	if err := f.SetBudget(ctx, fastTask, mustM("0.5")); err != nil {
 		t.Fatal(err)
 	}
-	var ok, refused atomic.Int64
-	var wg sync.WaitGroup
-	for g := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 10 {
-				switch err := pair(t, f, fmt.Sprintf("g%d-%d", g, i), mustM("0.01"), mustM("0.01")); {
-				case err == nil:
-					ok.Add(1)
-				case errors.Is(err, ledger.ErrOverBudget), errors.Is(err, ledger.ErrPaused):
-					refused.Add(1)
-				default:
-					t.Error(err)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	ok, refused := concurrentPairs(t, f, 8, 10)
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -511,8 +499,8 @@ func TestFastOnPostgres(t *testing.T) {
 	}
 	defer raw.Close()
 	b, err := raw.Budget(ctx, fastTask)
-	if err != nil || ok.Load() != 50 || refused.Load() != 30 || b.Spent != mustM("0.5") || b.Held != 0 {
-		t.Errorf("admitted %d, refused %d, budget %+v, %v; want 50 admitted, $0.50 spent, nothing held", ok.Load(), refused.Load(), b, err)
+	if err != nil || ok != 50 || refused != 30 || b.Spent != mustM("0.5") || b.Held != 0 {
+		t.Errorf("admitted %d, refused %d, budget %+v, %v; want 50 admitted, $0.50 spent, nothing held", ok, refused, b, err)
 	}
 }
 
