@@ -169,6 +169,11 @@ func (b *Base) ClassifyLocal(ctx context.Context, err error, model string) (*pro
 		pe.Kind, pe.Err = provider.KindCanceled, err
 	case errors.Is(err, context.DeadlineExceeded):
 		pe.Kind, pe.Err = provider.KindTimeout, err
+	case decodeFailure(err):
+		// The body came whole but is not valid JSON: the provider's
+		// answer, not the connection, is broken (a truncated document
+		// ends in io.ErrUnexpectedEOF all the same).
+		return nil, false
 	case errors.As(err, &oe), errors.As(err, &ne):
 		pe.Kind, pe.Err = provider.KindNetwork, err
 		if ne != nil && ne.Timeout() {
@@ -186,6 +191,14 @@ func (b *Base) ClassifyLocal(ctx context.Context, err error, model string) (*pro
 // provider broke its own protocol.
 func (b *Base) Unreadable(err error, model string) *provider.Error {
 	return &provider.Error{Kind: provider.KindServer, Provider: b.Name, Model: model, Diagnostic: provider.Diagnostic{Message: "unreadable response"}, Err: err}
+}
+
+// decodeFailure reports whether err is the SDK's failure to parse a body
+// it had already read in full ("error parsing response json: …", as the
+// Anthropic and OpenAI SDKs say; a failed read is "error reading response
+// body: …").
+func decodeFailure(err error) bool {
+	return strings.Contains(err.Error(), "error parsing response json")
 }
 
 func isTransport(err error) bool {

@@ -72,6 +72,8 @@ func TestClassifyLocal(t *testing.T) {
 		{"refused", live, &net.OpError{Op: "dial", Err: errors.New("connection refused")}, provider.KindNetwork, true},
 		{"cut", live, fmt.Errorf("read: %w", io.ErrUnexpectedEOF), provider.KindNetwork, true},
 		{"deadline", live, context.DeadlineExceeded, provider.KindTimeout, true},
+		{"body read whole, truncated JSON", live, fmt.Errorf("error parsing response json: %w", io.ErrUnexpectedEOF), 0, false},
+		{"body cut while read", live, fmt.Errorf("error reading response body: %w", io.ErrUnexpectedEOF), provider.KindNetwork, true},
 		{"something else", live, errors.New("json: cannot unmarshal"), 0, false},
 	}
 	for _, tt := range tests {
