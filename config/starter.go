@@ -50,5 +50,40 @@ func WriteStarter(root string, force bool) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return path, os.WriteFile(filepath.Join(dir, "llm-config.schema.json"), schema, 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "llm-config.schema.json"), schema, 0o644); err != nil {
+		return "", err
+	}
+	return path, writeGitignore(dir)
+}
+
+// stateIgnore is .cortexbuild/.gitignore: the configuration, its schema and
+// render's manifest are the project's; the rest is this machine's state,
+// and some of it is secret.
+const stateIgnore = `# Written by cortexbuild init. Local state of this machine, never committed
+# (secrets.json and gateway-keys.json hold credentials).
+state.db
+state.db-*
+journal/
+consent.json
+breakers.json
+project-state.json
+secrets.json
+gateway-keys.json
+`
+
+// writeGitignore writes .cortexbuild/.gitignore unless one exists (a
+// project's own is left as it is).
+func writeGitignore(dir string) error {
+	f, err := os.OpenFile(filepath.Join(dir, ".gitignore"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(stateIgnore); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -85,6 +85,27 @@ func TestInitThenValidate(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, config.Dir, "llm-config.schema.json")); err != nil {
 		t.Errorf("schema not written: %v", err)
 	}
+	// The machine's state, secrets included, is kept out of version control;
+	// the configuration is not.
+	ignore, err := os.ReadFile(filepath.Join(dir, config.Dir, ".gitignore"))
+	for _, want := range []string{"secrets.json", "gateway-keys.json", "state.db", "journal/"} {
+		if err != nil || !strings.Contains(string(ignore), want) {
+			t.Errorf(".cortexbuild/.gitignore lacks %s: %q, %v", want, ignore, err)
+		}
+	}
+	if strings.Contains(string(ignore), "llm-config.yaml") {
+		t.Error(".cortexbuild/.gitignore hides the configuration")
+	}
+	// A project's own .gitignore is kept.
+	if err := os.WriteFile(filepath.Join(dir, config.Dir, ".gitignore"), []byte("mine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := run(t, dir, nil, "init", "--force"); code != 0 {
+		t.Fatalf("init --force = %d %q", code, errs)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, config.Dir, ".gitignore")); string(b) != "mine\n" {
+		t.Errorf("init replaced the project's .gitignore: %q", b)
+	}
 	// A second init refuses to overwrite.
 	if code, _, errs := run(t, dir, nil, "init"); code != ExitFailure || !strings.Contains(errs, "--force") {
 		t.Errorf("second init = %d %q", code, errs)
