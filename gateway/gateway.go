@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -366,8 +367,38 @@ func (g *Gateway) ignored(w http.ResponseWriter, params []string) *failure {
 		return &failure{class: classBadRequest, param: params[0],
 			msg: fmt.Sprintf("%s: not supported by this gateway, and gateway.strict_params refuses what it cannot apply", strings.Join(params, ", "))}
 	}
-	w.Header().Set(HeaderIgnored, strings.Join(params, ", "))
+	w.Header().Set(HeaderIgnored, ignoredHeader(params))
 	return nil
+}
+
+// maxIgnoredNamed bounds the names listed in HeaderIgnored.
+const maxIgnoredNamed = 20
+
+// ignoredHeader lists parameter names for HeaderIgnored. The names come from
+// the caller's JSON keys, so one that is not plain printable ASCII is
+// quoted with escapes: a header value must never carry control bytes.
+func ignoredHeader(params []string) string {
+	names := make([]string, 0, min(len(params), maxIgnoredNamed)+1)
+	for i, p := range params {
+		if i == maxIgnoredNamed {
+			names = append(names, fmt.Sprintf("(%d more)", len(params)-i))
+			break
+		}
+		names = append(names, headerSafe(p))
+	}
+	return strings.Join(names, ", ")
+}
+
+func headerSafe(name string) string {
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c <= ' ' || c >= 0x7f || c == ',' || c == '"' {
+			return strconv.QuoteToASCII(name)
+		}
+	}
+	if len(name) > 64 {
+		return name[:64] + "..."
+	}
+	return name
 }
 
 // newID returns 24 random hex digits, the tail of the invocation and
