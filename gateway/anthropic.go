@@ -24,10 +24,7 @@ var anthropicIgnored = []string{"temperature", "top_p", "top_k", "stop_sequences
 
 // messagesRequest is a decoded Messages (or count_tokens) request.
 type messagesRequest struct {
-	model   string
-	stream  bool
-	req     provider.Request
-	ignored []string
+	decoded
 }
 
 // cacheHint collects the cache_control marks of a request: any mark asks
@@ -458,32 +455,8 @@ func (g *Gateway) messages(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := newID()
 	idHeaders(w.Header(), id)
-	key, f := g.authenticate(r)
-	if f != nil {
-		p.writeError(w, r, f)
-		return
-	}
-	body, f := g.readBody(w, r)
-	if f != nil {
-		p.writeError(w, r, f)
-		return
-	}
-	mr, err := decodeMessages(body, false)
-	if err != nil {
-		p.writeError(w, r, classify(ctx, err))
-		return
-	}
-	if f := g.ignored(w, mr.ignored); f != nil {
-		p.writeError(w, r, f)
-		return
-	}
-	call, f := g.callFor(r, key, mr.model, mr.req)
-	if f != nil {
-		p.writeError(w, r, f)
-		return
-	}
-	if f := g.prepare(ctx, &call, id); f != nil {
-		p.writeError(w, r, f)
+	mr, call, ok := admit(g, w, r, p, id, func(b []byte) (*messagesRequest, error) { return decodeMessages(b, false) })
+	if !ok {
 		return
 	}
 	if mr.stream {
@@ -507,28 +480,8 @@ func (g *Gateway) messages(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request) {
 	p := protoAnthropic
 	ctx := r.Context()
-	key, f := g.authenticate(r)
-	if f != nil {
-		p.writeError(w, r, f)
-		return
-	}
-	body, f := g.readBody(w, r)
-	if f != nil {
-		p.writeError(w, r, f)
-		return
-	}
-	mr, err := decodeMessages(body, true)
-	if err != nil {
-		p.writeError(w, r, classify(ctx, err))
-		return
-	}
-	if f := g.ignored(w, mr.ignored); f != nil {
-		p.writeError(w, r, f)
-		return
-	}
-	call, f := g.callFor(r, key, mr.model, mr.req)
-	if f != nil {
-		p.writeError(w, r, f)
+	_, call, ok := decodeCall(g, w, r, p, func(b []byte) (*messagesRequest, error) { return decodeMessages(b, true) })
+	if !ok {
 		return
 	}
 	if err := call.Request.Validate(); err != nil {

@@ -371,6 +371,63 @@ func (g *Gateway) ignored(w http.ResponseWriter, params []string) *failure {
 	return nil
 }
 
+// decoded is what every protocol's decoder takes from a request body.
+type decoded struct {
+	model   string
+	stream  bool
+	req     provider.Request
+	ignored []string
+}
+
+func (d *decoded) common() *decoded { return d }
+
+// decodeCall authenticates r, reads and decodes its body and resolves it to
+// an orchestrator call. When it fails it has answered in p's error shape
+// and returns false.
+func decodeCall[T interface{ common() *decoded }](g *Gateway, w http.ResponseWriter, r *http.Request, p protocol, decode func([]byte) (T, error)) (T, orchestrator.Call, bool) {
+	var zero T
+	fail := func(f *failure) (T, orchestrator.Call, bool) {
+		p.writeError(w, r, f)
+		return zero, orchestrator.Call{}, false
+	}
+	key, f := g.authenticate(r)
+	if f != nil {
+		return fail(f)
+	}
+	body, f := g.readBody(w, r)
+	if f != nil {
+		return fail(f)
+	}
+	v, err := decode(body)
+	if err != nil {
+		return fail(classify(r.Context(), err))
+	}
+	d := v.common()
+	if f := g.ignored(w, d.ignored); f != nil {
+		return fail(f)
+	}
+	call, f := g.callFor(r, key, d.model, d.req)
+	if f != nil {
+		return fail(f)
+	}
+	return v, call, true
+}
+
+// admit is decodeCall for a call to be made: the call is also prepared
+// (budgets of a task seen for the first time, the invocation id).
+func admit[T interface{ common() *decoded }](g *Gateway, w http.ResponseWriter, r *http.Request, p protocol, id string, decode func([]byte) (T, error)) (T, orchestrator.Call, bool) {
+	v, call, ok := decodeCall(g, w, r, p, decode)
+	if !ok {
+		return v, call, false
+	}
+	if f := g.prepare(r.Context(), &call, id); f != nil {
+		p.writeError(w, r, f)
+		var zero T
+		return zero, call, false
+	}
+	return v, call, true
+}
+
 // maxIgnoredNamed bounds the names listed in HeaderIgnored.
 const maxIgnoredNamed = 20
 

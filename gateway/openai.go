@@ -24,11 +24,8 @@ var openAIIgnored = []string{"temperature", "top_p", "seed", "stop", "presence_p
 
 // chatRequest is a decoded Chat Completions request.
 type chatRequest struct {
-	model        string
-	stream       bool
+	decoded
 	includeUsage bool
-	req          provider.Request
-	ignored      []string
 }
 
 // decodeChat decodes and checks a Chat Completions body.
@@ -555,32 +552,8 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := newID()
 	idHeaders(w.Header(), id)
-	key, f := g.authenticate(r)
-	if f != nil {
-		p.writeError(w, r, f)
-		return
-	}
-	body, f := g.readBody(w, r)
-	if f != nil {
-		p.writeError(w, r, f)
-		return
-	}
-	cr, err := decodeChat(body)
-	if err != nil {
-		p.writeError(w, r, classify(ctx, err))
-		return
-	}
-	if f := g.ignored(w, cr.ignored); f != nil {
-		p.writeError(w, r, f)
-		return
-	}
-	call, f := g.callFor(r, key, cr.model, cr.req)
-	if f != nil {
-		p.writeError(w, r, f)
-		return
-	}
-	if f := g.prepare(ctx, &call, id); f != nil {
-		p.writeError(w, r, f)
+	cr, call, ok := admit(g, w, r, p, id, decodeChat)
+	if !ok {
 		return
 	}
 	if cr.stream {

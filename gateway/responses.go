@@ -24,10 +24,7 @@ var responsesIgnored = []string{"temperature", "top_p", "top_logprobs", "reasoni
 
 // responsesRequest is a decoded Responses request.
 type responsesRequest struct {
-	model   string
-	stream  bool
-	req     provider.Request
-	ignored []string
+	decoded
 	// echo is what the response object repeats of the request.
 	instructions *string
 	tools        []responsesTool
@@ -520,32 +517,8 @@ func (g *Gateway) responses(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := newID()
 	idHeaders(w.Header(), id)
-	key, f := g.authenticate(r)
-	if f != nil {
-		p.writeError(w, r, f)
-		return
-	}
-	body, f := g.readBody(w, r)
-	if f != nil {
-		p.writeError(w, r, f)
-		return
-	}
-	rr, err := decodeResponses(body)
-	if err != nil {
-		p.writeError(w, r, classify(ctx, err))
-		return
-	}
-	if f := g.ignored(w, rr.ignored); f != nil {
-		p.writeError(w, r, f)
-		return
-	}
-	call, f := g.callFor(r, key, rr.model, rr.req)
-	if f != nil {
-		p.writeError(w, r, f)
-		return
-	}
-	if f := g.prepare(ctx, &call, id); f != nil {
-		p.writeError(w, r, f)
+	rr, call, ok := admit(g, w, r, p, id, decodeResponses)
+	if !ok {
 		return
 	}
 	if rr.stream {

@@ -112,7 +112,7 @@ func TestDoctorComparesHostCLIsWithThePins(t *testing.T) {
 func TestDoctorHostCLIFailures(t *testing.T) {
 	tail, err := exec.LookPath("tail")
 	if err != nil {
-		t.Skip("no tail to make a CLI that never answers")
+		t.Skip("skipped: no tail(1) on PATH to build a host CLI that never answers")
 	}
 	bin := t.TempDir()
 	fakeHostCLI(t, bin, "gh", "exec "+tail+" -f /dev/null") // never answers

@@ -371,7 +371,7 @@ func checkGatewayAfterCrash(t *testing.T, dir string, ok map[string]bool, taskLi
 // some runs end on the budget before the kill.
 func TestGatewayCrashConsistency(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts gateway processes")
+		t.Skip("skipped with -short: it starts gateway processes and kills them")
 	}
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv(envGatewayCrashSeed); s != "" {
