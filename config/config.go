@@ -63,6 +63,7 @@ type Gateway struct {
 
 	Listen          string                   `yaml:"listen" desc:"Address to listen on; default 127.0.0.1:8787 (loopback). The --listen flag overrides it."`
 	MaxBodyBytes    int64                    `yaml:"max_body_bytes" desc:"Largest request body accepted, in bytes; larger ones get a 413. Default 33554432 (32 MiB)."`
+	MaxInFlight     int                      `yaml:"max_in_flight" desc:"Most API requests served at once; one more is answered at once with the protocol's overloaded error (OpenAI 503, Anthropic 529) and retry-after: 1, so that memory stays bounded under overload. Default 1024."`
 	StrictParams    bool                     `yaml:"strict_params" desc:"Refuse (400) requests carrying parameters the gateway does not apply, such as temperature or unknown fields. Default false: they are ignored and named in the X-CortexBuild-Ignored-Params response header."`
 	ShutdownTimeout time.Duration            `yaml:"shutdown_timeout" desc:"On SIGTERM or SIGINT, how long in-flight requests may run before they are cancelled, e.g. 30s. Default 30s."`
 	Models          map[string]*GatewayModel `yaml:"models" desc:"Model names clients may send, each mapped to an agent, a tier or an exact model (optionally on one provider). Agent names, tier names and provider/model always resolve without an entry."`
@@ -97,12 +98,13 @@ type Notifications struct {
 type Provider struct {
 	Pos yamlx.Pos `yaml:"-"`
 
-	Type        string                   `yaml:"type,required" desc:"Adapter type: see 'cortexbuild providers list'."`
-	Profile     string                   `yaml:"profile" desc:"Flavour of the adapter type (openai_compatible: openai, ollama, vllm, lmstudio, gateway)."`
-	BaseURL     string                   `yaml:"base_url" desc:"Endpoint URL; default: the adapter type's official endpoint."`
-	Credentials map[string]Secret        `yaml:"credentials" desc:"Credentials by field name (see the type's credentials schema). Write secrets as ${ENV_VAR}; when absent, the schema's environment variables are read."`
-	Models      map[provider.Tier]string `yaml:"models" desc:"Model for each tier (reasoning_heavy, balanced, fast_cheap); default: the adapter type's mapping."`
-	Timeout     time.Duration            `yaml:"timeout" desc:"Per-attempt timeout, e.g. 120s. Default: the request's (300s)."`
+	Type             string                   `yaml:"type,required" desc:"Adapter type: see 'cortexbuild providers list'."`
+	Profile          string                   `yaml:"profile" desc:"Flavour of the adapter type (openai_compatible: openai, ollama, vllm, lmstudio, gateway)."`
+	BaseURL          string                   `yaml:"base_url" desc:"Endpoint URL; default: the adapter type's official endpoint."`
+	Credentials      map[string]Secret        `yaml:"credentials" desc:"Credentials by field name (see the type's credentials schema). Write secrets as ${ENV_VAR}; when absent, the schema's environment variables are read."`
+	Models           map[provider.Tier]string `yaml:"models" desc:"Model for each tier (reasoning_heavy, balanced, fast_cheap); default: the adapter type's mapping."`
+	Timeout          time.Duration            `yaml:"timeout" desc:"Per-attempt timeout, e.g. 120s. Default: the request's (300s)."`
+	MaxResponseBytes int64                    `yaml:"max_response_bytes" desc:"Largest answer read from the endpoint, in bytes (a whole stream counts); a larger one fails the attempt as a server error. Default 33554432 (32 MiB); 0 means the default."`
 	// Capabilities the endpoint's models have beyond what the adapter and
 	// the price catalog know (a local vision or long-context model).
 	Capabilities []provider.Capability `yaml:"capabilities" desc:"Extra capabilities of this endpoint's models, e.g. [vision, long_context_200k] for a local model the price catalog does not describe."`
@@ -234,7 +236,7 @@ type Store struct {
 	DSN               Secret `yaml:"dsn" desc:"PostgreSQL connection string for backend postgres, e.g. ${DATABASE_URL}."`
 	LoopbackFailsOpen *bool  `yaml:"loopback_fails_open" desc:"When the store is unreachable, still allow loopback (free) endpoints. Default true; paid endpoints always fail closed."`
 	FastPath          *bool  `yaml:"fast_path" desc:"Admit calls against budget leases and journal their settlements, applying them to the store in the background (microseconds per call instead of a database transaction). Default true; false reserves and settles every call in the store itself."`
-	JournalSync       bool   `yaml:"journal_sync" desc:"Wait for the disk on every journal append, so that a settlement survives a power cut as soon as the call returns (it always survives the death of the process). Default false."`
+	JournalSync       bool   `yaml:"journal_sync" desc:"Wait for the disk on every journal append, so that a settlement survives a power cut as soon as the call returns (it always survives the death of the process); the embedded store's background commits then wait for the disk too. Default false."`
 }
 
 // Pricing adds price catalogs.

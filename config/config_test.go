@@ -49,6 +49,7 @@ providers:
     profile: ollama
     base_url: http://127.0.0.1:11434/v1
     timeout: 120s
+    max_response_bytes: 1048576
 routing:
   preference: [local, anthropic]
   allow_alternates: true
@@ -101,9 +102,14 @@ func TestParseValid(t *testing.T) {
 	if s.Credentials["api_key"] != "sk-test-123" || s.Models[provider.TierReasoningHeavy] != "claude-opus-4-7" || s.Models[provider.TierBalanced] != "claude-sonnet-4-6" {
 		t.Errorf("settings = %+v", s)
 	}
+	if s.MaxResponseBytes != 0 {
+		t.Errorf("max response bytes %d without max_response_bytes; want 0 (the adapters' default)", s.MaxResponseBytes)
+	}
 	// The optional key of a local server may stay unset.
-	if _, err := f.Resolve("local", testRegistry(t), lookup); err != nil {
+	if s, err := f.Resolve("local", testRegistry(t), lookup); err != nil {
 		t.Errorf("optional credential: %v", err)
+	} else if s.MaxResponseBytes != 1048576 {
+		t.Errorf("max response bytes %d; want max_response_bytes (1048576)", s.MaxResponseBytes)
 	}
 }
 
@@ -167,6 +173,7 @@ func TestBadInput(t *testing.T) {
 		{"redis without url", "cache:\n  backend: redis\n", "cache.url is not set"},
 		{"postgres without dsn", "store:\n  backend: postgres\n", "store.dsn is not set"},
 		{"bad timezone", "budgets:\n  timezone: Mars/Olympus\n", "unknown time zone"},
+		{"negative max_response_bytes", "providers:\n  a:\n    type: anthropic\n    max_response_bytes: -1\n", "cfg.yaml:4:25: providers.a.max_response_bytes must not be negative, got -1"},
 		{"duplicate key", "budgets:\n  task: \"1\"\n  task: \"2\"\n", `cfg.yaml:3:3: duplicate key "task" in budgets`},
 		{"future version", "version: 2\n", "version 2 is not supported"},
 		{"top level list", "- a\n", "expected a mapping"},

@@ -143,6 +143,9 @@ func (f *File) validate(reg *provider.Registry) error {
 				add(p.Credentials[key].Pos(), "%s.credentials: unknown field %q for type %q%s; valid fields: %s", where, key, p.Type, suggest(key, fields), strings.Join(fields, ", "))
 			}
 		}
+		if p.MaxResponseBytes < 0 {
+			add(p.Pos.Key("max_response_bytes"), "%s.max_response_bytes must not be negative, got %d; write a size in bytes such as 33554432 (0 means the default, 32 MiB)", where, p.MaxResponseBytes)
+		}
 		for tier, model := range p.Models {
 			if strings.TrimSpace(model) == "" {
 				add(p.Pos.Key("models"), "%s.models.%s: write a model id, e.g. %q", where, tier, r.DefaultModels[tier])
@@ -357,7 +360,7 @@ func (f *File) Resolve(name string, reg *provider.Registry, lookup func(string) 
 	if err != nil {
 		return provider.Settings{}, p.Pos.Key("type").Errorf("providers.%s.type: %v", name, err)
 	}
-	s := provider.Settings{Name: name, Profile: p.Profile, BaseURL: p.BaseURL, Timeout: p.Timeout, Capabilities: provider.NewCapabilitySet(p.Capabilities...), Credentials: map[string]string{}, Models: map[provider.Tier]string{}}
+	s := provider.Settings{Name: name, Profile: p.Profile, BaseURL: p.BaseURL, Timeout: p.Timeout, MaxResponseBytes: p.MaxResponseBytes, Capabilities: provider.NewCapabilitySet(p.Capabilities...), Credentials: map[string]string{}, Models: map[provider.Tier]string{}}
 	for t, m := range r.DefaultModels {
 		s.Models[t] = m
 	}
@@ -432,6 +435,9 @@ func (f *File) validateGateway(add func(yamlx.Pos, string, ...any), providers, a
 	}
 	if g.MaxBodyBytes < 0 {
 		add(g.Pos.Key("max_body_bytes"), "gateway.max_body_bytes must be positive, got %d", g.MaxBodyBytes)
+	}
+	if g.MaxInFlight < 0 {
+		add(g.Pos.Key("max_in_flight"), "gateway.max_in_flight must be positive, got %d", g.MaxInFlight)
 	}
 	if g.ShutdownTimeout < 0 {
 		add(g.Pos.Key("shutdown_timeout"), "gateway.shutdown_timeout must not be negative, got %s", g.ShutdownTimeout)

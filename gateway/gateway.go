@@ -42,6 +42,9 @@ const (
 	HeaderIgnored = "X-CortexBuild-Ignored-Params"
 )
 
+// DefaultMaxInFlight is the default bound on API requests served at once.
+const DefaultMaxInFlight = 1024
+
 // DefaultMaxBodyBytes is the default request size limit (32 MiB, the size
 // the Messages API itself accepts).
 const DefaultMaxBodyBytes = 32 << 20
@@ -84,6 +87,11 @@ type Options struct {
 	// MaxBodyBytes bounds a request body; larger ones get a 413. Default
 	// 32 MiB.
 	MaxBodyBytes int64
+	// MaxInFlight bounds the API requests served at once; one more gets
+	// the protocol's overloaded error with retry-after: 1 at once, so that
+	// an overload costs refusals, not unbounded memory and queueing.
+	// Default [DefaultMaxInFlight].
+	MaxInFlight int
 	// StrictParams refuses (400) requests carrying parameters the gateway
 	// does not apply; by default they are ignored and named in the
 	// X-CortexBuild-Ignored-Params response header.
@@ -110,6 +118,8 @@ type Gateway struct {
 	opts    Options
 	mux     *http.ServeMux
 	started time.Time
+	// slots holds a token per API request in flight.
+	slots chan struct{}
 }
 
 // New returns a gateway.
@@ -126,6 +136,9 @@ func New(opts Options) (*Gateway, error) {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = DefaultMaxInFlight
+	}
 	if opts.CountTokens == nil {
 		opts.CountTokens = func(_ string, req *provider.Request) int64 { return countTokens(req) }
 	}
@@ -140,7 +153,7 @@ func New(opts Options) (*Gateway, error) {
 			return nil, fmt.Errorf("gateway: model %q maps to nothing: set an agent, a tier or a model", name)
 		}
 	}
-	g := &Gateway{opts: opts, mux: http.NewServeMux(), started: opts.Now()}
+	g := &Gateway{opts: opts, mux: http.NewServeMux(), started: opts.Now(), slots: make(chan struct{}, opts.MaxInFlight)}
 	g.mux.HandleFunc("/v1/chat/completions", g.method(protoOpenAI, http.MethodPost, g.chatCompletions))
 	g.mux.HandleFunc("/v1/responses", g.method(protoOpenAI, http.MethodPost, g.responses))
 	g.mux.HandleFunc("/v1/messages", g.method(protoAnthropic, http.MethodPost, g.messages))
@@ -176,7 +189,19 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if status == 0 {
 		status = http.StatusOK
 	}
-	g.opts.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
+	// A line per answered request at debug; refusals at info, failures at
+	// warn, so that a busy server's default log holds what needs a look.
+	level := slog.LevelDebug
+	switch {
+	case status >= 500:
+		level = slog.LevelWarn
+	case status >= 400:
+		level = slog.LevelInfo
+	}
+	if !g.opts.Logger.Enabled(r.Context(), level) {
+		return
+	}
+	g.opts.Logger.LogAttrs(r.Context(), level, "request",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", status),
 		slog.String("invocation", rec.Header().Get(HeaderInvocation)),
 		slog.String("provider", rec.Header().Get(HeaderProvider)), slog.String("model", rec.Header().Get(HeaderModel)),
@@ -210,12 +235,22 @@ func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 // the route's protocol.
 func (g *Gateway) method(p protocol, m string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		p := p
+		if p == protoAuto {
+			p = protocolOf(r) // per request: the closure is shared
+		}
 		if r.Method != m {
-			if p == protoAuto {
-				p = protocolOf(r)
-			}
 			w.Header().Set("Allow", m)
 			p.writeError(w, r, fail(classMethod, "%s %s is not allowed: use %s", r.Method, r.URL.Path, m))
+			return
+		}
+		select {
+		case g.slots <- struct{}{}:
+			defer func() { <-g.slots }()
+		default:
+			f := fail(classOverloaded, "the gateway is serving %d requests, its limit (gateway.max_in_flight): retry shortly", cap(g.slots))
+			f.retryAfter = time.Second
+			p.writeError(w, r, f)
 			return
 		}
 		h(w, r)

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/cortexbuild/cortexbuild/internal/filepoll"
 )
 
 // KeyFileName is the file, in the project's .cortexbuild/ directory, that
@@ -87,13 +89,14 @@ type KeySpec struct {
 // KeyStore keeps virtual keys in a JSON file with mode 0600, hashed. Every
 // method is safe for concurrent use; a change made by another process
 // (cortexbuild serve keys revoke while the server runs) is seen on the next
-// check, because the file is stat'ed on every check and re-read when it
-// changed.
+// check, because the file is stat'ed on every check (at most once per
+// [KeyStore.SetRecheck] period) and re-read when it changed.
 type KeyStore struct {
 	path string
 	now  func() time.Time
 
 	mu    sync.Mutex
+	poll  filepoll.Throttle
 	keys  []storedKey
 	stamp os.FileInfo // the file as last read; nil when it did not exist
 	read  bool
@@ -104,12 +107,34 @@ func OpenKeyStore(path string) *KeyStore {
 	return &KeyStore{path: path, now: time.Now}
 }
 
+// SetRecheck bounds how often a check looks at the file: a key revoked by
+// another process is refused at most d later. Zero (the default) looks on
+// every check; 'cortexbuild serve' uses a fraction of a second. Changes
+// made through this store are seen at once.
+func (s *KeyStore) SetRecheck(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.poll.Every = d
+}
+
 // Path is the file the store uses.
 func (s *KeyStore) Path() string { return s.path }
 
-// refresh re-reads the file when it changed since the last read. The
-// caller holds s.mu.
+// refresh re-reads the file when it changed since the last read, looking
+// at most once per recheck period; a failed look is retried on the next
+// call. The caller holds s.mu.
 func (s *KeyStore) refresh() error {
+	if due := s.poll.Due(); s.read && !due {
+		return nil
+	}
+	if err := s.load(); err != nil {
+		s.poll.Reset()
+		return err
+	}
+	return nil
+}
+
+func (s *KeyStore) load() error {
 	st, err := os.Stat(s.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		s.keys, s.stamp, s.read = nil, nil, true

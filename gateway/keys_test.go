@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cortexbuild/cortexbuild/gateway"
 )
@@ -80,4 +81,43 @@ func flip(token string) string {
 		return token[:len(token)-1] + "B"
 	}
 	return token[:len(token)-1] + "A"
+}
+
+// A server looks at the key file at most once per recheck period: its own
+// changes are seen at once, another process's within the period, and a
+// file it cannot use fails every check, not only the first.
+func TestKeyStoreRecheck(t *testing.T) {
+	path := filepath.Join(t.TempDir(), gateway.KeyFileName)
+	s := gateway.OpenKeyStore(path)
+	s.SetRecheck(time.Hour)
+	token, k, err := s.Create(gateway.KeySpec{Name: "ci"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Check(token); err != nil {
+		t.Fatalf("fresh key = %v", err)
+	}
+	other := gateway.OpenKeyStore(path) // another process
+	if _, err := other.Revoke(k.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Check(token); err != nil {
+		t.Errorf("within the recheck period the file was looked at again: %v", err)
+	}
+	if _, err := s.Revoke(k.ID); err != nil { // this store's own change
+		t.Fatal(err)
+	}
+	if _, err := s.Check(token); !errors.Is(err, gateway.ErrRevokedKey) {
+		t.Errorf("own revocation = %v, want ErrRevokedKey", err)
+	}
+	if err := os.WriteFile(path, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s2 := gateway.OpenKeyStore(path)
+	s2.SetRecheck(time.Hour)
+	for i := range 2 {
+		if _, err := s2.Check(token); err == nil || errors.Is(err, gateway.ErrInvalidKey) {
+			t.Errorf("check %d of a corrupt key file = %v, want the file's error", i, err)
+		}
+	}
 }

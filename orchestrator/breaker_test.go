@@ -482,3 +482,30 @@ func TestFileBreakersKeepTheLaterState(t *testing.T) {
 		t.Errorf("after an update by another writer = %+v %v", got, err)
 	}
 }
+
+// With a recheck period a loader looks at the file once per period, but a
+// save always merges with what the file holds now, so that another
+// process's newer record for a different provider is kept.
+func TestFileBreakersRecheck(t *testing.T) {
+	ctx := context.Background()
+	file := filepath.Join(t.TempDir(), "breakers.json")
+	st := &orchestrator.FileBreakers{Path: file, Recheck: time.Hour}
+	if got, err := st.LoadBreakers(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("missing file = %v %v", got, err)
+	}
+	t0 := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	other := orchestrator.BreakerState{Provider: "a", State: orchestrator.BreakerOpen, UpdatedAt: t0}
+	if err := (&orchestrator.FileBreakers{Path: file}).SaveBreaker(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := st.LoadBreakers(ctx); len(got) != 0 {
+		t.Errorf("within the recheck period the file was looked at again: %+v", got)
+	}
+	own := orchestrator.BreakerState{Provider: "b", State: orchestrator.BreakerClosed, UpdatedAt: t0}
+	if err := st.SaveBreaker(ctx, own); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.LoadBreakers(ctx); err != nil || len(got) != 2 || got[0] != other || got[1] != own {
+		t.Errorf("after a save = %+v %v, want the other process's record and this one", got, err)
+	}
+}

@@ -11,6 +11,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/cortexbuild/cortexbuild/internal/filepoll"
 )
 
 // FileBreakers keeps circuit breaker states in a JSON file (for example
@@ -22,8 +25,14 @@ import (
 // through at a time.
 type FileBreakers struct {
 	Path string
+	// Recheck bounds how often a load looks at the file: another process's
+	// breaker change is seen at most Recheck later. Zero looks on every
+	// load.
+	Recheck time.Duration
 
-	mu sync.Mutex
+	mu     sync.Mutex
+	poll   filepoll.Throttle
+	looked bool
 	// The last file read, by modification time and size: a load that finds
 	// the file unchanged is a stat, not a parse (the orchestrator loads
 	// before every call).
@@ -48,6 +57,7 @@ func (f *FileBreakers) LoadBreakers(context.Context) ([]BreakerState, error) {
 func (f *FileBreakers) SaveBreaker(_ context.Context, s BreakerState) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.poll.Reset() // read what the file holds now, not the last look
 	bf, err := f.read()
 	if err != nil {
 		return err
@@ -67,25 +77,32 @@ func (f *FileBreakers) SaveBreaker(_ context.Context, s BreakerState) error {
 	if err != nil {
 		return err
 	}
+	f.poll.Reset()
 	return writeAtomic(f.Path, append(b, '\n'))
 }
 
 func (f *FileBreakers) read() (breakerFile, error) {
+	f.poll.Every = f.Recheck
+	if due := f.poll.Due(); f.looked && !due {
+		return breakerFile{Breakers: slices.Clone(f.cached.Breakers)}, nil
+	}
+	f.looked = false // until this look succeeds
 	var bf breakerFile
 	fi, err := os.Stat(f.Path)
 	if errors.Is(err, fs.ErrNotExist) {
-		f.seen = nil
+		f.seen, f.cached, f.looked = nil, breakerFile{}, true
 		return bf, nil
 	}
 	if err != nil {
 		return bf, err
 	}
-	if f.seen != nil && fi.ModTime().Equal(f.seen.ModTime()) && fi.Size() == f.seen.Size() {
+	if f.seen != nil && os.SameFile(fi, f.seen) && fi.ModTime().Equal(f.seen.ModTime()) && fi.Size() == f.seen.Size() {
+		f.looked = true
 		return breakerFile{Breakers: slices.Clone(f.cached.Breakers)}, nil
 	}
 	b, err := os.ReadFile(f.Path)
 	if errors.Is(err, fs.ErrNotExist) {
-		f.seen = nil
+		f.seen, f.cached, f.looked = nil, breakerFile{}, true
 		return bf, nil
 	}
 	if err != nil {
@@ -95,7 +112,7 @@ func (f *FileBreakers) read() (breakerFile, error) {
 		f.seen = nil
 		return breakerFile{}, fmt.Errorf("%s is corrupt (%v): delete it to reset every breaker", f.Path, err)
 	}
-	f.seen, f.cached = fi, bf
+	f.seen, f.cached, f.looked = fi, bf, true
 	return breakerFile{Breakers: slices.Clone(bf.Breakers)}, nil
 }
 

@@ -42,6 +42,13 @@ const (
 // whose first byte never comes: the only wall-clock wait of the matrix.
 const fmHoldTimeout = 100 * time.Millisecond
 
+// fmMaxResponse is the faulted adapter's max_response_bytes in the cases
+// whose answer is larger; fmLong is larger in any protocol, unary or
+// streamed, and its stream's first events fit.
+const fmMaxResponse = 4096
+
+var fmLong = strings.Repeat("All work and no play makes Jack a dull boy. ", 400)
+
 // fmWant is the spec's response to a fault. Paths name the faulted
 // provider P and the next in preference N: "P:server P:server N:ok".
 type fmWant struct {
@@ -71,6 +78,7 @@ type fmFault struct {
 	script     func(w *world, prov string, mode fmMode) (na string)
 	alternates bool
 	hold       bool // the faulted adapter gets fmHoldTimeout
+	capped     bool // the faulted adapter gets fmMaxResponse
 	want       map[fmMode]fmWant
 }
 
@@ -194,6 +202,30 @@ func fmFaults() []fmFault {
 				return ""
 			},
 			want: map[fmMode]fmWant{fmInvoke: serverThenFailover, fmStream: serverThenFailover},
+		},
+		{
+			name:   "response larger than max_response_bytes (4 KiB)",
+			capped: true,
+			script: func(w *world, p string, m fmMode) string {
+				for range 3 {
+					switch p {
+					case "anthropic":
+						w.anth.Enqueue(anthropicfake.Reply{Text: fmLong, Usage: anthropicfake.Usage{Input: 2000, Output: 4000}})
+					case "openai":
+						w.oai.Enqueue(openaifake.Reply{Text: fmLong, Usage: openaifake.Usage{Prompt: 2000, Completion: 4000}})
+					case "gemini":
+						w.gem.Enqueue(geminifake.Reply{Text: fmLong, Usage: geminifake.Usage{Prompt: 2000, Candidates: 4000}})
+					}
+				}
+				return ""
+			},
+			// A server failure, as a malformed answer is; a stream that
+			// passes the cap after its first chunk cannot fail over and
+			// bills what it reported so far.
+			want: map[fmMode]fmWant{
+				fmInvoke: serverThenFailover,
+				fmStream: {result: "server", path: "P:server", midStream: true, billed: true},
+			},
 		},
 		{
 			name: "first byte never comes",
@@ -370,9 +402,9 @@ type fmCell struct {
 }
 
 // newFaultWorld is newWorld with ledger.Fast over a fresh SQLite store, a
-// task budget, and, when hold is set, a short attempt timeout on the
-// faulted provider's adapter.
-func newFaultWorld(t *testing.T, prov string, alternates, hold bool) (*world, *ledger.Fast) {
+// task budget, and, on the faulted provider's adapter, a short attempt
+// timeout when f.hold is set, a small response cap when f.capped is.
+func newFaultWorld(t *testing.T, prov string, f fmFault) (*world, *ledger.Fast) {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -394,9 +426,17 @@ func newFaultWorld(t *testing.T, prov string, alternates, hold bool) (*world, *l
 		t.Fatal(err)
 	}
 	w := newWorld(t, func(s *orchestrator.Settings) {
-		s.Preference, s.AllowAlternates, s.Ledger = order(prov), alternates, fast
-		if !hold {
+		s.Preference, s.AllowAlternates, s.Ledger = order(prov), f.alternates, fast
+		if !f.hold && !f.capped {
 			return
+		}
+		var timeout time.Duration
+		var maxResponse int64
+		if f.hold {
+			timeout = fmHoldTimeout
+		}
+		if f.capped {
+			maxResponse = fmMaxResponse
 		}
 		for i := range s.Endpoints {
 			ep := &s.Endpoints[i]
@@ -407,11 +447,11 @@ func newFaultWorld(t *testing.T, prov string, alternates, hold bool) (*world, *l
 			var a provider.Adapter
 			switch prov {
 			case "anthropic":
-				a, err = anthropic.New(provider.Settings{Name: prov, BaseURL: base, Credentials: map[string]string{"api_key": "ak"}, Pricer: cat, Timeout: fmHoldTimeout})
+				a, err = anthropic.New(provider.Settings{Name: prov, BaseURL: base, Credentials: map[string]string{"api_key": "ak"}, Pricer: cat, Timeout: timeout, MaxResponseBytes: maxResponse})
 			case "openai":
-				a, err = openaicompat.New(provider.Settings{Name: prov, Profile: "openai", BaseURL: base, Credentials: map[string]string{"api_key": "ok"}, Pricer: cat, Timeout: fmHoldTimeout})
+				a, err = openaicompat.New(provider.Settings{Name: prov, Profile: "openai", BaseURL: base, Credentials: map[string]string{"api_key": "ok"}, Pricer: cat, Timeout: timeout, MaxResponseBytes: maxResponse})
 			case "gemini":
-				a, err = gemini.New(provider.Settings{Name: prov, BaseURL: base, Credentials: map[string]string{"api_key": "gk"}, Pricer: cat, Timeout: fmHoldTimeout})
+				a, err = gemini.New(provider.Settings{Name: prov, BaseURL: base, Credentials: map[string]string{"api_key": "gk"}, Pricer: cat, Timeout: timeout, MaxResponseBytes: maxResponse})
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -548,7 +588,7 @@ func TestFaultMatrix(t *testing.T) {
 			for _, mode := range []fmMode{fmInvoke, fmStream} {
 				name := fmt.Sprintf("%s/%s/%s", f.name, p, mode)
 				t.Run(name, func(t *testing.T) {
-					w, fast := newFaultWorld(t, p, f.alternates, f.hold)
+					w, fast := newFaultWorld(t, p, f)
 					if na := f.script(w, p, mode); na != "" {
 						summary = append(summary, line{f.name, p, string(mode), "n/a: " + na})
 						t.Skip(na)

@@ -60,6 +60,10 @@ func (o *Orchestrator) invoke(ctx context.Context, c Call) (*Outcome, error) {
 // Ledger returns the store the orchestrator records to (nil without one).
 func (o *Orchestrator) Ledger() ledger.Store { return o.s.Ledger }
 
+// State returns the project's pause state the orchestrator checks before
+// every call; pausing through it is seen by the next call at once.
+func (o *Orchestrator) State() State { return o.s.State }
+
 // Paused returns the reason the project is paused, if it is.
 func (o *Orchestrator) Paused(ctx context.Context) (string, bool, error) {
 	return o.s.State.Paused(ctx)

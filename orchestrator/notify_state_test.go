@@ -75,3 +75,42 @@ func TestFileStateSurvivesAndReportsCorruption(t *testing.T) {
 		t.Errorf("corrupt file = %v", err)
 	}
 }
+
+// With a recheck period the state is looked at once per period: its own
+// pause and resume are seen at once, another process's within the period,
+// and a corrupt file fails every call.
+func TestFileStateRecheck(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "project-state.json")
+	a := &orchestrator.FileState{Path: path, Recheck: time.Hour}
+	if _, paused, err := a.Paused(ctx); paused || err != nil {
+		t.Fatalf("fresh state = %v %v", paused, err)
+	}
+	if err := (&orchestrator.FileState{Path: path}).Pause(ctx, "elsewhere"); err != nil {
+		t.Fatal(err)
+	}
+	if _, paused, _ := a.Paused(ctx); paused {
+		t.Error("within the recheck period the file was looked at again")
+	}
+	if err := a.Pause(ctx, "here"); err != nil {
+		t.Fatal(err)
+	}
+	if reason, paused, _ := a.Paused(ctx); !paused || reason != "here" {
+		t.Errorf("own pause = %q %v", reason, paused)
+	}
+	if err := a.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, paused, _ := a.Paused(ctx); paused {
+		t.Error("own resume not seen")
+	}
+	if err := os.WriteFile(path, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := &orchestrator.FileState{Path: path, Recheck: time.Hour}
+	for i := range 2 {
+		if _, _, err := b.Paused(ctx); err == nil {
+			t.Errorf("call %d on a corrupt file: no error", i)
+		}
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/cortexbuild/cortexbuild/internal/filepoll"
 )
 
 // State persists whether the project is paused (after a provider refused
@@ -52,11 +54,21 @@ func (m *MemoryState) Resume(context.Context) error {
 
 // FileState keeps the pause in a JSON file (for example
 // .cortexbuild/project-state.json), written atomically with mode 0600 and
-// re-read on every call, so another process's pause or resume is seen.
+// looked at on every call (at most once per Recheck), re-read when it
+// changed, so another process's pause or resume is seen.
 type FileState struct {
 	Path string
 	Now  func() time.Time
-	mu   sync.Mutex
+	// Recheck bounds how often Paused looks at the file: another
+	// process's pause is seen at most Recheck later. Zero looks on every
+	// call. This process's own Pause and Resume are seen at once.
+	Recheck time.Duration
+
+	mu     sync.Mutex
+	poll   filepoll.Throttle
+	looked bool
+	seen   os.FileInfo // the file as last read; nil when it did not exist
+	cached fileState
 }
 
 type fileState struct {
@@ -65,10 +77,29 @@ type fileState struct {
 	PausedAt time.Time `json:"paused_at,omitzero"`
 }
 
+// read returns the recorded state. The caller holds f.mu.
 func (f *FileState) read() (fileState, error) {
+	f.poll.Every = f.Recheck
+	if due := f.poll.Due(); f.looked && !due {
+		return f.cached, nil
+	}
+	f.looked = false // until this look succeeds
 	var s fileState
+	fi, err := os.Stat(f.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		f.seen, f.cached, f.looked = nil, s, true
+		return s, nil
+	}
+	if err != nil {
+		return s, err
+	}
+	if f.seen != nil && os.SameFile(fi, f.seen) && fi.ModTime().Equal(f.seen.ModTime()) && fi.Size() == f.seen.Size() {
+		f.looked = true
+		return f.cached, nil
+	}
 	b, err := os.ReadFile(f.Path)
 	if errors.Is(err, fs.ErrNotExist) {
+		f.seen, f.cached, f.looked = nil, s, true
 		return s, nil
 	}
 	if err != nil {
@@ -77,10 +108,12 @@ func (f *FileState) read() (fileState, error) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return s, fmt.Errorf("%s is corrupt (%v): fix or delete it", f.Path, err)
 	}
+	f.seen, f.cached, f.looked = fi, s, true
 	return s, nil
 }
 
 func (f *FileState) write(s fileState) error {
+	f.looked = false // the next read looks at what was written
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err

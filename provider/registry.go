@@ -71,6 +71,10 @@ type Settings struct {
 	// Timeout is the per-attempt timeout used when a request sets none; zero
 	// means the request default (300 s).
 	Timeout time.Duration
+	// MaxResponseBytes bounds the bytes of one response body (a unary
+	// answer, or a whole stream); zero or less means the adapters' default
+	// (32 MiB).
+	MaxResponseBytes int64
 	// HTTPClient carries every request; nil means a plain client. The
 	// locality gate supplies one whose dialer refuses unapproved addresses.
 	HTTPClient *http.Client

@@ -4,6 +4,8 @@
 #   - the OpenAI fake (loadbench fake) as the upstream,
 #   - 'cortexbuild serve' in front of it, with the ledger (fast path),
 #     budgets, the response cache and virtual-key auth on,
+#   - a pass-through Go reverse proxy (loadbench proxy: net/http server
+#     and client, nothing else), the floor of two HTTP hops on this machine,
 #   - Portkey's open-source gateway (@portkey-ai/gateway) in front of the
 #     same fake, when PORTKEY_DIR holds an npm install of it,
 # pins the gateways to CPU 0 and the load tool and the fake to CPU 1 when
@@ -26,7 +28,7 @@ DURATION=${DURATION:-8s}
 RATES=${RATES:-500,1000,2000}
 CLOSED=${CLOSED:-8s}
 WORKERS=${WORKERS:-32}
-FAKE_PORT=18801 GW_PORT=18802 PK_PORT=18803
+FAKE_PORT=18801 GW_PORT=18802 PK_PORT=18803 PX_PORT=18804
 UPSTREAM_KEY=sk-upstream-bench
 
 PIN0=() PIN1=()
@@ -93,8 +95,14 @@ GW_PID=$!
 pids+=($GW_PID)
 wait_port $GW_PORT
 
+"${PIN0[@]}" "$OUT/loadbench" proxy -listen "127.0.0.1:$PX_PORT" -upstream "http://127.0.0.1:$FAKE_PORT" >"$OUT/proxy.log" 2>&1 &
+PX_PID=$!
+pids+=($PX_PID)
+wait_port $PX_PORT
+
 TARGETS=(
 	-target "name=direct,url=http://127.0.0.1:$FAKE_PORT,model=gpt-5-mini,header=Authorization:Bearer $UPSTREAM_KEY"
+	-target "name=go-proxy,url=http://127.0.0.1:$PX_PORT,model=gpt-5-mini,pid=$PX_PID,header=Authorization:Bearer $UPSTREAM_KEY"
 	-target "name=cortexbuild,url=http://127.0.0.1:$GW_PORT,model=builder,pid=$GW_PID,header=Authorization:Bearer $KEY,header=X-CortexBuild-Task:bench"
 )
 

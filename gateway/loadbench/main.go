@@ -6,6 +6,9 @@
 //	loadbench run -target name=URL[,pid=PID][,header=K:V]... [flags]
 //	    runs, for each target in turn, open-loop phases at fixed rates,
 //	    a streamed phase and a closed-loop phase, and prints a table.
+//	loadbench proxy -listen 127.0.0.1:18804 -upstream http://127.0.0.1:18801
+//	    serves a pass-through reverse proxy (net/http server and client,
+//	    nothing else): the floor any net/http gateway pays on the machine.
 //	loadbench profile -out cpu.pprof -- serve ARGS...
 //	    runs 'cortexbuild serve' in this process with a CPU profile
 //	    written when it stops (SIGTERM).
@@ -55,6 +58,8 @@ func main() {
 		err = fake(os.Args[2:])
 	case "run":
 		err = run(os.Args[2:])
+	case "proxy":
+		err = proxy(os.Args[2:])
 	case "profile":
 		err = profile(os.Args[2:])
 	default:
@@ -79,6 +84,65 @@ func fake(args []string) error {
 	srv := openaifake.NewUnstarted(openaifake.WithAPIKey(*key), openaifake.WithSeed(1))
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Printf("fake listening on http://%s\n", ln.Addr())
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() { <-ctx.Done(); _ = hs.Close() }()
+	if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// proxy forwards every request to the upstream with the standard
+// library's server and client and copies the answer back, flushing
+// streamed chunks: no decoding, no auth, no ledger. It is the baseline
+// for what the gateway adds above the cost of two HTTP hops.
+func proxy(args []string) error {
+	fs := flag.NewFlagSet("proxy", flag.ExitOnError)
+	listen := fs.String("listen", "127.0.0.1:18804", "address")
+	upstream := fs.String("upstream", "http://127.0.0.1:18801", "upstream base URL")
+	_ = fs.Parse(args)
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 256, 256
+	client := &http.Client{Transport: tr}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, err := http.NewRequestWithContext(r.Context(), r.Method, *upstream+r.URL.Path, r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		req.ContentLength = r.ContentLength
+		req.Header = r.Header.Clone()
+		resp, err := client.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		rc := http.NewResponseController(w)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := resp.Body.Read(buf)
+			if n > 0 {
+				if _, werr := w.Write(buf[:n]); werr != nil {
+					return
+				}
+				_ = rc.Flush()
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() { <-ctx.Done(); _ = hs.Close() }()

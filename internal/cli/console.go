@@ -45,7 +45,7 @@ func (e *env) mountConsole(g *gateway.Gateway, f *config.File, o *orchestrator.O
 		},
 		Breakers: o.Breakers,
 		Ledger:   o.Ledger(),
-		State:    &orchestrator.FileState{Path: filepath.Join(e.stateDir(f), "project-state.json")},
+		State:    o.State(),
 		Consents: gate.Consents,
 		Endpoint: func(name string) string {
 			u, _ := e.endpointOf(f, name)

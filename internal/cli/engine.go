@@ -70,11 +70,20 @@ func (e *env) openLedger(ctx context.Context, f *config.File) (ledger.Store, err
 // (the default), calls are admitted against budget leases and settled
 // through the journal.
 func (e *env) openFastLedger(ctx context.Context, f *config.File) (ledger.Store, error) {
-	st, err := e.openRawLedger(ctx, f)
+	fastPath := f.Store.FastPath == nil || *f.Store.FastPath
+	var sqliteOpts []ledger.Option
+	if fastPath && !f.Store.JournalSync {
+		// Every settlement is in the journal before the call returns and
+		// the journal is not synced, so a power cut may lose the last ones
+		// whatever SQLite does: its commits need not wait for the disk
+		// either. With journal_sync both do.
+		sqliteOpts = append(sqliteOpts, ledger.WithSynchronousNormal())
+	}
+	st, err := e.openRawLedger(ctx, f, sqliteOpts...)
 	if err != nil {
 		return nil, err
 	}
-	if f.Store.FastPath != nil && !*f.Store.FastPath {
+	if !fastPath {
 		if _, err := ledger.Replay(ctx, st, e.journalDir(f)); err != nil {
 			st.Close()
 			return nil, withCode(ExitFailure, fmt.Errorf("store: %w", err))
@@ -116,7 +125,7 @@ func (e *env) sqlitePath(f *config.File) string {
 	return path
 }
 
-func (e *env) openRawLedger(ctx context.Context, f *config.File) (ledger.Store, error) {
+func (e *env) openRawLedger(ctx context.Context, f *config.File, opts ...ledger.Option) (ledger.Store, error) {
 	if f.Store.Backend == config.StorePostgres {
 		dsn, err := f.Store.DSN.Resolve(e.lookupEnv)
 		if err != nil {
@@ -132,7 +141,7 @@ func (e *env) openRawLedger(ctx context.Context, f *config.File) (ledger.Store, 
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, withCode(ExitFailure, err)
 	}
-	st, err := ledger.OpenSQLite(ctx, path)
+	st, err := ledger.OpenSQLite(ctx, path, opts...)
 	if err != nil {
 		return nil, withCode(ExitFailure, fmt.Errorf("store: %w", err))
 	}
@@ -296,7 +305,7 @@ func (e *env) buildEngine(f *config.File, st ledger.Store, c *cache.Cache, obs o
 		Gate:            gateCheck{g},
 		Notifier:        sinks,
 		Observer:        obs,
-		State:           &orchestrator.FileState{Path: filepath.Join(e.stateDir(f), "project-state.json")},
+		State:           &orchestrator.FileState{Path: filepath.Join(e.stateDir(f), "project-state.json"), Recheck: e.recheck},
 		Ledger:          st,
 		AgentBudgets:    budgets,
 		Location:        budgetLocation(f),

@@ -34,7 +34,7 @@ func (e *env) breakerSettings(f *config.File) orchestrator.BreakerSettings {
 }
 
 func (e *env) breakerStore(f *config.File) *orchestrator.FileBreakers {
-	return &orchestrator.FileBreakers{Path: filepath.Join(e.stateDir(f), breakerFile)}
+	return &orchestrator.FileBreakers{Path: filepath.Join(e.stateDir(f), breakerFile), Recheck: e.recheck}
 }
 
 // Provider health statuses.

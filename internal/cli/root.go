@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -65,6 +66,10 @@ type env struct {
 	// dialer (tests use recording, refusing ones).
 	resolver locality.Resolver
 	dial     locality.DialFunc
+	// recheck bounds how often a long-running command looks at the files
+	// other processes change (keys, pause, breakers); zero looks on every
+	// use, which is what a one-shot command wants.
+	recheck time.Duration
 }
 
 // Main runs the command line with args and returns the process exit code.

@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	mrand "math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,9 +27,12 @@ import (
 	"github.com/cortexbuild/cortexbuild/config"
 	"github.com/cortexbuild/cortexbuild/gateway"
 	"github.com/cortexbuild/cortexbuild/internal/builtin"
+	"github.com/cortexbuild/cortexbuild/internal/testenv"
 	"github.com/cortexbuild/cortexbuild/ledger"
 	"github.com/cortexbuild/cortexbuild/provider"
 	"github.com/cortexbuild/cortexbuild/provider/anthropic/anthropicfake"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // The gateway crash test runs 'cortexbuild serve' in a child process (this
@@ -36,6 +42,7 @@ import (
 const (
 	envGatewayCrashChild = "CORTEXBUILD_GATEWAY_CRASH_CHILD" // the project directory
 	envGatewayCrashSeed  = "CORTEXBUILD_GATEWAY_CRASH_SEED"  // reproduces a run's kill points
+	envGatewayCrashDSN   = "CORTEXBUILD_GATEWAY_CRASH_DSN"   // the PostgreSQL store's URL, as ${CRASH_DSN}
 )
 
 const (
@@ -50,7 +57,7 @@ func TestGatewayCrashChild(t *testing.T) {
 	if dir == "" {
 		return
 	}
-	vars := map[string]string{"MY_KEY": testKey}
+	vars := map[string]string{"MY_KEY": testKey, "CRASH_DSN": os.Getenv(envGatewayCrashDSN)}
 	e := &env{stdin: strings.NewReader(""), stdout: os.Stdout, stderr: os.Stderr, wd: dir, registry: builtin.Registry(),
 		getenv:    func(k string) string { return vars[k] },
 		lookupEnv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok },
@@ -59,11 +66,104 @@ func TestGatewayCrashChild(t *testing.T) {
 	t.Fatalf("serve exited with %d before the kill", code) // the parent kills it
 }
 
+// gatewayCrashStore is the store of one crash round: the store: section
+// of the project (empty: the default, SQLite), the child's environment,
+// and how the check opens the store the next process would and lists the
+// invocations that still hold budget in it.
+type gatewayCrashStore struct {
+	config string
+	env    []string
+	open   func(ctx context.Context, dir string) (ledger.Store, error)
+	held   func(ctx context.Context, dir string) ([]string, error)
+}
+
+// sqliteGatewayStore is the default store: SQLite in the project.
+func sqliteGatewayStore(*testing.T) gatewayCrashStore {
+	path := func(dir string) string { return filepath.Join(dir, config.Dir, "state.db") }
+	return gatewayCrashStore{
+		open: func(ctx context.Context, dir string) (ledger.Store, error) { return ledger.OpenSQLite(ctx, path(dir)) },
+		held: func(ctx context.Context, dir string) ([]string, error) {
+			db, err := sql.Open("sqlite", "file:"+path(dir)+"?mode=ro")
+			if err != nil {
+				return nil, err
+			}
+			defer db.Close()
+			rows, err := db.QueryContext(ctx, `SELECT DISTINCT invocation_id FROM holds`)
+			if err != nil {
+				return nil, err
+			}
+			defer rows.Close()
+			var ids []string
+			for rows.Next() {
+				var id string
+				if err := rows.Scan(&id); err != nil {
+					return nil, err
+				}
+				ids = append(ids, id)
+			}
+			return ids, rows.Err()
+		},
+	}
+}
+
+// postgresGatewayStore returns, for each round, a store in a database of
+// its own on the PostgreSQL server at admin (the gateway keeps its tables
+// in the default schema, so a database is what isolates a round), dropped
+// when the round ends.
+func postgresGatewayStore(admin string) func(*testing.T) gatewayCrashStore {
+	return func(t *testing.T) gatewayCrashStore {
+		b := make([]byte, 8)
+		rand.Read(b)
+		name := "gwcrash_" + hex.EncodeToString(b)
+		adminExec := func(sql string) error {
+			ctx := context.Background()
+			conn, err := pgx.Connect(ctx, admin)
+			if err != nil {
+				return err
+			}
+			defer conn.Close(ctx)
+			_, err = conn.Exec(ctx, sql)
+			return err
+		}
+		if err := adminExec("CREATE DATABASE " + name); err != nil {
+			t.Fatalf("creating database %s: %v", name, err)
+		}
+		t.Cleanup(func() {
+			if err := adminExec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)"); err != nil {
+				t.Errorf("dropping database %s: %v", name, err)
+			}
+		})
+		u, err := url.Parse(admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Path = "/" + name
+		dsn := u.String()
+		return gatewayCrashStore{
+			config: "store:\n  backend: postgres\n  dsn: ${CRASH_DSN}\n",
+			env:    []string{envGatewayCrashDSN + "=" + dsn},
+			open:   func(ctx context.Context, _ string) (ledger.Store, error) { return ledger.OpenPostgres(ctx, dsn) },
+			held: func(ctx context.Context, _ string) ([]string, error) {
+				conn, err := pgx.Connect(ctx, dsn)
+				if err != nil {
+					return nil, err
+				}
+				defer conn.Close(ctx)
+				rows, err := conn.Query(ctx, "SELECT DISTINCT invocation_id FROM "+ledger.DefaultSchema+".holds")
+				if err != nil {
+					return nil, err
+				}
+				return pgx.CollectRows(rows, pgx.RowTo[string])
+			},
+		}
+	}
+}
+
 // gatewayCrashProject writes a project whose only provider is the fake,
-// on the default store (SQLite with the fast path), with the response
-// cache off so that every request is a provider call.
-func gatewayCrashProject(t *testing.T, fakeURL string, taskLimit, monthLimit provider.Money) string {
-	return writeConfig(t, fmt.Sprintf(`orchestration: true
+// on st's store with the fast path, with the response cache off so that
+// every request is a provider call.
+func gatewayCrashProject(t *testing.T, st gatewayCrashStore, fakeURL string, taskLimit, monthLimit provider.Money) string {
+	return writeConfig(t, st.config+fmt.Sprintf(`orchestration: true
 providers:
   claude:
     type: anthropic
@@ -83,10 +183,10 @@ budgets:
 // gatewayCrashWorkers clients until killAfter of them got a 200 (or every
 // client was refused by the budget), SIGKILLs the child and returns the
 // invocation ids of the 200s and how many requests the budget refused.
-func gatewayCrashOnce(t *testing.T, dir string, killAfter int) (ok map[string]bool, refused int) {
+func gatewayCrashOnce(t *testing.T, st gatewayCrashStore, dir string, killAfter int) (ok map[string]bool, refused int) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestGatewayCrashChild$", "-test.count=1", "-test.timeout=5m")
-	cmd.Env = append(os.Environ(), envGatewayCrashChild+"="+dir)
+	cmd.Env = append(append(os.Environ(), envGatewayCrashChild+"="+dir), st.env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
@@ -235,12 +335,11 @@ collect:
 // checkGatewayAfterCrash opens the project's store as the next process
 // would (replaying the dead gateway's journal) and checks it against the
 // answers the clients got.
-func checkGatewayAfterCrash(t *testing.T, dir string, ok map[string]bool, taskLimit, monthLimit provider.Money) {
+func checkGatewayAfterCrash(t *testing.T, store gatewayCrashStore, dir string, ok map[string]bool, taskLimit, monthLimit provider.Money) {
 	t.Helper()
 	ctx := t.Context()
-	dbPath := filepath.Join(dir, config.Dir, "state.db")
 	journals := filepath.Join(dir, config.Dir, "journal")
-	st, err := ledger.OpenSQLite(ctx, dbPath)
+	st, err := store.open(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,21 +388,12 @@ func checkGatewayAfterCrash(t *testing.T, dir string, ok map[string]bool, taskLi
 	// What is still held after the replay is the exact reservation of a
 	// call in flight at the kill, never a budget lease of the dead process
 	// (the replay releases those) nor a call that was answered or settled.
-	db, err := sql.Open("sqlite", "file:"+dbPath+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	held, err := db.QueryContext(ctx, `SELECT DISTINCT invocation_id FROM holds`)
+	held, err := store.held(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	inFlight := 0
-	for held.Next() {
-		var id string
-		if err := held.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
+	for _, id := range held {
 		switch {
 		case strings.HasPrefix(id, "lease_"):
 			t.Errorf("budget lease %s of the dead gateway still held after replay", id)
@@ -313,10 +403,6 @@ func checkGatewayAfterCrash(t *testing.T, dir string, ok map[string]bool, taskLi
 			inFlight++
 		}
 	}
-	if err := held.Err(); err != nil {
-		t.Fatal(err)
-	}
-	held.Close()
 	if inFlight > gatewayCrashWorkers {
 		t.Errorf("%d invocations hold budget after replay; at most %d were in flight", inFlight, gatewayCrashWorkers)
 	}
@@ -373,6 +459,19 @@ func TestGatewayCrashConsistency(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipped with -short: it starts gateway processes and kills them")
 	}
+	runGatewayCrashTest(t, sqliteGatewayStore)
+}
+
+// TestGatewayCrashConsistencyPostgres is the same with the project's
+// store on PostgreSQL (CORTEXBUILD_TEST_POSTGRES), a database per round.
+func TestGatewayCrashConsistencyPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped with -short: it starts gateway processes and kills them")
+	}
+	runGatewayCrashTest(t, postgresGatewayStore(testenv.Postgres(t)))
+}
+
+func runGatewayCrashTest(t *testing.T, newStore func(*testing.T) gatewayCrashStore) {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv(envGatewayCrashSeed); s != "" {
 		seed, _ = strconv.ParseUint(s, 10, 64)
@@ -388,13 +487,14 @@ func TestGatewayCrashConsistency(t *testing.T) {
 			taskLimit = mustMoney(t, "0.003")
 		}
 		t.Run(fmt.Sprintf("kill-after-%d-task-%s", killAfter, taskLimit), func(t *testing.T) {
-			dir := gatewayCrashProject(t, srv.URL(), taskLimit, monthLimit)
-			ok, refused := gatewayCrashOnce(t, dir, killAfter)
+			st := newStore(t)
+			dir := gatewayCrashProject(t, st, srv.URL(), taskLimit, monthLimit)
+			ok, refused := gatewayCrashOnce(t, st, dir, killAfter)
 			if len(ok) == 0 {
 				t.Fatal("the gateway answered nothing")
 			}
 			t.Logf("%d requests refused by the budget", refused)
-			checkGatewayAfterCrash(t, dir, ok, taskLimit, monthLimit)
+			checkGatewayAfterCrash(t, st, dir, ok, taskLimit, monthLimit)
 		})
 	}
 }

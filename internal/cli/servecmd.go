@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"os"
@@ -81,12 +82,31 @@ released and their attempts recorded. See docs/gateway.md.`,
 	return cmd
 }
 
+// serveLogger writes the gateway's own lines (a line per request at debug,
+// refusals at info, failures at warn) to w, at observability.logs.level and
+// format when set, else at info as text.
+func serveLogger(w io.Writer, f *config.File) *slog.Logger {
+	if l := f.Observability.Logs; l.Level != "" {
+		return slog.New(logHandler(w, l.Format, l.Level))
+	}
+	return slog.New(slog.NewTextHandler(w, nil))
+}
+
+// sharedFileRecheck is how long a change another process makes to the
+// keys, the pause or the breakers (cortexbuild serve keys revoke, project
+// resume) can go unseen by a running server.
+const sharedFileRecheck = 100 * time.Millisecond
+
 // serve runs the gateway until ctx ends or a signal arrives.
 func (e *env) serve(parent context.Context, f *config.File, listen string, noAuth bool, grace time.Duration) error {
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	project := filepath.Base(e.projectDir(f))
+	// The server looks at the shared files (keys, pause, breakers) at most
+	// every sharedFileRecheck, not on every request.
+	e.recheck = sharedFileRecheck
 	keys := gateway.OpenKeyStore(e.keyPath(f))
+	keys.SetRecheck(sharedFileRecheck)
 	active := 0
 	if !noAuth {
 		ks, err := keys.List()
@@ -123,10 +143,11 @@ func (e *env) serve(parent context.Context, f *config.File, listen string, noAut
 		Agents:       agentNames(f),
 		Providers:    f.ProviderNames(),
 		MaxBodyBytes: f.Gateway.MaxBodyBytes,
+		MaxInFlight:  f.Gateway.MaxInFlight,
 		StrictParams: f.Gateway.StrictParams,
 		CountTokens:  tokenCounter(f, cat),
 		Prepare:      taskBudgets(budgets, f),
-		Logger:       slog.New(slog.NewTextHandler(e.stderr, nil)),
+		Logger:       serveLogger(e.stderr, f),
 	}
 	if !noAuth {
 		opts.Keys = keys

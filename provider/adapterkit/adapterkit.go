@@ -39,16 +39,22 @@ type Base struct {
 	Pricer  provider.Pricer
 	Now     func() time.Time
 	Timeout time.Duration
+	// MaxResponseBytes bounds every response body (see [Base.HTTPClient]).
+	MaxResponseBytes int64
 	// Secret is the credential to redact from anything shown.
 	Secret string
 }
 
 // NewBase fills a Base from settings: the instance name (typ when unset),
-// the tier mapping (defaults overlaid with the configuration's), the clock.
+// the tier mapping (defaults overlaid with the configuration's), the clock,
+// the response cap ([DefaultMaxResponseBytes] when unset).
 func NewBase(s provider.Settings, typ string, defaults map[provider.Tier]string, secret string) Base {
-	b := Base{Name: s.Name, Extra: s.Capabilities, Pricer: s.Pricer, Now: s.Now, Timeout: s.Timeout, Secret: secret, Models: map[provider.Tier]string{}}
+	b := Base{Name: s.Name, Extra: s.Capabilities, Pricer: s.Pricer, Now: s.Now, Timeout: s.Timeout, MaxResponseBytes: s.MaxResponseBytes, Secret: secret, Models: map[provider.Tier]string{}}
 	if b.Name == "" {
 		b.Name = typ
+	}
+	if b.MaxResponseBytes <= 0 {
+		b.MaxResponseBytes = DefaultMaxResponseBytes
 	}
 	if b.Now == nil {
 		b.Now = time.Now
@@ -84,8 +90,10 @@ func (b *Base) AttemptTimeout(req *provider.Request) time.Duration {
 }
 
 // Attempt returns a context bounded by req's attempt timeout; its cause is
-// [ErrAttemptTimeout] when the timeout ended it.
+// [ErrAttemptTimeout] when the timeout ended it. It also records whether a
+// response body of the attempt went past the cap (see [Base.TooLarge]).
 func (b *Base) Attempt(ctx context.Context, req *provider.Request) (context.Context, context.CancelFunc) {
+	ctx = context.WithValue(ctx, capKey{}, new(capTrip))
 	return context.WithTimeoutCause(ctx, b.AttemptTimeout(req), ErrAttemptTimeout)
 }
 
@@ -147,10 +155,15 @@ func (b *Base) Cost(ns, model string, u provider.Usage) provider.Money {
 
 // ClassifyLocal classifies a failure that did not come from the provider's
 // answer: the attempt timeout, the caller's cancellation or deadline, a
-// transport failure. It returns false for anything else, which the vendor
-// code classifies. An unreadable answer (the SDK could not decode it) is a
-// server error.
+// transport failure, an answer larger than the provider's cap. It returns
+// false for anything else, which the vendor code classifies. An
+// unreadable answer (the SDK could not decode it) is a server error.
 func (b *Base) ClassifyLocal(ctx context.Context, err error, model string) (*provider.Error, bool) {
+	if pe, ok := b.TooLarge(ctx, err, model); ok {
+		// What the SDK made of the body it stopped reading follows from
+		// the cap, as does any later cancellation of the attempt.
+		return pe, true
+	}
 	pe := &provider.Error{Provider: b.Name, Model: model}
 	var ne net.Error
 	var oe *net.OpError

@@ -77,16 +77,15 @@ func New(s provider.Settings) (*Adapter, error) {
 	if base == "" {
 		base = DefaultBaseURL
 	}
+	b := adapterkit.NewBase(s, Type, DefaultModels, key)
 	opts := []option.RequestOption{
 		option.WithoutEnvironmentDefaults(),
 		option.WithBaseURL(base),
 		option.WithAPIKey(key),
 		option.WithMaxRetries(0),
+		option.WithHTTPClient(b.HTTPClient(s.HTTPClient)),
 	}
-	if s.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(s.HTTPClient))
-	}
-	return &Adapter{base: adapterkit.NewBase(s, Type, DefaultModels, key), baseURL: base, client: anthropic.NewClient(opts...)}, nil
+	return &Adapter{base: b, baseURL: base, client: anthropic.NewClient(opts...)}, nil
 }
 
 // BaseURL returns the endpoint the adapter talks to.

@@ -20,6 +20,8 @@ const testKey = "sk-ant-test-conformance-0123456789"
 // fake adapts the Anthropic fake to the conformance suite.
 type fake struct {
 	srv *anthropicfake.Server
+	// settings built the adapter under test.
+	settings provider.Settings
 
 	mu       sync.Mutex
 	limitHdr map[string]string
@@ -186,16 +188,26 @@ func newEnv(t *testing.T, opts ...anthropicfake.Option) (*anthropic.Adapter, *fa
 	t.Helper()
 	srv := anthropicfake.New(append([]anthropicfake.Option{anthropicfake.WithAPIKey(testKey)}, opts...)...)
 	t.Cleanup(srv.Close)
-	a, err := anthropic.New(provider.Settings{Name: "claude", BaseURL: srv.URL(), Credentials: map[string]string{"api_key": testKey}, Pricer: catalog(t)})
+	s := provider.Settings{Name: "claude", BaseURL: srv.URL(), Credentials: map[string]string{"api_key": testKey}, Pricer: catalog(t)}
+	a, err := anthropic.New(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return a, &fake{srv: srv}
+	return a, &fake{srv: srv, settings: s}
 }
 
 func TestConformance(t *testing.T) {
 	providertest.Run(t, func(t *testing.T) *providertest.Env {
 		a, f := newEnv(t)
-		return &providertest.Env{Adapter: a, Fake: f, Pricer: catalog(t), Namespace: anthropic.Namespace, Model: a.ModelFor(provider.TierBalanced)}
+		return &providertest.Env{Adapter: a, Fake: f, Pricer: catalog(t), Namespace: anthropic.Namespace, Model: a.ModelFor(provider.TierBalanced),
+			WithSettings: func(edit func(*provider.Settings)) provider.Adapter {
+				s := f.settings
+				edit(&s)
+				a, err := anthropic.New(s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return a
+			}}
 	})
 }

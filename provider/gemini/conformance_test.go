@@ -17,7 +17,11 @@ import (
 const testKey = "AIzaSy-test-conformance-0123456789"
 
 // fake adapts the Gemini fake to the conformance suite.
-type fake struct{ srv *geminifake.Server }
+type fake struct {
+	srv *geminifake.Server
+	// settings built the adapter under test.
+	settings provider.Settings
+}
 
 func (f *fake) Script(r providertest.Reply) {
 	rep := geminifake.Reply{Text: r.Text, Usage: geminifake.Usage{
@@ -138,17 +142,27 @@ func newEnv(t *testing.T, opts ...geminifake.Option) (*gemini.Adapter, *fake) {
 	}
 	srv := geminifake.New(append([]geminifake.Option{geminifake.WithAPIKey(testKey)}, opts...)...)
 	t.Cleanup(srv.Close)
-	a, err := gemini.New(provider.Settings{Name: "gem", BaseURL: srv.URL(), Credentials: map[string]string{"api_key": testKey}, Pricer: catalog(t)})
+	s := provider.Settings{Name: "gem", BaseURL: srv.URL(), Credentials: map[string]string{"api_key": testKey}, Pricer: catalog(t)}
+	a, err := gemini.New(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return a, &fake{srv: srv}
+	return a, &fake{srv: srv, settings: s}
 }
 
 func TestConformance(t *testing.T) {
 	providertest.Run(t, func(t *testing.T) *providertest.Env {
 		a, f := newEnv(t)
-		return &providertest.Env{Adapter: a, Fake: f, Pricer: catalog(t), Namespace: gemini.Namespace, Model: a.ModelFor(provider.TierBalanced)}
+		return &providertest.Env{Adapter: a, Fake: f, Pricer: catalog(t), Namespace: gemini.Namespace, Model: a.ModelFor(provider.TierBalanced),
+			WithSettings: func(edit func(*provider.Settings)) provider.Adapter {
+				s := f.settings
+				edit(&s)
+				a, err := gemini.New(s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return a
+			}}
 	})
 }
 

@@ -3,7 +3,6 @@ package gemini
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/cortexbuild/cortexbuild/provider/adapterkit"
@@ -83,18 +82,15 @@ func New(s provider.Settings) (*Adapter, error) {
 	if base == "" {
 		base = DefaultBaseURL
 	}
-	hc := s.HTTPClient
-	if hc == nil {
-		hc = &http.Client{}
-	}
+	b := adapterkit.NewBase(s, Type, DefaultModels, key)
 	client, err := genai.NewClient(context.Background(), &genai.ClientConfig{
-		APIKey: key, Backend: genai.BackendGeminiAPI, HTTPClient: hc,
+		APIKey: key, Backend: genai.BackendGeminiAPI, HTTPClient: b.HTTPClient(s.HTTPClient),
 		HTTPOptions: genai.HTTPOptions{BaseURL: base, APIVersion: APIVersion},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gemini: %w", err)
 	}
-	return &Adapter{base: adapterkit.NewBase(s, Type, DefaultModels, key), baseURL: base, client: client}, nil
+	return &Adapter{base: b, baseURL: base, client: client}, nil
 }
 
 // BaseURL returns the endpoint the adapter talks to.

@@ -21,6 +21,8 @@ const testKey = "sk-proj-test-conformance-0123456789"
 type fake struct {
 	srv    *openaifake.Server
 	flavor openaifake.Flavor
+	// settings built the adapter under test.
+	settings provider.Settings
 
 	mu       sync.Mutex
 	limitHdr map[string]string
@@ -189,11 +191,12 @@ func newEnv(t *testing.T, fl flavour, opts ...openaifake.Option) (*openaicompat.
 	if fl.key != "" {
 		creds["api_key"] = fl.key
 	}
-	a, err := openaicompat.New(provider.Settings{Name: "oai-" + fl.profile, Profile: fl.profile, BaseURL: srv.URL() + "/v1", Credentials: creds, Models: fl.models, Pricer: catalog(t)})
+	s := provider.Settings{Name: "oai-" + fl.profile, Profile: fl.profile, BaseURL: srv.URL() + "/v1", Credentials: creds, Models: fl.models, Pricer: catalog(t)}
+	a, err := openaicompat.New(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return a, &fake{srv: srv, flavor: fl.fake}
+	return a, &fake{srv: srv, flavor: fl.fake, settings: s}
 }
 
 func TestConformance(t *testing.T) {
@@ -201,7 +204,16 @@ func TestConformance(t *testing.T) {
 		t.Run(fl.profile, func(t *testing.T) {
 			providertest.Run(t, func(t *testing.T) *providertest.Env {
 				a, f := newEnv(t, fl)
-				e := &providertest.Env{Adapter: a, Fake: f, Model: a.ModelFor(provider.TierBalanced)}
+				e := &providertest.Env{Adapter: a, Fake: f, Model: a.ModelFor(provider.TierBalanced),
+					WithSettings: func(edit func(*provider.Settings)) provider.Adapter {
+						s := f.settings
+						edit(&s)
+						a, err := openaicompat.New(s)
+						if err != nil {
+							t.Fatal(err)
+						}
+						return a
+					}}
 				if fl.priced {
 					e.Pricer, e.Namespace = catalog(t), "openai"
 				}

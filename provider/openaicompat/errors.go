@@ -98,7 +98,11 @@ func (a *Adapter) classify(ctx context.Context, err error, raw *http.Response, m
 	pe := &provider.Error{Provider: a.base.Name, Model: model}
 	var se *ssestream.StreamError
 	var apiErr *openai.Error
+	tooLarge, over := a.base.TooLarge(ctx, err, model)
 	switch {
+	case over:
+		// Before the status: an error body past the cap was not read whole.
+		pe = tooLarge
 	case raw != nil && raw.StatusCode >= 400:
 		a.fromHTTP(pe, raw.StatusCode, raw.Header, readBody(raw))
 		pe.Diagnostic.RequestID = raw.Header.Get("x-request-id")

@@ -105,16 +105,15 @@ func New(s provider.Settings) (*Adapter, error) {
 	if sendKey == "" {
 		sendKey = "unused" // local servers ignore it, but clients must send one
 	}
+	b := adapterkit.NewBase(s, Type, p.DefaultModels, key)
 	opts := []option.RequestOption{
 		option.WithBaseURL(base),
 		option.WithAPIKey(sendKey),
 		option.WithMaxRetries(0),
 		option.WithMiddleware(stripAmbientHeaders),
+		option.WithHTTPClient(b.HTTPClient(s.HTTPClient)),
 	}
-	if s.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(s.HTTPClient))
-	}
-	return &Adapter{base: adapterkit.NewBase(s, Type, p.DefaultModels, key), profile: p, baseURL: base, client: openai.NewClient(opts...)}, nil
+	return &Adapter{base: b, profile: p, baseURL: base, client: openai.NewClient(opts...)}, nil
 }
 
 // BaseURL returns the endpoint the adapter talks to.

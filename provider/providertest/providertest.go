@@ -7,8 +7,9 @@
 // every adapter: plain completion, system prompt, tools and tool results,
 // streaming text and tool calls, usage after a stream, early cancel without
 // leaks, every error kind the protocol can produce (with retry-after),
-// mid-stream errors, truncated streams, health, rate-limit status, and cost
-// estimates that bound the billed cost from above.
+// mid-stream errors, truncated streams, answers larger than the response
+// cap, health, rate-limit status, and cost estimates that bound the billed
+// cost from above.
 //
 // Adding a provider means passing this suite.
 package providertest
@@ -74,4 +75,8 @@ type Env struct {
 	Namespace string
 	// Model is the model the adapter uses for the balanced tier.
 	Model string
+	// WithSettings, when set, builds another adapter on the same fake from
+	// the settings that built Adapter, changed by edit (another response
+	// cap, another HTTP client). Checks that need it skip without it.
+	WithSettings func(edit func(*provider.Settings)) provider.Adapter
 }

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net/http"
 	"runtime"
 	"strings"
 	"testing"
@@ -42,6 +44,7 @@ func Run(t *testing.T, newEnv NewEnv) {
 		{"StreamErrorBeforeFirstChunk", streamErrorBeforeFirstChunk},
 		{"MidStreamError", midStreamError},
 		{"TruncatedStream", truncatedStream},
+		{"ResponseCap", responseCap},
 		{"Health", health},
 		{"RateLimitStatus", rateLimitStatus},
 		{"EstimateBoundsBilledCost", estimateBound},
@@ -447,6 +450,102 @@ func truncatedStream(t *testing.T, e *Env) {
 		t.Errorf("truncated stream error = %v (kind %s), want network", err, provider.KindOf(err))
 	}
 	waitIdle(t, e)
+}
+
+// responseCap checks max_response_bytes, unary and streamed: an answer
+// exactly as large as the cap passes; with a cap half its size, the call
+// is a server error that names the provider and the cap, a stream ends
+// with it after the chunks that fit (carrying the usage so far), and the
+// connection is released.
+func responseCap(t *testing.T, e *Env) {
+	if e.WithSettings == nil {
+		t.Skip("the environment cannot build an adapter with another response cap (Env.WithSettings)")
+	}
+	call := func(stream bool, edit func(*provider.Settings)) (chunks int, err error) {
+		a := e.WithSettings(edit)
+		req := &provider.Request{Prompt: "write a lot"}
+		if !stream {
+			_, err = a.Invoke(ctx(t), req)
+			return 0, err
+		}
+		s, err := a.Stream(ctx(t), req)
+		if err != nil {
+			return 0, err
+		}
+		_, _, _, chunks, err = drain(s)
+		return chunks, err
+	}
+	for _, stream := range []bool{false, true} {
+		t.Run(map[bool]string{false: "invoke", true: "stream"}[stream], func(t *testing.T) {
+			// The fake pads its events at random, so the answer is kept
+			// and replayed to the adapter under a cap of its exact size.
+			rec := &recordedAnswer{}
+			e.Fake.Script(longReply())
+			if _, err := call(stream, func(s *provider.Settings) { s.HTTPClient = &http.Client{Transport: rec} }); err != nil {
+				t.Fatal(err)
+			}
+			size := int64(len(rec.body))
+			rec.replay = true
+			if _, err := call(stream, func(s *provider.Settings) {
+				s.HTTPClient, s.MaxResponseBytes = &http.Client{Transport: rec}, size
+			}); err != nil {
+				t.Errorf("a %d-byte answer under a cap of as many bytes: %v", size, err)
+			}
+			if !stream { // a unary answer is read to its end
+				_, err := call(stream, func(s *provider.Settings) {
+					s.HTTPClient, s.MaxResponseBytes = &http.Client{Transport: rec}, size-1
+				})
+				if provider.KindOf(err) != provider.KindServer {
+					t.Errorf("a %d-byte answer under a cap of one byte less: %v; want a server error", size, err)
+				}
+			}
+
+			limit := size / 2
+			e.Fake.Script(longReply())
+			chunks, err := call(stream, func(s *provider.Settings) { s.MaxResponseBytes = limit })
+			var pe *provider.Error
+			if !errors.As(err, &pe) {
+				t.Fatalf("a %d-byte answer under a cap of %d bytes: %v (%T); want a *provider.Error", size, limit, err, err)
+			}
+			want := fmt.Sprintf("response from %s exceeded max_response_bytes (%d)", e.Adapter.Name(), limit)
+			if pe.Kind != provider.KindServer || !strings.Contains(pe.Error(), want) {
+				t.Errorf("a %d-byte answer under a cap of %d bytes: %v (kind %s); want a server error saying %q", size, limit, err, pe.Kind, want)
+			}
+			if stream && chunks == 0 {
+				t.Errorf("no chunk before the cap: the check wants the cap reached mid-stream")
+			}
+			if stream && pe.Usage == nil {
+				t.Errorf("the stream past the cap carries no usage after %d chunks", chunks)
+			}
+			waitIdle(t, e)
+		})
+	}
+}
+
+// recordedAnswer is a transport that reads each response whole and keeps
+// it; once replay is set, it answers every request with the kept
+// response again, without sending the request.
+type recordedAnswer struct {
+	replay bool
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r *recordedAnswer) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !r.replay {
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		if r.body, err = io.ReadAll(resp.Body); err != nil {
+			return nil, err
+		}
+		r.status, r.header = resp.StatusCode, resp.Header
+	}
+	return &http.Response{StatusCode: r.status, Status: http.StatusText(r.status), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: r.header.Clone(), Body: io.NopCloser(bytes.NewReader(r.body)), ContentLength: int64(len(r.body)), Request: req}, nil
 }
 
 func health(t *testing.T, e *Env) {

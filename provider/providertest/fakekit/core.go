@@ -144,6 +144,15 @@ func (c *Core[Route, Reply, Recorded]) Record(r Recorded) {
 	c.notifyLocked()
 }
 
+// ForgetRequests drops the requests recorded so far, so that a long run
+// (a soak) does not grow the heap; Requests and WaitRequests count only
+// what arrives after.
+func (c *Core[Route, Reply, Recorded]) ForgetRequests() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.recorded = nil
+}
+
 // Requests returns a copy of every request received so far, in arrival
 // order.
 func (c *Core[Route, Reply, Recorded]) Requests() []Recorded {

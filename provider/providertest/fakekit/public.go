@@ -44,6 +44,9 @@ func (p Public[Route, Reply, Recorded]) Pending(route Route) int { return p.c.Pe
 // order.
 func (p Public[Route, Reply, Recorded]) Requests() []Recorded { return p.c.Requests() }
 
+// ForgetRequests drops the requests recorded so far (see [Core.ForgetRequests]).
+func (p Public[Route, Reply, Recorded]) ForgetRequests() { p.c.ForgetRequests() }
+
 // WaitRequests blocks until at least n requests have been received (as
 // Requests counts them) or ctx is done. It does not poll.
 func (p Public[Route, Reply, Recorded]) WaitRequests(ctx context.Context, n int) error {
