@@ -6,9 +6,11 @@
 //
 //	client, in either protocol
 //	  │  POST /v1/chat/completions         POST /v1/messages
-//	  │  GET  /v1/models                   POST /v1/messages/count_tokens
+//	  │  POST /v1/responses                POST /v1/messages/count_tokens
+//	  │  GET  /v1/models
 //	  ▼
-//	virtual key (Authorization: Bearer or x-api-key, SHA-256, constant time)
+//	a slot of gateway.max_in_flight (else the overloaded error at once)
+//	  → virtual key (Authorization: Bearer or x-api-key, SHA-256, constant time)
 //	  → body limit (413) → strict decoding (400 naming the field)
 //	  → model name → Target (alias, tier, agent, provider/model)
 //	  → X-CortexBuild-Agent / X-CortexBuild-Task, key bindings

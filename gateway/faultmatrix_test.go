@@ -262,7 +262,7 @@ func gmFaults() []gmFault {
 	serverThenFailover := gmWant{served: "N", rows: "P:server P:server P:server N:ok"}
 	malformed := func(invalid bool) func(f gmFakes, p string, m gmMode) string {
 		return func(f gmFakes, p string, m gmMode) string {
-			f.enqueue(p, 3, gmMalformedAnthropic(m, invalid), gmMalformedOpenAI(m, invalid), gmMalformedGemini(m, invalid))
+			f.enqueue(p, 3, anthropicfake.Malformed(m == gmStream, invalid), openaifake.Malformed(m == gmStream, invalid), geminifake.Malformed(m == gmStream, invalid))
 			return ""
 		}
 	}
@@ -387,39 +387,6 @@ func ptr[T any](v T) *T { return &v }
 // never is a hold that is never released (the fake lets go when the
 // client does).
 var never = make(chan struct{})
-
-// The malformed bodies: a 200 that breaks off inside the provider's answer
-// (truncated) or turns into something that is not JSON (invalid).
-func gmBreak(doc string, invalid bool) string {
-	if invalid {
-		return doc + `}}]},"usage":` + "\n"
-	}
-	return doc
-}
-
-func gmMalformedAnthropic(m gmMode, invalid bool) anthropicfake.Reply {
-	if m == gmStream {
-		return anthropicfake.Reply{Status: 200, RawContentType: "text/event-stream",
-			RawBody: "event: message_start\ndata: " + gmBreak(`{"type":"message_start","message":{"id":"msg_01","content":[`, invalid) + "\n\n"}
-	}
-	return anthropicfake.Reply{Status: 200, RawBody: gmBreak(`{"id":"msg_01","type":"message","role":"assistant","content":[{"type":"text","text":"hel`, invalid)}
-}
-
-func gmMalformedOpenAI(m gmMode, invalid bool) openaifake.Reply {
-	if m == gmStream {
-		return openaifake.Reply{Status: 200, RawContentType: "text/event-stream",
-			RawBody: "data: " + gmBreak(`{"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"hel`, invalid) + "\n\n"}
-	}
-	return openaifake.Reply{Status: 200, RawBody: gmBreak(`{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hel`, invalid)}
-}
-
-func gmMalformedGemini(m gmMode, invalid bool) geminifake.Reply {
-	if m == gmStream {
-		return geminifake.Reply{RawContentType: "text/event-stream",
-			RawBody: "data: " + gmBreak(`{"candidates": [{"content": {"parts": [{"text": "hel`, invalid) + "\n\n"}
-	}
-	return geminifake.Reply{RawBody: gmBreak(`{"candidates": [{"content": {"parts": [{"text": "hel`, invalid)}
-}
 
 // gmServerKind is the kind of each upstream's in-stream error, and the
 // class the caller gets for it.

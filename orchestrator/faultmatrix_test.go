@@ -156,11 +156,11 @@ func fmFaults() []fmFault {
 				for range 3 {
 					switch p {
 					case "anthropic":
-						w.anth.Enqueue(fmMalformedAnthropic(m, false))
+						w.anth.Enqueue(anthropicfake.Malformed(m == fmStream, false))
 					case "openai":
-						w.oai.Enqueue(fmMalformedOpenAI(m, false))
+						w.oai.Enqueue(openaifake.Malformed(m == fmStream, false))
 					case "gemini":
-						w.gem.Enqueue(fmMalformedGemini(m, false))
+						w.gem.Enqueue(geminifake.Malformed(m == fmStream, false))
 					}
 				}
 				return ""
@@ -175,11 +175,11 @@ func fmFaults() []fmFault {
 				for range 3 {
 					switch p {
 					case "anthropic":
-						w.anth.Enqueue(fmMalformedAnthropic(m, true))
+						w.anth.Enqueue(anthropicfake.Malformed(m == fmStream, true))
 					case "openai":
-						w.oai.Enqueue(fmMalformedOpenAI(m, true))
+						w.oai.Enqueue(openaifake.Malformed(m == fmStream, true))
 					case "gemini":
-						w.gem.Enqueue(fmMalformedGemini(m, true))
+						w.gem.Enqueue(geminifake.Malformed(m == fmStream, true))
 					}
 				}
 				return ""
@@ -352,41 +352,6 @@ func fmFaults() []fmFault {
 			},
 		},
 	}
-}
-
-// The malformed bodies: a 200 that starts like the provider's answer and
-// then breaks off inside it (truncated) or turns into something that is
-// not JSON (invalid): a JSON body for a non-streaming request, an event
-// stream whose first data line is not JSON for a streaming one.
-func fmBreak(doc string, invalid bool) string {
-	if invalid {
-		return doc + `}}]},"usage":` + "\n"
-	}
-	return doc
-}
-
-func fmMalformedAnthropic(m fmMode, invalid bool) anthropicfake.Reply {
-	if m == fmStream {
-		return anthropicfake.Reply{Status: 200, RawContentType: "text/event-stream",
-			RawBody: "event: message_start\ndata: " + fmBreak(`{"type":"message_start","message":{"id":"msg_01","content":[`, invalid) + "\n\n"}
-	}
-	return anthropicfake.Reply{Status: 200, RawBody: fmBreak(`{"id":"msg_01","type":"message","role":"assistant","content":[{"type":"text","text":"hel`, invalid)}
-}
-
-func fmMalformedOpenAI(m fmMode, invalid bool) openaifake.Reply {
-	if m == fmStream {
-		return openaifake.Reply{Status: 200, RawContentType: "text/event-stream",
-			RawBody: "data: " + fmBreak(`{"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"hel`, invalid) + "\n\n"}
-	}
-	return openaifake.Reply{Status: 200, RawBody: fmBreak(`{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hel`, invalid)}
-}
-
-func fmMalformedGemini(m fmMode, invalid bool) geminifake.Reply {
-	if m == fmStream {
-		return geminifake.Reply{RawContentType: "text/event-stream",
-			RawBody: "data: " + fmBreak(`{"candidates": [{"content": {"parts": [{"text": "hel`, invalid) + "\n\n"}
-	}
-	return geminifake.Reply{RawBody: fmBreak(`{"candidates": [{"content": {"parts": [{"text": "hel`, invalid)}
 }
 
 // fmServerKind is the kind each provider's in-stream error has: Anthropic's

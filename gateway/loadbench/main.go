@@ -77,13 +77,17 @@ func fake(args []string) error {
 	listen := fs.String("listen", "127.0.0.1:18801", "address")
 	key := fs.String("key", "sk-upstream", "the API key the fake checks")
 	_ = fs.Parse(args)
-	ln, err := net.Listen("tcp", *listen)
+	return serveUntilSignal(*listen, openaifake.NewUnstarted(openaifake.WithAPIKey(*key), openaifake.WithSeed(1)))
+}
+
+// serveUntilSignal serves h on addr until SIGINT or SIGTERM.
+func serveUntilSignal(addr string, h http.Handler) error {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	srv := openaifake.NewUnstarted(openaifake.WithAPIKey(*key), openaifake.WithSeed(1))
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Printf("fake listening on http://%s\n", ln.Addr())
+	fmt.Printf("listening on http://%s\n", ln.Addr())
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() { <-ctx.Done(); _ = hs.Close() }()
@@ -102,10 +106,6 @@ func proxy(args []string) error {
 	listen := fs.String("listen", "127.0.0.1:18804", "address")
 	upstream := fs.String("upstream", "http://127.0.0.1:18801", "upstream base URL")
 	_ = fs.Parse(args)
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return err
-	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 256, 256
 	client := &http.Client{Transport: tr}
@@ -142,14 +142,7 @@ func proxy(args []string) error {
 			}
 		}
 	})
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() { <-ctx.Done(); _ = hs.Close() }()
-	if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return serveUntilSignal(*listen, h)
 }
 
 // profile runs the CLI in this process under the CPU profiler.
