@@ -298,9 +298,9 @@ func TestGatewaySoak(t *testing.T) {
 	}
 
 	var (
-		mu       sync.Mutex
-		wg       sync.WaitGroup
-		counts   = map[string]int{}
+		mu     sync.Mutex
+		wg     sync.WaitGroup
+		counts = map[string]int{}
 		// called: invocation id a client got back -> it got the whole
 		// answer. Keys are fixed-size and the map is sized for the whole
 		// run up front, so the test's own record does not grow the heap
