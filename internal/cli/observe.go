@@ -57,6 +57,7 @@ func (e *env) openTelemetry(ctx context.Context, f *config.File) (*telemetry, er
 			}
 			t.logFile, w = lf, lf
 		}
+		e.logOut = w
 		parts = append(parts, observe.NewLogger(slog.New(logHandler(w, ob.Logs.Format, ob.Logs.Level))))
 	}
 	if ob.TracesOn() {

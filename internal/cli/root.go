@@ -70,6 +70,9 @@ type env struct {
 	// other processes change (keys, pause, breakers); zero looks on every
 	// use, which is what a one-shot command wants.
 	recheck time.Duration
+	// logOut is where observability.logs writes (stderr or logs.file),
+	// once a command that makes calls has opened it; nil before.
+	logOut io.Writer
 }
 
 // Main runs the command line with args and returns the process exit code.

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -137,6 +139,10 @@ func TestServeEndToEnd(t *testing.T) {
 	if code != 0 || !strings.Contains(errs, "gateway stopped") || strings.Contains(errs, key) || strings.Contains(errs, testKey) {
 		t.Errorf("serve exited %d:\n%s", code, errs)
 	}
+	// By default only refusals and failures get a request line.
+	if !regexp.MustCompile(`level=INFO msg=request method=POST path=/v1/chat/completions status=401`).MatchString(errs) || strings.Contains(errs, "status=200") {
+		t.Errorf("request lines: want the 401 at info and no 200:\n%s", errs)
+	}
 	// The ledger recorded both calls, the second under its task.
 	code, out, _ = run(t, dir, keyEnv, "spend", "--task", "T-42", "--json")
 	if code != 0 || !strings.Contains(out, `"attempts": 1`) {
@@ -166,5 +172,40 @@ func TestServeRefusals(t *testing.T) {
 	}
 	if code, errs := stop(); code != 0 {
 		t.Errorf("stop = %d %s", code, errs)
+	}
+}
+
+// With observability.logs set, the gateway's request lines follow its level
+// and go where the invocation lines go (here a file): at debug, the
+// answered requests too.
+func TestServeRequestLinesFollowObservabilityLogs(t *testing.T) {
+	dir, srv := fakeProject(t, true)
+	cfg := filepath.Join(dir, ".cortexbuild", "llm-config.yaml")
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, append(b, "observability:\n  logs:\n    level: debug\n    format: json\n    file: logs/cortexbuild.jsonl\n"...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, out, _ := run(t, dir, nil, "serve", "keys", "create", "--name", "tests")
+	key := strings.TrimSpace(out)
+	base, stop := startServe(t, dir, keyEnv)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	srv.Enqueue(anthropicfake.TextReply("logged"))
+	oc := openai.NewClient(ooption.WithBaseURL(base+"/v1/"), ooption.WithAPIKey(key), ooption.WithMaxRetries(0), ooption.WithHTTPClient(&http.Client{}))
+	if _, err := oc.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "builder", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}}); err != nil {
+		t.Fatal(err)
+	}
+	if code, errs := stop(); code != 0 || strings.Contains(errs, "msg=request") {
+		t.Errorf("serve exited %d, request lines on stderr:\n%s", code, errs)
+	}
+	logged, err := os.ReadFile(filepath.Join(dir, "logs", "cortexbuild.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`"level":"DEBUG","msg":"request","method":"POST","path":"/v1/chat/completions","status":200`).Match(logged) || strings.Contains(string(logged), key) {
+		t.Errorf("the log file lacks the answered request's line (or holds the key):\n%s", logged)
 	}
 }

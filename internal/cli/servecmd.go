@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"os"
@@ -82,14 +81,15 @@ released and their attempts recorded. See docs/gateway.md.`,
 	return cmd
 }
 
-// serveLogger writes the gateway's own lines (a line per request at debug,
-// refusals at info, failures at warn) to w, at observability.logs.level and
-// format when set, else at info as text.
-func serveLogger(w io.Writer, f *config.File) *slog.Logger {
-	if l := f.Observability.Logs; l.Level != "" {
-		return slog.New(logHandler(w, l.Format, l.Level))
+// serveLogger is where the gateway writes its own lines (a line per
+// request at debug, refusals at info, failures at warn): with
+// observability.logs set, at its level and format, beside the invocation
+// lines (stderr or logs.file); else at info as text on stderr.
+func (e *env) serveLogger(f *config.File) *slog.Logger {
+	if l := f.Observability.Logs; l.Level != "" && e.logOut != nil {
+		return slog.New(logHandler(e.logOut, l.Format, l.Level))
 	}
-	return slog.New(slog.NewTextHandler(w, nil))
+	return slog.New(slog.NewTextHandler(e.stderr, nil))
 }
 
 // sharedFileRecheck is how long a change another process makes to the
@@ -147,7 +147,7 @@ func (e *env) serve(parent context.Context, f *config.File, listen string, noAut
 		StrictParams: f.Gateway.StrictParams,
 		CountTokens:  tokenCounter(f, cat),
 		Prepare:      taskBudgets(budgets, f),
-		Logger:       serveLogger(e.stderr, f),
+		Logger:       e.serveLogger(f),
 	}
 	if !noAuth {
 		opts.Keys = keys
