@@ -419,7 +419,7 @@ type batchSettler interface {
 // settlements are already safe in the journal meanwhile).
 const (
 	maxApplyBatch = 256
-	applyLinger   = 20 * time.Millisecond
+	applyLinger   = 100 * time.Millisecond
 )
 
 // workBatches applies journaled settlements to a store that takes them in
