@@ -387,7 +387,7 @@ func runCrashTest(t *testing.T, newSite func(*testing.T) crashSite) {
 		if round%2 == 1 {
 			stall = rng.IntN(killAfter)
 		}
-		t.Run(fmt.Sprintf("kill-after-%d-stall-%d", killAfter, stall), func(t *testing.T) {
+		t.Run(fmt.Sprintf("round-%d-kill-after-%d-stall-%d", round, killAfter, stall), func(t *testing.T) {
 			cs := newSite(t)
 			// The budgets: the task's holds 10 estimates, a few dozen calls
 			// at their actual cost, so that some runs end on it before the

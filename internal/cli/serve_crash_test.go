@@ -486,7 +486,7 @@ func runGatewayCrashTest(t *testing.T, newStore func(*testing.T) gatewayCrashSto
 		if round == 1 {
 			taskLimit = mustMoney(t, "0.003")
 		}
-		t.Run(fmt.Sprintf("kill-after-%d-task-%s", killAfter, taskLimit), func(t *testing.T) {
+		t.Run(fmt.Sprintf("round-%d-kill-after-%d-task-%s", round, killAfter, taskLimit), func(t *testing.T) {
 			st := newStore(t)
 			dir := gatewayCrashProject(t, st, srv.URL(), taskLimit, monthLimit)
 			ok, refused := gatewayCrashOnce(t, st, dir, killAfter)
