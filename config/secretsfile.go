@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"runtime"
 	"sort"
 	"sync"
 
 	"github.com/cortexbuild/cortexbuild/provider"
+
+	"github.com/cortexbuild/cortexbuild/internal/atomicfile"
 )
 
 // SecretsFileName is the file, in the project's .cortexbuild/ directory,
@@ -135,31 +136,7 @@ func (s *SecretsFile) Set(providerName, field, value string) error {
 	if err != nil {
 		return fmt.Errorf("secrets file: %w", err)
 	}
-	dir := filepath.Dir(s.path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("secrets file: %w", err)
-	}
-	tmp, err := os.CreateTemp(dir, ".secrets-*.tmp")
-	if err != nil {
-		return fmt.Errorf("secrets file: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil && runtime.GOOS != "windows" {
-		tmp.Close()
-		return fmt.Errorf("secrets file: %w", err)
-	}
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("secrets file: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("secrets file: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("secrets file: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), s.path); err != nil {
+	if err := atomicfile.Write(s.path, append(data, '\n'), 0o755); err != nil {
 		return fmt.Errorf("secrets file: %w", err)
 	}
 	return nil

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -19,6 +18,8 @@ import (
 	"time"
 
 	"github.com/cortexbuild/cortexbuild/internal/filepoll"
+
+	"github.com/cortexbuild/cortexbuild/internal/atomicfile"
 )
 
 // KeyFileName is the file, in the project's .cortexbuild/ directory, that
@@ -170,31 +171,7 @@ func (s *KeyStore) write(keys []storedKey) error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(s.path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("key store: %w", err)
-	}
-	tmp, err := os.CreateTemp(dir, ".gateway-keys-*.tmp")
-	if err != nil {
-		return fmt.Errorf("key store: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil && runtime.GOOS != "windows" {
-		tmp.Close()
-		return fmt.Errorf("key store: %w", err)
-	}
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("key store: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("key store: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("key store: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), s.path); err != nil {
+	if err := atomicfile.Write(s.path, append(data, '\n'), 0o755); err != nil {
 		return fmt.Errorf("key store: %w", err)
 	}
 	s.read = false // re-stat on the next refresh

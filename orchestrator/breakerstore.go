@@ -7,13 +7,14 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/cortexbuild/cortexbuild/internal/filepoll"
+
+	"github.com/cortexbuild/cortexbuild/internal/atomicfile"
 )
 
 // FileBreakers keeps circuit breaker states in a JSON file (for example
@@ -78,7 +79,7 @@ func (f *FileBreakers) SaveBreaker(_ context.Context, s BreakerState) error {
 		return err
 	}
 	f.poll.Reset()
-	return writeAtomic(f.Path, append(b, '\n'))
+	return atomicfile.Write(f.Path, append(b, '\n'), 0o755)
 }
 
 func (f *FileBreakers) read() (breakerFile, error) {
@@ -114,32 +115,4 @@ func (f *FileBreakers) read() (breakerFile, error) {
 	}
 	f.seen, f.cached, f.looked = fi, bf, true
 	return breakerFile{Breakers: slices.Clone(bf.Breakers)}, nil
-}
-
-// writeAtomic replaces path with b through a temporary file of mode 0600.
-func writeAtomic(path string, b []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".breakers-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

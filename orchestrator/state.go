@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/cortexbuild/cortexbuild/internal/filepoll"
+
+	"github.com/cortexbuild/cortexbuild/internal/atomicfile"
 )
 
 // State persists whether the project is paused (after a provider refused
@@ -118,30 +119,7 @@ func (f *FileState) write(s fileState) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(f.Path), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(f.Path), ".state-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), f.Path)
+	return atomicfile.Write(f.Path, append(b, '\n'), 0o755)
 }
 
 // Paused reports the recorded pause.

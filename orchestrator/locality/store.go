@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/cortexbuild/cortexbuild/internal/atomicfile"
 )
 
 // MemoryStore is a ConsentStore in memory, for tests and for embedding.
@@ -230,45 +232,8 @@ func (s *FileStore) write(cs []Consent) (err error) {
 	if err != nil {
 		return fmt.Errorf("locality: encoding consent file: %w", err)
 	}
-	b = append(b, '\n')
-	dir := filepath.Dir(s.path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := atomicfile.Write(s.path, append(b, '\n'), 0o700); err != nil {
 		return fmt.Errorf("locality: writing consent file %s: %w", s.path, err)
 	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(s.path)+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("locality: writing consent file %s: %w", s.path, err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-			err = fmt.Errorf("locality: writing consent file %s: %w", s.path, err)
-		}
-	}()
-	if err := tmp.Chmod(0o600); err != nil {
-		return err
-	}
-	if _, err := tmp.Write(b); err != nil {
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), s.path); err != nil {
-		return err
-	}
-	syncDir(dir)
 	return nil
-}
-
-// syncDir makes a rename in dir durable where the platform allows it.
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		d.Sync() // best effort: not supported everywhere (Windows)
-		d.Close()
-	}
 }
