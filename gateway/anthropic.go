@@ -2,9 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -530,37 +528,7 @@ func (g *Gateway) streamMessages(w http.ResponseWriter, r *http.Request, call or
 			_ = st.out.event("error", mustJSON(anthropicError(nil, classify(ctx, err))))
 		}
 	}
-	for {
-		c, err := s.Recv()
-		if errors.Is(err, io.EOF) {
-			err = &provider.Error{Kind: provider.KindNetwork, Diagnostic: provider.Diagnostic{Message: "the stream ended before its final chunk"}}
-		}
-		if err != nil {
-			failWith(err)
-			return
-		}
-		if c.Text != "" {
-			if st.text(c.Text) != nil {
-				return
-			}
-		}
-		if d := c.ToolCall; d != nil {
-			if err := st.tool(d); err != nil {
-				if errors.Is(err, errInterleaved) {
-					failWith(err)
-				}
-				return
-			}
-		}
-		if c.Final {
-			res := c.Result
-			if res == nil {
-				res = &provider.Result{}
-			}
-			_ = st.finish(res)
-			return
-		}
-	}
+	relay(s, st, failWith)
 }
 
 // errInterleaved: a provider sent a fragment of a tool call after another

@@ -2,9 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -579,37 +577,7 @@ func (g *Gateway) streamResponses(w http.ResponseWriter, r *http.Request, call o
 		st.resp.Status, st.resp.Error = "failed", &responseError{Code: code, Message: e.Message}
 		_ = st.send("response.failed", map[string]any{"response": st.resp})
 	}
-	for {
-		c, err := s.Recv()
-		if errors.Is(err, io.EOF) {
-			err = &provider.Error{Kind: provider.KindNetwork, Diagnostic: provider.Diagnostic{Message: "the stream ended before its final chunk"}}
-		}
-		if err != nil {
-			failWith(err)
-			return
-		}
-		if c.Text != "" {
-			if st.text(c.Text) != nil {
-				return
-			}
-		}
-		if d := c.ToolCall; d != nil {
-			if err := st.tool(d); err != nil {
-				if errors.Is(err, errInterleaved) {
-					failWith(err)
-				}
-				return
-			}
-		}
-		if c.Final {
-			res := c.Result
-			if res == nil {
-				res = &provider.Result{}
-			}
-			_ = st.finish(res)
-			return
-		}
-	}
+	relay(s, st, failWith)
 }
 
 // itemStream writes the output items of a Responses stream, one open at a

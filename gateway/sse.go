@@ -1,7 +1,12 @@
 package gateway
 
 import (
+	"errors"
+	"io"
 	"net/http"
+
+	"github.com/cortexbuild/cortexbuild/orchestrator"
+	"github.com/cortexbuild/cortexbuild/provider"
 )
 
 // sse writes server-sent events, flushing each one.
@@ -47,4 +52,51 @@ func (s *sse) write(b []byte) error {
 		return err
 	}
 	return s.rc.Flush()
+}
+
+// blocks is a protocol's writer of a call's stream as separate content
+// blocks (Messages) or output items (Responses): text, tool-call deltas,
+// and the end with the result.
+type blocks interface {
+	text(string) error
+	tool(*provider.ToolCallDelta) error
+	finish(*provider.Result) error
+}
+
+// relay writes s to b until its final chunk. A failure of the call (a
+// stream cut before its final chunk is one), or tool calls interleaved in
+// a way the protocol cannot say, goes to fail; an error writing means the
+// client is gone, and ends it quietly.
+func relay(s *orchestrator.Stream, b blocks, fail func(error)) {
+	for {
+		c, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			err = &provider.Error{Kind: provider.KindNetwork, Diagnostic: provider.Diagnostic{Message: "the stream ended before its final chunk"}}
+		}
+		if err != nil {
+			fail(err)
+			return
+		}
+		if c.Text != "" {
+			if b.text(c.Text) != nil {
+				return
+			}
+		}
+		if d := c.ToolCall; d != nil {
+			if err := b.tool(d); err != nil {
+				if errors.Is(err, errInterleaved) {
+					fail(err)
+				}
+				return
+			}
+		}
+		if c.Final {
+			res := c.Result
+			if res == nil {
+				res = &provider.Result{}
+			}
+			_ = b.finish(res)
+			return
+		}
+	}
 }
