@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,11 +85,17 @@ func OpenSQLite(ctx context.Context, path string, opts ...Option) (*SQLite, erro
 			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	f.Close()
+	// The file is never opened here but by SQLite alone: closing any
+	// descriptor of it would drop every POSIX lock this process holds on
+	// it, SQLite's included (another store of the process may have the
+	// file open), and a client in another process that then finds itself
+	// the last connection checkpoints and deletes the WAL under the
+	// running stores. SQLite creates a new file with its default mode; it
+	// is made 0600 as soon as it exists, before anything but its header is
+	// written (the -wal and -shm files, created at the first write, take
+	// the database file's mode).
+	_, statErr := os.Stat(path)
+	created := errors.Is(statErr, fs.ErrNotExist)
 
 	dsn := path + "?" + strings.Join([]string{
 		fmt.Sprintf("_pragma=busy_timeout(%d)", o.busyTimeout.Milliseconds()),
@@ -96,6 +103,7 @@ func OpenSQLite(ctx context.Context, path string, opts ...Option) (*SQLite, erro
 		"_pragma=synchronous(" + o.synchronous + ")",
 	}, "&")
 	s := &SQLite{path: path, now: o.now, durable: o.synchronous, sync: o.synchronous}
+	var err error
 	s.wdb, err = sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
@@ -115,6 +123,11 @@ func OpenSQLite(ctx context.Context, path string, opts ...Option) (*SQLite, erro
 	if s.w, err = connect(ctx, s.wdb, o.busyTimeout); err != nil {
 		return fail(sqliteErr("open "+path, err))
 	}
+	if created {
+		if err := privateFiles(path); err != nil {
+			return fail(fmt.Errorf("%w: %v", ErrUnavailable, err))
+		}
+	}
 	if err := s.migrate(ctx, LatestSchemaVersion); err != nil {
 		return fail(err)
 	}
@@ -127,6 +140,18 @@ func OpenSQLite(ctx context.Context, path string, opts ...Option) (*SQLite, erro
 	}
 	s.rdb.SetMaxOpenConns(4)
 	return s, nil
+}
+
+// privateFiles makes a database file SQLite has just created, and its
+// -wal and -shm files if they exist yet, readable by their owner only. It
+// changes modes by name and opens nothing (see [OpenSQLite]).
+func privateFiles(path string) error {
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, 0o600); err != nil && (p == path || !errors.Is(err, fs.ErrNotExist)) {
+			return err
+		}
+	}
+	return nil
 }
 
 // connect opens the writer connection. Switching a new file to WAL mode

@@ -4,9 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/cortexbuild/cortexbuild/ledger"
@@ -103,6 +106,14 @@ func TestSQLiteFile(t *testing.T) {
 	if fi.Mode().Perm() != 0o600 {
 		t.Errorf("mode %v; want 0600", fi.Mode().Perm())
 	}
+	if err := s.RecordAttempt(t.Context(), ledger.AttemptRow{InvocationID: "a", Provider: "p", Outcome: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path + "-wal", path + "-shm"} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v, %v; want mode 0600", p, fi, err)
+		}
+	}
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
@@ -144,5 +155,89 @@ func TestSQLiteUnavailable(t *testing.T) {
 				t.Fatalf("OpenSQLite(%q) = %v; want %v", tc.path, err, tc.want)
 			}
 		})
+	}
+}
+
+// posixLocks counts the POSIX (fcntl) locks /proc/locks lists for process
+// pid on the file at path; ok is false where there is no /proc/locks.
+func posixLocks(t *testing.T, pid int, path string) (n int, ok bool) {
+	t.Helper()
+	data, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return 0, false
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ino := fi.Sys().(*syscall.Stat_t).Ino
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(strings.Replace(line, "->", "", 1))
+		if len(f) >= 6 && f[1] == "POSIX" && f[4] == strconv.Itoa(pid) && strings.HasSuffix(f[5], ":"+strconv.FormatUint(ino, 10)) {
+			n++
+		}
+	}
+	return n, true
+}
+
+// A store holds SQLite's lock on its database file for as long as it is
+// open, even when a second store of the same process opens the same file:
+// another process's plain SQLite client that opens, reads and closes the
+// database meanwhile never finds itself the last connection, so it never
+// checkpoints and deletes the WAL under the stores, and every row either
+// store committed is in the file afterwards.
+func TestSQLiteKeepsItsLockWhenOpenedTwice(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), ".cortexbuild", "state.db")
+	first, err := ledger.OpenSQLite(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	if err := first.RecordAttempt(ctx, ledger.AttemptRow{InvocationID: "first-0", Provider: "p", Outcome: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	second, err := ledger.OpenSQLite(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	if n, ok := posixLocks(t, os.Getpid(), path); ok && n == 0 {
+		t.Errorf("/proc/locks lists no lock of this process on %s after a second store opened it", path)
+	}
+	client := ledgertest.StartPlainClient(t, path, "SELECT count(*) FROM attempts")
+	const rows = 200
+	for i := 1; i < rows; i++ {
+		st, name := first, "first"
+		if i%2 == 1 {
+			st, name = second, "second"
+		}
+		if err := st.RecordAttempt(ctx, ledger.AttemptRow{InvocationID: fmt.Sprintf("%s-%d", name, i), Provider: "p", Outcome: "ok"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	client.Sync()
+	rep := client.Stop()
+	if rep.Rounds < 2 || rep.WALMissing != 0 {
+		t.Errorf("the plain client did %d rounds and found %s-wal deleted after %d of them; want it never deleted while the stores are open (errors: %d, first %q)",
+			rep.Rounds, path, rep.WALMissing, rep.Errors, rep.FirstError)
+	}
+	if n, ok := posixLocks(t, os.Getpid(), path); ok && n == 0 {
+		t.Errorf("/proc/locks lists no lock of this process on %s while its stores are open", path)
+	}
+	if err := second.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow("SELECT count(*) FROM attempts").Scan(&n); err != nil || n != rows {
+		t.Errorf("attempts in %s after both stores closed: %d, %v; want %d", path, n, err, rows)
 	}
 }
