@@ -124,13 +124,10 @@ func (e *env) serve(parent context.Context, f *config.File, listen string, noAut
 		return err
 	}
 	defer closeStore()
-	// A handle of its own for budgets, as 'cortexbuild budget set' would
-	// open: a task seen for the first time gets the default task budget.
-	budgets, err := e.openLedger(ctx, f)
-	if err != nil {
-		return err
-	}
-	defer budgets.Close()
+	// Budgets (a task seen for the first time gets the default task
+	// budget) and the console use the engine's store: the process opens
+	// the store once.
+	budgets := o.Ledger()
 	cat, err := e.catalog(f)
 	if err != nil {
 		return err
