@@ -110,8 +110,10 @@ func TestSQLiteFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range []string{path + "-wal", path + "-shm"} {
-		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o600 {
-			t.Errorf("%s: %v, %v; want mode 0600", p, fi, err)
+		if fi, err := os.Stat(p); err != nil {
+			t.Error(err)
+		} else if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v; want 0600", p, fi.Mode().Perm())
 		}
 	}
 	db, err := sql.Open("sqlite", path)
