@@ -119,4 +119,3 @@ func TestPostgresCheck(t *testing.T) {
 		t.Fatalf("Check after an orphan hold and a settlement without its row = %+v, %v; want both", c, err)
 	}
 }
-
