@@ -122,7 +122,8 @@ func FastSync() FastOption { return func(o *fastOptions) { o.sync = true } }
 
 // FastOnError receives the errors of background writes (the settlement
 // stays in the journal and is retried; an invalid one is dropped after
-// being reported). Default: none are reported.
+// being reported), and a [KeptAside] for every journal record a replay
+// could not apply. Default: none are reported.
 func FastOnError(f func(error)) FastOption { return func(o *fastOptions) { o.onErr = f } }
 
 // FastClock sets the clock for lease windows (default time.Now).
@@ -147,8 +148,12 @@ func NewFast(ctx context.Context, st Store, dir string, opts ...FastOption) (*Fa
 	if o.factor < 1 || o.window <= 0 {
 		return nil, fmt.Errorf("%w: lease factor and window must be positive", ErrInvalid)
 	}
-	if _, err := Replay(ctx, st, dir); err != nil {
+	rep, err := ReplayJournals(ctx, st, dir)
+	if err != nil {
 		return nil, fmt.Errorf("replaying the journals of %s: %w", dir, err)
+	}
+	for _, k := range rep.KeptAside {
+		o.onErr(k)
 	}
 	j, err := openJournal(dir, o.sync)
 	if err != nil {
@@ -644,7 +649,11 @@ func (f *Fast) scanOrphans(ctx context.Context) {
 	}
 	f.lastScan = now
 	f.mu.Unlock()
-	if _, err := Replay(ctx, f.Store, f.dir); err != nil {
+	rep, err := ReplayJournals(ctx, f.Store, f.dir)
+	for _, k := range rep.KeptAside {
+		f.onErr(k)
+	}
+	if err != nil {
 		f.onErr(fmt.Errorf("ledger: replaying journals: %w", err))
 	}
 }

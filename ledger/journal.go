@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -9,10 +8,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"sync"
+	"time"
 )
 
 // The journal is [Fast]'s write-ahead log: every settlement is appended to a
@@ -185,91 +186,226 @@ func (j *journal) close() error {
 	return nil
 }
 
-// Replay applies the journals in dir that no live process holds: every
-// settlement (idempotently), then the release of every budget lease their
-// processes held. A journal is deleted once applied; one that cannot be
-// applied (the store is down) is left for the next try. It returns how many
-// settlements were applied.
+// KeptAside is the bytes of journal records that could not be replayed,
+// kept in a file of their own beside the journal (mode 0600, never
+// overwritten) instead of being dropped: a record cut short at the end of
+// the file (Torn: its process died or the disk filled while writing it,
+// so the write never completed and the call that made it was never told
+// its settlement was recorded), or a record that cannot be read or applied
+// (damage: the file was changed by something else).
+type KeptAside struct {
+	Journal string // the journal the records were in
+	Path    string // the file now holding their bytes, as they were
+	Records int    // how many records
+	Torn    bool   // only a torn last record
+	Reason  string // the first record's problem, with its line
+}
+
+// Error describes k for the operator: where the bytes are and what to do.
+func (k KeptAside) Error() string {
+	what := fmt.Sprintf("%d damaged record(s) (%s)", k.Records, k.Reason)
+	if k.Torn {
+		what = "a torn last record (its process died or the disk filled while writing it: the call was never told it was recorded)"
+	}
+	return fmt.Sprintf("ledger journal %s: %s not applied; the bytes are kept in %s: compare them with 'cortexbuild spend' and remove the file once accounted for", k.Journal, what, k.Path)
+}
+
+// Kept-aside files are named <journal>.<KeptAsideTorn or KeptAsideCorrupt>-<UTC time>.
+const (
+	KeptAsideTorn    = "torn"
+	KeptAsideCorrupt = "corrupt"
+)
+
+// ReplayReport is what [ReplayJournals] did.
+type ReplayReport struct {
+	Applied   int         // settlements applied
+	KeptAside []KeptAside // records that could not be, and where they are
+}
+
+// Replay is [ReplayJournals] returning how many settlements were applied;
+// records kept aside are returned as errors (of type [KeptAside]), after
+// every journal was replayed.
 func Replay(ctx context.Context, st Store, dir string) (int, error) {
+	rep, err := ReplayJournals(ctx, st, dir)
+	errs := []error{err}
+	for _, k := range rep.KeptAside {
+		errs = append(errs, k)
+	}
+	return rep.Applied, errors.Join(errs...)
+}
+
+// ReplayJournals applies the journals in dir that no live process holds:
+// every settlement (idempotently), then the release of every budget lease
+// their processes held. A record that cannot be replayed is kept aside
+// (see [KeptAside]) and the others are applied. A journal is deleted once
+// applied (its bad records kept aside first); one that cannot be applied
+// (the store is down) is left for the next try.
+func ReplayJournals(ctx context.Context, st Store, dir string) (ReplayReport, error) {
+	var rep ReplayReport
 	paths, err := filepath.Glob(filepath.Join(dir, "*"+journalSuffix))
 	if err != nil {
-		return 0, err
+		return rep, err
 	}
 	sort.Strings(paths)
-	applied := 0
 	var errs []error
 	for _, p := range paths {
-		n, err := replayFile(ctx, st, p)
-		applied += n
+		n, kept, err := replayFile(ctx, st, p)
+		rep.Applied += n
+		rep.KeptAside = append(rep.KeptAside, kept...)
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
-	return applied, errors.Join(errs...)
+	return rep, errors.Join(errs...)
+}
+
+// badRecord is a journal line that cannot be replayed.
+type badRecord struct {
+	bytes  []byte // the line as it was, with its newline if it had one
+	torn   bool
+	reason string
 }
 
 // replayFile replays one journal file if its process is gone.
-func replayFile(ctx context.Context, st Store, path string) (int, error) {
+func replayFile(ctx context.Context, st Store, path string) (int, []KeptAside, error) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return 0, nil
+			return 0, nil, nil
 		}
-		return 0, err
+		return 0, nil, err
 	}
 	defer f.Close()
 	if err := lockFile(f); err != nil {
-		return 0, nil // a live process holds it
+		return 0, nil, nil // a live process holds it
 	}
-	data, err := os.ReadFile(path)
+	data, err := io.ReadAll(f)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	var leases []string
+	var bad []badRecord
 	applied := 0
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	line := 0
-	for sc.Scan() {
-		line++
-		text := sc.Bytes()
+	for line, rest := 1, data; len(rest) > 0; line++ {
+		text, next, complete := bytes.Cut(rest, []byte("\n"))
+		raw := rest[:len(rest)-len(next)]
+		rest = next
 		if len(bytes.TrimSpace(text)) == 0 {
 			continue
 		}
+		keep := func(format string, a ...any) {
+			bad = append(bad, badRecord{bytes: raw, torn: !complete, reason: fmt.Sprintf("line %d: ", line) + fmt.Sprintf(format, a...)})
+		}
 		var r jrecord
 		if err := json.Unmarshal(text, &r); err != nil {
-			// A line cut short by a crash mid-write is the last one; any
-			// other is damage worth saying so.
-			if !bytes.HasSuffix(data, []byte("\n")) && line == bytes.Count(data, []byte("\n"))+1 {
-				break
+			if !complete {
+				keep("cut short after %d bytes", len(text))
+			} else {
+				keep("unreadable: %v", err)
 			}
-			return applied, fmt.Errorf("ledger journal %s:%d: unreadable record: %v", path, line, err)
+			continue
 		}
 		if r.V != journalVersion {
-			return applied, fmt.Errorf("ledger journal %s:%d: format version %d, this program reads %d", path, line, r.V, journalVersion)
+			keep("format version %d, this program reads %d", r.V, journalVersion)
+			continue
 		}
 		switch r.Op {
 		case "settle":
 			if r.Settle == nil {
-				return applied, fmt.Errorf("ledger journal %s:%d: settle record without a settlement", path, line)
+				keep("settle record without a settlement")
+				continue
 			}
-			if err := st.Settle(ctx, r.Settle.settlement()); err != nil && !errors.Is(err, ErrAlreadySettled) {
-				return applied, fmt.Errorf("ledger journal %s:%d: %w", path, line, err)
+			err := st.Settle(ctx, r.Settle.settlement())
+			switch {
+			case err == nil:
+				applied++
+			case errors.Is(err, ErrAlreadySettled):
+			case errors.Is(err, ErrInvalid):
+				keep("refused by the store: %v", err)
+			default:
+				return applied, nil, fmt.Errorf("ledger journal %s:%d: %w", path, line, err)
 			}
-			applied++
 		case "lease":
 			leases = append(leases, r.Lease)
 		default:
-			return applied, fmt.Errorf("ledger journal %s:%d: unknown operation %q", path, line, r.Op)
+			keep("unknown operation %q", r.Op)
 		}
 	}
 	for _, id := range leases {
 		if err := st.Release(ctx, id); err != nil {
-			return applied, fmt.Errorf("ledger journal %s: releasing lease %s: %w", path, id, err)
+			return applied, nil, fmt.Errorf("ledger journal %s: releasing lease %s: %w", path, id, err)
 		}
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return applied, err
+	kept, err := keepAside(path, bad)
+	if err != nil {
+		return applied, nil, err // the journal stays: nothing is lost
 	}
-	return applied, nil
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return applied, kept, err
+	}
+	return applied, kept, nil
+}
+
+// keepAside writes the bytes of the bad records of the journal at path to
+// new files beside it: a torn last record to <path>.torn-<time>, the
+// others to <path>.corrupt-<time>.
+func keepAside(path string, bad []badRecord) ([]KeptAside, error) {
+	var out []KeptAside
+	for _, torn := range []bool{false, true} {
+		k := KeptAside{Journal: path, Torn: torn}
+		var data []byte
+		for _, b := range bad {
+			if b.torn == torn {
+				if k.Records == 0 {
+					k.Reason = b.reason
+				}
+				k.Records++
+				data = append(data, b.bytes...)
+			}
+		}
+		if k.Records == 0 {
+			continue
+		}
+		kind := KeptAsideCorrupt
+		if torn {
+			kind = KeptAsideTorn
+		}
+		p, err := writeNew(path+"."+kind+"-"+time.Now().UTC().Format("20060102T150405.000000000Z"), data)
+		if err != nil {
+			return out, fmt.Errorf("%w: ledger journal %s: keeping %d unreadable record(s) aside: %v (the journal stays as it is)", ErrUnavailable, path, k.Records, err)
+		}
+		k.Path = p
+		out = append(out, k)
+	}
+	return out, nil
+}
+
+// writeNew writes data, synced, to a new file at path (mode 0600), or at
+// path-2, path-3… when path exists: an existing file is never replaced.
+func writeNew(path string, data []byte) (string, error) {
+	for i := 1; ; i++ {
+		p := path
+		if i > 1 {
+			p = fmt.Sprintf("%s-%d", path, i)
+		}
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if errors.Is(err, os.ErrExist) && i < 100 {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		_, err = f.Write(data)
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			os.Remove(p)
+			return "", err
+		}
+		return p, nil
+	}
 }
