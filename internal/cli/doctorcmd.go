@@ -87,7 +87,11 @@ func (e *env) doctorCmd() *cobra.Command {
   config          .cortexbuild/llm-config.yaml is valid, or absent (rendered mode)
   credentials     every configured provider's credentials resolve
   store           the ledger is reachable: the SQLite file (or its directory) is writable,
-                  or PostgreSQL answers; a configured Redis cache answers
+                  or PostgreSQL answers; its integrity check finds nothing wrong (SQLite's
+                  integrity_check, then the ledger's own invariants); a configured Redis
+                  cache answers
+  journal         no journal record was kept aside by a replay (a torn last record is a
+                  warning, a damaged one a failure)
   consent         every configured provider off this machine has recorded consent (and
                   none is configured off this machine in local-only mode)
   rendered files  the files 'cortexbuild render' writes are up to date
@@ -111,6 +115,7 @@ when any check fails.`,
 				rep.Dir = e.projectDir(f)
 				d.credentials(f, orchestration)
 				d.store(ctx, f)
+				d.journals(f)
 				d.consent(ctx, f, orchestration)
 			} else {
 				d.add("store", checkWarn, "not checked: the configuration is invalid", "fix the configuration first")
@@ -293,8 +298,9 @@ func (d *doctor) store(ctx context.Context, f *config.File) {
 		} else if st, err := ledger.OpenPostgres(ctx, dsn); err != nil {
 			d.add("store", checkFail, "PostgreSQL: "+redactDSN(err.Error(), dsn), "start PostgreSQL or correct store.dsn")
 		} else {
+			d.check(ctx, st, "PostgreSQL reachable, schema current", func(msg string) string { return redactDSN(msg, dsn) },
+				"stop the processes using the schema, take a dump of it (pg_dump), and correct or restore the rows named")
 			st.Close()
-			d.add("store", checkOK, "PostgreSQL reachable, schema current", "")
 		}
 	} else {
 		path := f.Store.Path
@@ -329,15 +335,22 @@ func redactDSN(msg, dsn string) string {
 	return provider.Redact(msg, dsn)
 }
 
+// corruptFix is what to do about a damaged SQLite ledger.
+const corruptFix = "stop every cortexbuild process using it, copy the file (and its -wal) aside, then restore a backup or salvage the rows with 'sqlite3 FILE .recover'"
+
 func (d *doctor) sqlite(ctx context.Context, path string) {
 	if _, err := os.Stat(path); err == nil {
 		st, err := ledger.OpenSQLite(ctx, path)
 		if err != nil {
-			d.add("store", checkFail, "SQLite "+path+": "+err.Error(), "check the file's permissions, or move it aside to start a new ledger")
+			fix := "check the file's permissions, or move it aside to start a new ledger"
+			if strings.Contains(err.Error(), "malformed") || strings.Contains(err.Error(), "not a database") {
+				fix = corruptFix
+			}
+			d.add("store", checkFail, "SQLite "+path+": "+err.Error(), fix)
 			return
 		}
+		d.check(ctx, st, "SQLite "+path+" opens, schema current", func(msg string) string { return msg }, corruptFix)
 		st.Close()
-		d.add("store", checkOK, "SQLite "+path+" opens, schema current", "")
 		return
 	}
 	// Not created yet: the nearest existing directory must be writable.
@@ -363,6 +376,51 @@ func (d *doctor) sqlite(ctx context.Context, path string) {
 	tmp.Close()
 	os.Remove(tmp.Name())
 	d.add("store", checkOK, "SQLite "+path+" will be created on first use ("+dir+" is writable)", "")
+}
+
+// check runs the store's integrity check and reports it as the store
+// line: ok with what was checked, or fail with the first problems.
+func (d *doctor) check(ctx context.Context, st ledger.Store, opened string, redact func(string) string, fix string) {
+	ck, ok := st.(ledger.Checker)
+	if !ok {
+		d.add("store", checkOK, opened+" (no integrity check for this store)", "")
+		return
+	}
+	c, err := ck.Check(ctx)
+	switch {
+	case err != nil:
+		d.add("store", checkFail, opened+", but its integrity check could not run: "+redact(err.Error()), fix)
+	case len(c.Problems) > 0:
+		shown := c.Problems
+		if len(shown) > 3 {
+			shown = append(shown[:3:3], fmt.Sprintf("and %d more", len(c.Problems)-3))
+		}
+		d.add("store", checkFail, opened+", but it is damaged: "+redact(strings.Join(shown, "; "))+" (checked: "+c.Checked+")", fix)
+	default:
+		d.add("store", checkOK, opened+", integrity ok (checked: "+c.Checked+")", "")
+	}
+}
+
+// journals lists the journal records a replay kept aside.
+func (d *doctor) journals(f *config.File) {
+	dir := d.e.journalDir(f)
+	var torn, corrupt []string
+	for kind, list := range map[string]*[]string{ledger.KeptAsideTorn: &torn, ledger.KeptAsideCorrupt: &corrupt} {
+		found, _ := filepath.Glob(filepath.Join(dir, "*.journal."+kind+"-*"))
+		*list = found
+	}
+	switch {
+	case len(corrupt) > 0:
+		detail := fmt.Sprintf("%d file(s) of damaged journal records kept aside, not applied: %s", len(corrupt), strings.Join(corrupt, ", "))
+		if len(torn) > 0 {
+			detail += fmt.Sprintf("; and %d of torn last records: %s", len(torn), strings.Join(torn, ", "))
+		}
+		d.add("journal", checkFail, detail,
+			"read them and compare with 'cortexbuild spend' (a settlement missing there was paid and is not counted), then remove each file once accounted for")
+	case len(torn) > 0:
+		d.add("journal", checkWarn, fmt.Sprintf("%d torn last record(s) kept aside, not applied (cut short as their process died: never acknowledged): %s", len(torn), strings.Join(torn, ", ")),
+			"compare them with 'cortexbuild spend', then remove each file")
+	}
 }
 
 // consent checks every configured provider's endpoint against the

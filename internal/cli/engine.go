@@ -59,11 +59,24 @@ func (e *env) openLedger(ctx context.Context, f *config.File) (ledger.Store, err
 	}
 	// Settlements a killed process left in its journal are applied first,
 	// so that every report counts them.
-	if _, err := ledger.Replay(ctx, st, e.journalDir(f)); err != nil {
+	if err := e.replay(ctx, st, f); err != nil {
 		st.Close()
-		return nil, withCode(ExitFailure, fmt.Errorf("store: %w", err))
+		return nil, err
 	}
 	return st, nil
+}
+
+// replay applies the journals killed processes left, and says on stderr
+// where the records it could not apply are kept.
+func (e *env) replay(ctx context.Context, st ledger.Store, f *config.File) error {
+	rep, err := ledger.ReplayJournals(ctx, st, e.journalDir(f))
+	for _, k := range rep.KeptAside {
+		fmt.Fprintln(e.stderr, "cortexbuild:", k)
+	}
+	if err != nil {
+		return withCode(ExitFailure, fmt.Errorf("store: %w", err))
+	}
+	return nil
 }
 
 // openFastLedger opens the store for invocations: with the fast path on
@@ -84,9 +97,9 @@ func (e *env) openFastLedger(ctx context.Context, f *config.File) (ledger.Store,
 		return nil, err
 	}
 	if !fastPath {
-		if _, err := ledger.Replay(ctx, st, e.journalDir(f)); err != nil {
+		if err := e.replay(ctx, st, f); err != nil {
 			st.Close()
-			return nil, withCode(ExitFailure, fmt.Errorf("store: %w", err))
+			return nil, err
 		}
 		return st, nil
 	}
