@@ -101,14 +101,18 @@ func TestReplayKeepsBadRecordsAside(t *testing.T) {
 			if again, err := os.ReadFile(k.Path); err != nil || !bytes.Equal(again, tc.kept) {
 				t.Errorf("%s after a second replay: %q, %v", k.Path, again, err)
 			}
-			// Replay, the short form, reports it as an error.
+			// Replay, the short form, keeps it aside again in a new file, and
+			// reports a damaged record as an error.
 			if err := os.WriteFile(path, bytes.Join(tc.journal, nil), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			_, err = ledger.Replay(ctx, st, dir)
 			var ka ledger.KeptAside
-			if !errors.As(err, &ka) || ka.Path == k.Path {
-				t.Errorf("Replay = %v; want a KeptAside error naming a new file", err)
+			if tc.torn != (err == nil) || (!tc.torn && (!errors.As(err, &ka) || ka.Path == k.Path)) {
+				t.Errorf("Replay = %v; want %s", err, map[bool]string{true: "no error", false: "a KeptAside error naming a new file"}[tc.torn])
+			}
+			if kept, _ := filepath.Glob(path + "." + kind + "-*"); len(kept) != 2 {
+				t.Errorf("kept-aside files after two replays: %v; want two", kept)
 			}
 		})
 	}
