@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/cortexbuild/cortexbuild/internal/testenv"
 )
 
 // PlainClient is another program's ordinary SQLite client of a database
@@ -50,7 +52,11 @@ func StartPlainClient(t *testing.T, path, query string) *PlainClient {
 	t.Helper()
 	tool, err := exec.LookPath("sqlite3")
 	if err != nil {
-		t.Skip("the sqlite3 tool is not installed (apt-get install sqlite3): it plays another program's SQLite client")
+		const why = "the sqlite3 tool is not installed (apt-get install sqlite3): it plays another program's SQLite client"
+		if testenv.InCI() {
+			t.Fatal(why + "; CI installs it (.ci/run)")
+		}
+		t.Skip(why)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &PlainClient{t: t, cancel: cancel, done: make(chan struct{})}
