@@ -290,7 +290,7 @@ func (d *doctor) store(ctx context.Context, f *config.File) {
 		dsn, err := f.Store.DSN.Resolve(e.lookupEnv)
 		if err != nil {
 			d.add("store", checkFail, "store.dsn: "+err.Error(), "export the variable store.dsn names")
-		} else if st, err := ledger.OpenPostgres(ctx, dsn); err != nil {
+		} else if st, err := ledger.OpenPostgres(ctx, dsn, ledger.WithProject(e.project(f))); err != nil {
 			d.add("store", checkFail, "PostgreSQL: "+redactDSN(err.Error(), dsn), "start PostgreSQL or correct store.dsn")
 		} else {
 			st.Close()
@@ -304,7 +304,7 @@ func (d *doctor) store(ctx context.Context, f *config.File) {
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(e.projectDir(f), path)
 		}
-		d.sqlite(ctx, path)
+		d.sqlite(ctx, path, e.project(f))
 	}
 	if f.Cache.Backend == config.CacheRedis {
 		u, err := f.Cache.URL.Resolve(e.lookupEnv)
@@ -329,9 +329,9 @@ func redactDSN(msg, dsn string) string {
 	return provider.Redact(msg, dsn)
 }
 
-func (d *doctor) sqlite(ctx context.Context, path string) {
+func (d *doctor) sqlite(ctx context.Context, path, project string) {
 	if _, err := os.Stat(path); err == nil {
-		st, err := ledger.OpenSQLite(ctx, path)
+		st, err := ledger.OpenSQLite(ctx, path, ledger.WithProject(project))
 		if err != nil {
 			d.add("store", checkFail, "SQLite "+path+": "+err.Error(), "check the file's permissions, or move it aside to start a new ledger")
 			return

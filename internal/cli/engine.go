@@ -22,13 +22,33 @@ import (
 )
 
 // projectDir returns the project root of a configuration (the directory
-// holding .cortexbuild/), or the working directory for the defaults.
+// holding .cortexbuild/), or the working directory for the defaults: an
+// absolute path with its symbolic links resolved ([env.loadConfig] resolves
+// the configuration's), so that it does not depend on how --config or the
+// working directory were written.
 func (e *env) projectDir(f *config.File) string {
 	if f.Path != "" {
 		return filepath.Dir(filepath.Dir(f.Path))
 	}
-	return e.wd
+	return canonicalDir(e.wd)
 }
+
+// canonicalDir returns dir made absolute, with its symbolic links
+// resolved when it exists.
+func canonicalDir(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	return dir
+}
+
+// project returns the project's id: the project: key, else derived from
+// the project root. Its budgets, ledger rows, tasks, cache entries and
+// gateway keys belong to it.
+func (e *env) project(f *config.File) string { return f.ProjectID(e.projectDir(f)) }
 
 func (e *env) stateDir(f *config.File) string { return filepath.Join(e.projectDir(f), config.Dir) }
 
@@ -131,7 +151,7 @@ func (e *env) openRawLedger(ctx context.Context, f *config.File, opts ...ledger.
 		if err != nil {
 			return nil, withCode(ExitConfig, err)
 		}
-		st, err := ledger.OpenPostgres(ctx, dsn)
+		st, err := ledger.OpenPostgres(ctx, dsn, append(opts, ledger.WithProject(e.project(f)))...)
 		if err != nil {
 			return nil, withCode(ExitFailure, fmt.Errorf("store: %w", err))
 		}
@@ -141,7 +161,7 @@ func (e *env) openRawLedger(ctx context.Context, f *config.File, opts ...ledger.
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, withCode(ExitFailure, err)
 	}
-	st, err := ledger.OpenSQLite(ctx, path, opts...)
+	st, err := ledger.OpenSQLite(ctx, path, append(opts, ledger.WithProject(e.project(f)))...)
 	if err != nil {
 		return nil, withCode(ExitFailure, fmt.Errorf("store: %w", err))
 	}
@@ -296,7 +316,7 @@ func (e *env) buildEngine(f *config.File, st ledger.Store, c *cache.Cache, obs o
 		sinks = append(sinks, orchestrator.WebhookNotifier{URL: raw})
 	}
 	return orchestrator.New(orchestrator.Settings{
-		Project:         filepath.Base(e.projectDir(f)),
+		Project:         e.project(f),
 		Endpoints:       eps,
 		Preference:      f.Routing.Preference,
 		Agents:          agents,
