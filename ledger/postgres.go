@@ -31,11 +31,12 @@ const DefaultSchema = "cortexbuild_ledger"
 // before the lock was granted. A transaction that PostgreSQL aborts as a
 // deadlock or serialization failure is retried.
 type Postgres struct {
-	pool    *pgxpool.Pool
-	schema  string // quoted
-	project string // every row the store reads or writes is this project's
+	pool   *pgxpool.Pool
+	schema string // quoted
 	now    func() time.Time
 	closed atomic.Bool
+
+	project string // every row the store reads or writes is this project's
 }
 
 var _ Store = (*Postgres)(nil)

@@ -37,9 +37,10 @@ const DefaultSQLitePath = ".cortexbuild/ledger.db"
 // duplicate) does not disturb the others; a failure of the database fails
 // every operation of the transaction, and none of them took effect.
 type SQLite struct {
-	path    string
-	now     func() time.Time
-	project string // every row the store reads or writes is this project's
+	path string
+	now  func() time.Time
+	// project is the project whose rows the store reads and writes.
+	project string
 	// durable is the configured synchronous mode (FULL or NORMAL); sync is
 	// the writer connection's current one. A transaction that only holds,
 	// shrinks or releases reservations commits with NORMAL: losing it to a

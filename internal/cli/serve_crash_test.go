@@ -86,7 +86,9 @@ func projectOf(dir string) ledger.Option {
 func sqliteGatewayStore(*testing.T) gatewayCrashStore {
 	path := func(dir string) string { return filepath.Join(dir, config.Dir, "state.db") }
 	return gatewayCrashStore{
-		open: func(ctx context.Context, dir string) (ledger.Store, error) { return ledger.OpenSQLite(ctx, path(dir), projectOf(dir)) },
+		open: func(ctx context.Context, dir string) (ledger.Store, error) {
+			return ledger.OpenSQLite(ctx, path(dir), projectOf(dir))
+		},
 		held: func(ctx context.Context, dir string) ([]string, error) {
 			db, err := sql.Open("sqlite", "file:"+path(dir)+"?mode=ro")
 			if err != nil {
@@ -147,7 +149,9 @@ func postgresGatewayStore(admin string) func(*testing.T) gatewayCrashStore {
 		return gatewayCrashStore{
 			config: "store:\n  backend: postgres\n  dsn: ${CRASH_DSN}\n",
 			env:    []string{envGatewayCrashDSN + "=" + dsn},
-			open:   func(ctx context.Context, dir string) (ledger.Store, error) { return ledger.OpenPostgres(ctx, dsn, projectOf(dir)) },
+			open: func(ctx context.Context, dir string) (ledger.Store, error) {
+				return ledger.OpenPostgres(ctx, dsn, projectOf(dir))
+			},
 			held: func(ctx context.Context, _ string) ([]string, error) {
 				conn, err := pgx.Connect(ctx, dsn)
 				if err != nil {
