@@ -26,8 +26,13 @@ type Store interface {
 	// below the new limit, the pause is lifted; a pause set with [Store.Pause]
 	// stays until [Store.Resume].
 	SetBudget(ctx context.Context, scope Scope, limit provider.Money) error
-	// RemoveBudget removes the limit of a scope; its spend stays tracked and
-	// a pause caused by the budget is lifted.
+	// SetDefaultBudget sets the limit of a scope like SetBudget, unless the
+	// scope's limit was set with SetBudget: an operator's limit wins over a
+	// default (the configuration's) until RemoveBudget. It reports whether
+	// it set the limit.
+	SetDefaultBudget(ctx context.Context, scope Scope, limit provider.Money) (bool, error)
+	// RemoveBudget removes the limit of a scope, whoever set it; its spend
+	// stays tracked and a pause caused by the budget is lifted.
 	RemoveBudget(ctx context.Context, scope Scope) error
 	// Budget returns the state of one scope. A scope the store has never
 	// seen has no limit and nothing spent or held.

@@ -188,13 +188,15 @@ var migrations = []migration{
 	},
 	{
 		version:     4,
-		description: "every scope, hold, ledger row and task belongs to a project",
+		description: "every scope, hold, ledger row and task belongs to a project; limits set by an operator are marked",
 		// The rows written before this version carry no project: they are
 		// adopted by the project of the store that applies the migration
 		// (the first program of version 4 to open the database), which is
 		// recorded in the adoption table. SQLite cannot change a primary
 		// key, so the scopes, tasks and task_events tables are rebuilt;
-		// holds and attempts only gain a column.
+		// holds and attempts only gain a column. limit_set marks a limit
+		// set with SetBudget, which SetDefaultBudget leaves alone; the
+		// limits of before were all defaults.
 		sqlite: []string{
 			`ALTER TABLE scopes RENAME TO scopes_v3`,
 			`CREATE TABLE scopes (
@@ -206,6 +208,7 @@ var migrations = []migration{
 				pause_kind   TEXT NOT NULL DEFAULT '',
 				pause_reason TEXT NOT NULL DEFAULT '',
 				updated_at   INTEGER NOT NULL DEFAULT 0,
+				limit_set    INTEGER NOT NULL DEFAULT 0,
 				PRIMARY KEY (project, scope)
 			) STRICT, WITHOUT ROWID`,
 			`INSERT INTO scopes (project, scope, limit_nanos, spent_nanos, paused, pause_kind, pause_reason, updated_at)
@@ -257,6 +260,7 @@ var migrations = []migration{
 			`ALTER TABLE _S_.scopes ALTER COLUMN project DROP DEFAULT`,
 			`ALTER TABLE _S_.scopes DROP CONSTRAINT scopes_pkey`,
 			`ALTER TABLE _S_.scopes ADD PRIMARY KEY (project, scope)`,
+			`ALTER TABLE _S_.scopes ADD COLUMN limit_set BOOLEAN NOT NULL DEFAULT false`,
 			`ALTER TABLE _S_.holds ADD COLUMN project TEXT NOT NULL DEFAULT _P_`,
 			`ALTER TABLE _S_.holds ALTER COLUMN project DROP DEFAULT`,
 			`DROP INDEX _S_.holds_scope`,

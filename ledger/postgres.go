@@ -277,8 +277,17 @@ func (p *Postgres) SetBudget(ctx context.Context, scope Scope, limit provider.Mo
 	if limit < 0 {
 		return fmt.Errorf("%w: negative limit $%s for %s", ErrInvalid, limit, scope)
 	}
-	_, err := p.exec(ctx, "set budget", setBudgetSQL("_S_.scopes"), string(scope), int64(limit), nanos(p.now()), p.project)
+	_, err := p.exec(ctx, "set budget", setBudgetSQL("_S_.scopes", true), string(scope), int64(limit), nanos(p.now()), p.project)
 	return err
+}
+
+// SetDefaultBudget implements [Store].
+func (p *Postgres) SetDefaultBudget(ctx context.Context, scope Scope, limit provider.Money) (bool, error) {
+	if err := checkBudget(scope, limit); err != nil {
+		return false, err
+	}
+	n, err := p.exec(ctx, "set budget", setBudgetSQL("_S_.scopes", false), string(scope), int64(limit), nanos(p.now()), p.project)
+	return n > 0, err
 }
 
 // RemoveBudget implements [Store].

@@ -451,24 +451,50 @@ func (s *SQLite) SetBudget(ctx context.Context, scope Scope, limit provider.Mone
 	if limit < 0 {
 		return fmt.Errorf("%w: negative limit $%s for %s", ErrInvalid, limit, scope)
 	}
-	_, err := s.exec(ctx, "set budget", setBudgetSQL("scopes"), string(scope), int64(limit), nanos(s.now()), s.project)
+	_, err := s.exec(ctx, "set budget", setBudgetSQL("scopes", true), string(scope), int64(limit), nanos(s.now()), s.project)
 	return err
 }
 
+// SetDefaultBudget implements [Store].
+func (s *SQLite) SetDefaultBudget(ctx context.Context, scope Scope, limit provider.Money) (bool, error) {
+	if err := checkBudget(scope, limit); err != nil {
+		return false, err
+	}
+	n, err := s.exec(ctx, "set budget", setBudgetSQL("scopes", false), string(scope), int64(limit), nanos(s.now()), s.project)
+	return n > 0, err
+}
+
+// checkBudget validates the arguments of SetBudget and SetDefaultBudget.
+func checkBudget(scope Scope, limit provider.Money) error {
+	if err := scope.Validate(); err != nil {
+		return err
+	}
+	if limit < 0 {
+		return fmt.Errorf("%w: negative limit $%s for %s", ErrInvalid, limit, scope)
+	}
+	return nil
+}
+
 // setBudgetSQL sets a limit and lifts a pause the budget caused if the
-// spend is now below the limit.
-func setBudgetSQL(table string) string {
-	return `INSERT INTO ` + table + ` AS t (project, scope, limit_nanos, updated_at) VALUES ($4, $1, $2, $3)
+// spend is now below the limit. An operator's limit (SetBudget) is marked;
+// a default one changes only a limit that is not.
+func setBudgetSQL(table string, operator bool) string {
+	set, only := "true", ""
+	if !operator {
+		set, only = "false", " WHERE NOT t.limit_set"
+	}
+	return `INSERT INTO ` + table + ` AS t (project, scope, limit_nanos, limit_set, updated_at) VALUES ($4, $1, $2, ` + set + `, $3)
 		ON CONFLICT (project, scope) DO UPDATE SET
 			limit_nanos = excluded.limit_nanos,
+			limit_set = excluded.limit_set,
 			paused = CASE WHEN t.pause_kind = 'budget' AND t.spent_nanos < excluded.limit_nanos THEN false ELSE t.paused END,
 			pause_reason = CASE WHEN t.pause_kind = 'budget' AND t.spent_nanos < excluded.limit_nanos THEN '' ELSE t.pause_reason END,
 			pause_kind = CASE WHEN t.pause_kind = 'budget' AND t.spent_nanos < excluded.limit_nanos THEN '' ELSE t.pause_kind END,
-			updated_at = excluded.updated_at`
+			updated_at = excluded.updated_at` + only
 }
 
 func removeBudgetSQL(table string) string {
-	return `UPDATE ` + table + ` SET limit_nanos = NULL,
+	return `UPDATE ` + table + ` SET limit_nanos = NULL, limit_set = false,
 		paused = CASE WHEN pause_kind = 'budget' THEN false ELSE paused END,
 		pause_reason = CASE WHEN pause_kind = 'budget' THEN '' ELSE pause_reason END,
 		pause_kind = CASE WHEN pause_kind = 'budget' THEN '' ELSE pause_kind END,

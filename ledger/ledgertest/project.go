@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cortexbuild/cortexbuild/ledger"
+	"github.com/cortexbuild/cortexbuild/provider"
 )
 
 // runProjectSiteTests checks that projects sharing one site (one database
@@ -20,6 +21,55 @@ func runProjectSiteTests(t *testing.T, newSite SiteMaker) {
 	t.Run("UpgradeFromVersion3AdoptsRowsForTheFirstProject", func(t *testing.T) {
 		testAdoption(t, newSite(t))
 	})
+	t.Run("AnOperatorsLimitWinsOverTheDefaultUntilRemoved", func(t *testing.T) {
+		testDefaultBudget(t, newSite(t))
+	})
+}
+
+func testDefaultBudget(t *testing.T, site Site) {
+	ctx := t.Context()
+	s := openSite(t, site, ledger.WithClock(NewClock(Epoch).Now))
+	month := ledger.MonthScope(Epoch)
+	limit := func() provider.Money {
+		t.Helper()
+		b, err := s.Budget(ctx, month)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.Limit
+	}
+	if set, err := s.SetDefaultBudget(ctx, month, M("100")); err != nil || !set || limit() != M("100") {
+		t.Fatalf("a default on a new scope: set %v, %v, limit $%s", set, err, limit())
+	}
+	if set, err := s.SetDefaultBudget(ctx, month, M("120")); err != nil || !set || limit() != M("120") {
+		t.Fatalf("a default over a default: set %v, %v, limit $%s", set, err, limit())
+	}
+	if err := s.SetBudget(ctx, month, M("250")); err != nil {
+		t.Fatal(err)
+	}
+	if set, err := s.SetDefaultBudget(ctx, month, M("100")); err != nil || set || limit() != M("250") {
+		t.Errorf("a default over an operator's limit: set %v, %v, limit $%s; want the operator's $250 kept", set, err, limit())
+	}
+	// Reaching the operator's limit pauses as usual, and a default does not
+	// lift the pause either.
+	if err := s.Settle(ctx, ledger.Settlement{InvocationID: "i-1", Cost: M("250"), Scopes: []ledger.Scope{month}}); err != nil {
+		t.Fatal(err)
+	}
+	if set, err := s.SetDefaultBudget(ctx, month, M("1000")); err != nil || set {
+		t.Errorf("a default over an operator's reached limit: set %v, %v", set, err)
+	}
+	if _, paused, _ := s.Paused(ctx, month); !paused {
+		t.Errorf("a default lifted the pause of an operator's limit")
+	}
+	if err := s.RemoveBudget(ctx, month); err != nil {
+		t.Fatal(err)
+	}
+	if set, err := s.SetDefaultBudget(ctx, month, M("1000")); err != nil || !set || limit() != M("1000") {
+		t.Errorf("a default after RemoveBudget: set %v, %v, limit $%s", set, err, limit())
+	}
+	if _, err := s.SetDefaultBudget(ctx, month, -1); !errors.Is(err, ledger.ErrInvalid) {
+		t.Errorf("a negative default: %v", err)
+	}
 }
 
 func testTwoProjects(t *testing.T, site Site) {
