@@ -19,6 +19,7 @@ import (
 	"github.com/cortexbuild/cortexbuild/observe"
 	"github.com/cortexbuild/cortexbuild/orchestrator"
 	"github.com/cortexbuild/cortexbuild/orchestrator/locality"
+	"github.com/cortexbuild/cortexbuild/provider"
 )
 
 // projectDir returns the project root of a configuration (the directory
@@ -198,16 +199,18 @@ func budgetLocation(f *config.File) *time.Location {
 	return time.UTC
 }
 
-// applyBudgets writes the configured limits into the store: this month's
-// project budget and, for a task, the default task budget unless the task
-// already has one.
+// applyBudgets writes the configured limits into the store as defaults:
+// this month's project budget and, for a task, the default task budget
+// unless the task already has one. A limit set with 'cortexbuild budget
+// set' (or 'task start --budget') wins over them until 'budget unset'
+// ([ledger.Store.SetDefaultBudget]).
 func applyBudgets(ctx context.Context, st ledger.Store, f *config.File, task string) error {
 	if m := f.Budgets.ProjectMonthly; m != nil {
 		scope := ledger.MonthScope(time.Now().In(budgetLocation(f)))
 		if b, err := st.Budget(ctx, scope); err != nil {
 			return err
 		} else if !b.Limited || b.Limit != *m {
-			if err := st.SetBudget(ctx, scope, *m); err != nil {
+			if _, err := st.SetDefaultBudget(ctx, scope, *m); err != nil {
 				return err
 			}
 		}
@@ -217,10 +220,36 @@ func applyBudgets(ctx context.Context, st ledger.Store, f *config.File, task str
 		if b, err := st.Budget(ctx, scope); err != nil {
 			return err
 		} else if !b.Limited {
-			return st.SetBudget(ctx, scope, *t)
+			_, err := st.SetDefaultBudget(ctx, scope, *t)
+			return err
 		}
 	}
 	return nil
+}
+
+// configuredBudget returns the configuration's default limit of a scope
+// and where the configuration sets it: budgets.project_monthly for the
+// current month, budgets.task for a task; nil when it sets none.
+func configuredBudget(f *config.File, sc ledger.Scope) (*provider.Money, string, string) {
+	switch sc.Kind() {
+	case ledger.KindMonth:
+		if sc == ledger.MonthScope(time.Now().In(budgetLocation(f))) && f.Budgets.ProjectMonthly != nil {
+			return f.Budgets.ProjectMonthly, "budgets.project_monthly", f.Budgets.Pos.Key("project_monthly").String()
+		}
+	case ledger.KindTask:
+		if f.Budgets.Task != nil {
+			return f.Budgets.Task, "budgets.task", f.Budgets.Pos.Key("task").String()
+		}
+	}
+	return nil, "", ""
+}
+
+// storeName says where the project's budgets are kept, for messages.
+func (e *env) storeName(f *config.File) string {
+	if f.Store.Backend == config.StorePostgres {
+		return "the PostgreSQL ledger (store.dsn), project " + e.project(f)
+	}
+	return "the ledger " + e.sqlitePath(f)
 }
 
 // engine builds the orchestrator of a project from its configuration: one
