@@ -45,6 +45,9 @@ type doctorReport struct {
 	Dir    string        `json:"dir"`
 	Mode   string        `json:"mode"` // rendered or orchestration
 	Checks []doctorCheck `json:"checks"`
+
+	// Project is the project's id (see config.File.ProjectID).
+	Project string `json:"project,omitempty"`
 }
 
 // doctor gathers the checks of one run.
@@ -108,7 +111,7 @@ when any check fails.`,
 				rep.Mode = "orchestration"
 			}
 			if f != nil {
-				rep.Dir = e.projectDir(f)
+				rep.Dir, rep.Project = e.projectDir(f), e.project(f)
 				d.credentials(f, orchestration)
 				d.store(ctx, f)
 				d.consent(ctx, f, orchestration)
@@ -489,7 +492,11 @@ func checkRenderedFiles(dir string) (renderedState, error) {
 }
 
 func printDoctor(w io.Writer, rep doctorReport) {
-	fmt.Fprintf(w, "cortexbuild doctor: %s (%s mode)\n\n", rep.Dir, rep.Mode)
+	if rep.Project != "" {
+		fmt.Fprintf(w, "cortexbuild doctor: %s, project %s (%s mode)\n\n", rep.Dir, rep.Project, rep.Mode)
+	} else {
+		fmt.Fprintf(w, "cortexbuild doctor: %s (%s mode)\n\n", rep.Dir, rep.Mode)
+	}
 	width := 0
 	for _, c := range rep.Checks {
 		width = max(width, len(c.Name))

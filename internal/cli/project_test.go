@@ -108,6 +108,9 @@ func TestProjectIdentityDoesNotDependOnThePath(t *testing.T) {
 			if cost, n := spendOf(t, sp.wd, sp.args...); cost != "0.0045" || n != 1 {
 				t.Errorf("spend = $%s in %d attempts; want $0.0045 in 1", cost, n)
 			}
+			if _, rep, _ := runDoctor(t, nil, sp.wd, keyEnv, sp.args...); rep.Project != want || rep.Dir != canonicalDir(dir) {
+				t.Errorf("doctor names project %q in %q; want %q in %q", rep.Project, rep.Dir, want, canonicalDir(dir))
+			}
 			code, out, _ := run(t, sp.wd, nil, append([]string{"serve", "keys", "list", "--json"}, sp.args...)...)
 			var keys []struct{ Project string }
 			if code != 0 || json.Unmarshal([]byte(out), &keys) != nil || len(keys) != 1 || keys[0].Project != want {
