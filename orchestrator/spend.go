@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/cortexbuild/cortexbuild/cache"
 	"github.com/cortexbuild/cortexbuild/ledger"
@@ -137,11 +138,20 @@ func (o *Orchestrator) reserve(ctx context.Context, c *Call) (*hold, error) {
 
 // liftPause names the commands that lift the pause of a scope.
 func liftPause(sc ledger.Scope) string {
-	resume := "cortexbuild budget resume " + string(sc)
+	resume := "cortexbuild budget resume " + shellArg(string(sc))
 	if sc.Kind() == ledger.KindTask {
-		resume = "cortexbuild task resume " + sc.ID()
+		resume = "cortexbuild task resume " + shellArg(sc.ID())
 	}
-	return fmt.Sprintf("its budget is raised ('cortexbuild budget set %s AMOUNT') or it is resumed ('%s')", sc, resume)
+	return fmt.Sprintf("its budget is raised ('cortexbuild budget set %s AMOUNT') or it is resumed ('%s')", shellArg(string(sc)), resume)
+}
+
+// shellArg writes s as one argument of a POSIX shell command: as it is
+// when that is safe, else in double quotes.
+func shellArg(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:/@%+=,-") == "" {
+		return s
+	}
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, `$`, `\$`, "`", "\\`").Replace(s) + `"`
 }
 
 // settle records every attempt and turns the hold into the actual spend

@@ -126,12 +126,47 @@ func runSuggested(t *testing.T, dir, msg string) int {
 	ms := suggested.FindAllStringSubmatch(msg, -1)
 	for _, m := range ms {
 		cmdline := strings.NewReplacer("AMOUNT", "1", "LEVEL", "medium").Replace(m[1])
-		args := strings.Fields(cmdline)[1:]
+		args := shellFields(t, cmdline)[1:]
 		if code, out, errs := run(t, dir, keyEnv, args...); code != 0 {
 			t.Errorf("the suggested command %q (from %q) fails: %d %s %s", cmdline, msg, code, out, errs)
 		}
 	}
 	return len(ms)
+}
+
+// shellFields splits a command line as a POSIX shell would, for the
+// quoting the messages use: words, and double-quoted words with \ escapes.
+func shellFields(t *testing.T, line string) []string {
+	t.Helper()
+	var out []string
+	var w strings.Builder
+	inWord, quoted := false, false
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case quoted && c == '\\' && i+1 < len(line):
+			i++
+			w.WriteByte(line[i])
+		case c == '"':
+			quoted, inWord = !quoted, true
+		case c == ' ' && !quoted:
+			if inWord {
+				out = append(out, w.String())
+				w.Reset()
+				inWord = false
+			}
+		default:
+			w.WriteByte(c)
+			inWord = true
+		}
+	}
+	if quoted {
+		t.Fatalf("unbalanced quotes in %q", line)
+	}
+	if inWord {
+		out = append(out, w.String())
+	}
+	return out
 }
 
 // TestSuggestedCommandsWork: every command a refusal or a report names
@@ -156,6 +191,22 @@ func TestSuggestedCommandsWork(t *testing.T) {
 		}
 		srv.Enqueue(anthropicfake.TextReply("ok"))
 		if code, _, errs := run(t, dir, keyEnv, "invoke", "--task", "t1", "hi"); code != 0 {
+			t.Errorf("invoke after the suggested commands = %d %s", code, errs)
+		}
+	})
+	t.Run("a task whose id needs quoting", func(t *testing.T) {
+		dir, srv := budgetProject(t, "100")
+		id := `my "big" task`
+		if code, out, errs := run(t, dir, nil, "task", "start", id, "--budget", "0.00001"); code != 0 {
+			t.Fatalf("task start = %d %q %q", code, out, errs)
+		}
+		run(t, dir, keyEnv, "invoke", "--task", id, "hi")
+		_, _, paused := run(t, dir, keyEnv, "invoke", "--task", id, "hi")
+		if n := runSuggested(t, dir, paused); n != 2 {
+			t.Errorf("the paused refusal names %d commands; want 2: %s", n, paused)
+		}
+		srv.Enqueue(anthropicfake.TextReply("ok"))
+		if code, _, errs := run(t, dir, keyEnv, "invoke", "--task", id, "hi"); code != 0 {
 			t.Errorf("invoke after the suggested commands = %d %s", code, errs)
 		}
 	})
