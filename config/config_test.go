@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cortexbuild/cortexbuild/ledger"
 	"github.com/cortexbuild/cortexbuild/provider"
 )
 
@@ -175,6 +176,8 @@ func TestBadInput(t *testing.T) {
 		{"bad timezone", "budgets:\n  timezone: Mars/Olympus\n", "unknown time zone"},
 		{"negative max_response_bytes", "providers:\n  a:\n    type: anthropic\n    max_response_bytes: -1\n", "cfg.yaml:4:25: providers.a.max_response_bytes must not be negative, got -1"},
 		{"duplicate key", "budgets:\n  task: \"1\"\n  task: \"2\"\n", `cfg.yaml:3:3: duplicate key "task" in budgets`},
+		{"project id with spaces", "version: 1\nproject: My Service\n", `cfg.yaml:2:10: project "My Service" is not a project id: write 1 to 100 lower-case letters, digits, '.', '_' and '-', starting with a letter or digit (e.g. project: my-service)`},
+		{"project id of a list", "project: [a]\n", `cfg.yaml:1:10: project: expected text, got a list`},
 		{"future version", "version: 2\n", "version 2 is not supported"},
 		{"top level list", "- a\n", "expected a mapping"},
 	}
@@ -188,6 +191,28 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("error:\n  %v\nwant it to contain:\n  %s", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestProjectID(t *testing.T) {
+	f, err := Parse("cfg.yaml", []byte("project: billing.api_v2\n"), testRegistry(t))
+	if err != nil || f.ProjectID("/srv/x") != "billing.api_v2" {
+		t.Fatalf("explicit project: %v %v", f, err)
+	}
+	a, b := DeriveProjectID("/home/a/My Service"), DeriveProjectID("/home/b/My Service")
+	if a == b || !strings.HasPrefix(a, "my-service-") || len(a) != len("my-service-")+8 {
+		t.Errorf("derived ids %q and %q: want my-service-<8 hex digits>, different for different paths", a, b)
+	}
+	if DeriveProjectID("/home/a/My Service/") != a {
+		t.Errorf("a trailing slash changes the id")
+	}
+	if got := DeriveProjectID("/"); got != "project-"+DeriveProjectID("/")[len("project-"):] {
+		t.Errorf("root: %q", got)
+	}
+	for _, root := range []string{"/", "/srv/Ünïcode", "/srv/" + strings.Repeat("x", 300)} {
+		if id := DeriveProjectID(root); !ledger.ValidProject(id) {
+			t.Errorf("DeriveProjectID(%q) = %q, not a valid project id", root, id)
+		}
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cortexbuild/cortexbuild/internal/yamlx"
+	"github.com/cortexbuild/cortexbuild/ledger"
 	"github.com/cortexbuild/cortexbuild/orchestrator"
 	"github.com/cortexbuild/cortexbuild/provider"
 )
@@ -103,6 +104,9 @@ func (f *File) validate(reg *provider.Registry) error {
 
 	if f.Version != 0 && f.Version != CurrentVersion {
 		add(f.Pos.Key("version"), "version %d is not supported by this build: write version: %d", f.Version, CurrentVersion)
+	}
+	if f.Project != "" && !ledger.ValidProject(f.Project) {
+		add(f.Pos.Key("project"), "project %q is not a project id: write 1 to 100 lower-case letters, digits, '.', '_' and '-', starting with a letter or digit (e.g. project: %s), or remove the key to derive it from the project directory", f.Project, projectSlug(f.Project))
 	}
 	names := f.ProviderNames()
 	for _, name := range names {

@@ -45,6 +45,11 @@ var enums = map[string][]string{
 	"observability.logs.format": {LogText, LogJSON},
 }
 
+// patterns are the formats of the string keys that have one.
+var patterns = map[string]string{
+	"project": projectPattern,
+}
+
 func schemaFor(t reflect.Type, key string) map[string]any {
 	switch t {
 	case reflect.TypeFor[provider.Tier]():
@@ -66,6 +71,9 @@ func schemaFor(t reflect.Type, key string) map[string]any {
 	case reflect.String:
 		if e, ok := enums[key]; ok {
 			return map[string]any{"type": "string", "enum": e}
+		}
+		if p, ok := patterns[key]; ok {
+			return map[string]any{"type": "string", "pattern": p}
 		}
 		return map[string]any{"type": "string"}
 	case reflect.Bool:

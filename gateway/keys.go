@@ -219,6 +219,30 @@ func (s *KeyStore) List() ([]Key, error) {
 	return out, nil
 }
 
+// Rebind binds to project the keys bound to one of the names in from, and
+// returns how many it changed. It is how a project adopts the keys created
+// while its name was derived from the spelling of its path (its directory's
+// base name, or "."): they stay valid under its stable id.
+func (s *KeyStore) Rebind(project string, from ...string) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.refresh(); err != nil {
+		return 0, err
+	}
+	keys := slices.Clone(s.keys)
+	n := 0
+	for i := range keys {
+		if keys[i].Project != project && slices.Contains(from, keys[i].Project) {
+			keys[i].Project = project
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	return n, s.write(keys)
+}
+
 // Revoke revokes the key with id (its hint "cbk_<id>_…" is accepted too)
 // and returns it. Revoking a revoked key changes nothing.
 func (s *KeyStore) Revoke(id string) (Key, error) {

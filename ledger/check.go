@@ -34,10 +34,10 @@ const maxProblems = 10
 // break one ("_S_." stands for the schema of the tables). Every query
 // scans its tables once (NOT IN builds one lookup of the subquery).
 var consistencyChecks = []struct{ what, query string }{
-	{"holds on a scope the scopes table does not know", `SELECT count(*) FROM _S_.holds WHERE scope NOT IN (SELECT scope FROM _S_.scopes)`},
+	{"holds on a scope the scopes table does not know", `SELECT count(*) FROM _S_.holds WHERE (project, scope) NOT IN (SELECT project, scope FROM _S_.scopes)`},
 	{"settlements without their attempt row", `SELECT count(*) FROM _S_.settlements WHERE invocation_id NOT IN (SELECT invocation_id FROM _S_.attempts)`},
 	{"scopes with a negative spend", `SELECT count(*) FROM _S_.scopes WHERE spent_nanos < 0`},
-	{"task events of a task the tasks table does not know", `SELECT count(*) FROM _S_.task_events WHERE task NOT IN (SELECT id FROM _S_.tasks)`},
+	{"task events of a task the tasks table does not know", `SELECT count(*) FROM _S_.task_events WHERE (project, task) NOT IN (SELECT project, id FROM _S_.tasks)`},
 }
 
 const consistencyChecked = "holds against scopes, settlements against attempts, spends not negative, task events against tasks"

@@ -107,7 +107,7 @@ func TestPostgresCheck(t *testing.T) {
 	defer conn.Close(ctx)
 	for _, q := range []string{
 		`INSERT INTO ` + schema + `.reservations (invocation_id, amount_nanos, created_at, expires_at) VALUES ('orphan', 1, 0, 9)`,
-		`INSERT INTO ` + schema + `.holds (invocation_id, scope, amount_nanos, expires_at) VALUES ('orphan', 'task:nowhere', 1, 9)`,
+		`INSERT INTO ` + schema + `.holds (invocation_id, project, scope, amount_nanos, expires_at) VALUES ('orphan', '', 'task:nowhere', 1, 9)`,
 		`INSERT INTO ` + schema + `.settlements (invocation_id, cost_nanos, settled_at) VALUES ('rowless', 5, 0)`,
 	} {
 		if _, err := conn.Exec(ctx, q); err != nil {

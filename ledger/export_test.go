@@ -11,7 +11,7 @@ import (
 
 // CreateSQLiteAt creates the database file at path with only the first
 // version migrations applied, as an older program would have left it.
-func CreateSQLiteAt(ctx context.Context, path string, version int) error {
+func CreateSQLiteAt(ctx context.Context, path string, version int, opts ...Option) error {
 	db, err := sql.Open("sqlite", path+"?_pragma=journal_mode(WAL)")
 	if err != nil {
 		return err
@@ -23,17 +23,17 @@ func CreateSQLiteAt(ctx context.Context, path string, version int) error {
 	}
 	defer c.Close()
 	s := &SQLite{path: path, now: time.Now, w: c}
-	return s.migrate(ctx, version)
+	return s.migrate(ctx, version, buildOptions(opts).migrationSQL)
 }
 
 // CreatePostgresAt creates schema in the database at url with only the
 // first version migrations applied, as an older program would have left it.
-func CreatePostgresAt(ctx context.Context, url, schema string, version int) error {
+func CreatePostgresAt(ctx context.Context, url, schema string, version int, opts ...Option) error {
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
 	p := &Postgres{pool: pool, schema: pgx.Identifier{schema}.Sanitize(), now: time.Now}
-	return p.migrate(ctx, schema, version)
+	return p.migrate(ctx, schema, version, buildOptions(opts).migrationSQL)
 }

@@ -667,6 +667,13 @@ func (f *Fast) SetBudget(ctx context.Context, sc Scope, limit provider.Money) er
 	return f.Store.SetBudget(ctx, sc, limit)
 }
 
+// SetDefaultBudget implements [Store]; leases on the scope stop admitting
+// calls.
+func (f *Fast) SetDefaultBudget(ctx context.Context, sc Scope, limit provider.Money) (bool, error) {
+	f.closeScope(ctx, sc)
+	return f.Store.SetDefaultBudget(ctx, sc, limit)
+}
+
 // Pause implements [Store]; leases on the scope stop admitting calls.
 func (f *Fast) Pause(ctx context.Context, sc Scope, reason string) error {
 	f.closeScope(ctx, sc)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/cortexbuild/cortexbuild/provider"
@@ -24,8 +26,13 @@ type Store interface {
 	// below the new limit, the pause is lifted; a pause set with [Store.Pause]
 	// stays until [Store.Resume].
 	SetBudget(ctx context.Context, scope Scope, limit provider.Money) error
-	// RemoveBudget removes the limit of a scope; its spend stays tracked and
-	// a pause caused by the budget is lifted.
+	// SetDefaultBudget sets the limit of a scope like SetBudget, unless the
+	// scope's limit was set with SetBudget: an operator's limit wins over a
+	// default (the configuration's) until RemoveBudget. It reports whether
+	// it set the limit.
+	SetDefaultBudget(ctx context.Context, scope Scope, limit provider.Money) (bool, error)
+	// RemoveBudget removes the limit of a scope, whoever set it; its spend
+	// stays tracked and a pause caused by the budget is lifted.
 	RemoveBudget(ctx context.Context, scope Scope) error
 	// Budget returns the state of one scope. A scope the store has never
 	// seen has no limit and nothing spent or held.
@@ -330,6 +337,7 @@ type Option func(*options)
 
 type options struct {
 	now         func() time.Time
+	project     string
 	schema      string
 	synchronous string
 	busyTimeout time.Duration
@@ -347,6 +355,39 @@ func buildOptions(opts []Option) options {
 // WithClock sets the store's clock, used to tell expired holds and to time
 // ledger rows that carry no time. The default is time.Now.
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// WithProject confines the store to one project: every scope, hold,
+// ledger row and task it reads or writes is the project's, so several
+// projects can share one database (and one PostgreSQL schema) with the same
+// task ids and months without seeing each other's budgets, spend, pauses or
+// tasks. Invocation ids (reservations, settlements) are unique across the
+// database. A store opened without it works in the unnamed project "". The
+// id is 1 to 100 characters: lower-case letters, digits, '.', '_' and '-',
+// starting with a letter or digit (see [ValidProject]).
+//
+// The rows of a database written before projects existed (schema version
+// 3) are adopted by the project of the first store that opens it: the
+// migration gives them that project and records it in the adoption table.
+func WithProject(id string) Option { return func(o *options) { o.project = id } }
+
+var projectID = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,99}$`)
+
+// ValidProject reports whether id is a well-formed project id for
+// [WithProject] (the empty id, the unnamed project, is not).
+func ValidProject(id string) bool { return projectID.MatchString(id) }
+
+// checkProject validates the project of a store's options.
+func (o options) checkProject() error {
+	if o.project != "" && !ValidProject(o.project) {
+		return fmt.Errorf("%w: project %q: 1 to 100 lower-case letters, digits, '.', '_' and '-', starting with a letter or digit", ErrInvalid, o.project)
+	}
+	return nil
+}
+
+// migrationSQL puts the project in a migration's statement ("_P_").
+func (o options) migrationSQL(q string) string {
+	return strings.ReplaceAll(q, "_P_", "'"+strings.ReplaceAll(o.project, "'", "''")+"'")
+}
 
 // WithSchema sets the PostgreSQL schema the tables live in (created if
 // missing); the default is [DefaultSchema]. SQLite ignores it.

@@ -188,15 +188,16 @@ func checkFilter(f Filter) error {
 	return nil
 }
 
-// filterWhere returns the WHERE clause selecting f's rows, with $n
-// placeholders numbered from first, and its arguments.
-func filterWhere(f Filter, first int) (string, []any) {
+// filterWhere returns the WHERE clause selecting f's rows of project, with
+// $n placeholders numbered from first, and its arguments.
+func filterWhere(project string, f Filter, first int) (string, []any) {
 	var conds []string
 	var args []any
 	add := func(cond string, v any) {
 		args = append(args, v)
 		conds = append(conds, fmt.Sprintf(cond, first+len(args)-1))
 	}
+	add("project = $%d", project)
 	if f.Task != "" {
 		add("task = $%d", f.Task)
 	}
@@ -212,9 +213,6 @@ func filterWhere(f Filter, first int) (string, []any) {
 	if !f.To.IsZero() {
 		add("at < $%d", f.To.UnixNano())
 	}
-	if len(conds) == 0 {
-		return "", nil
-	}
 	return " WHERE " + strings.Join(conds, " AND "), args
 }
 
@@ -227,7 +225,7 @@ const bucketNanos = int64(15 * time.Minute)
 // spendQuery returns the aggregate query of the attempts table for f: one
 // row per group with the key (text, or an integer bucket for ByMonth) and
 // the sums, in the column order scanTotals reads.
-func spendQuery(f Filter, table string) (string, []any) {
+func spendQuery(project string, f Filter, table string) (string, []any) {
 	key := "''"
 	switch f.By {
 	case ByTask:
@@ -239,7 +237,7 @@ func spendQuery(f Filter, table string) (string, []any) {
 	case ByMonth:
 		key = fmt.Sprintf("at / %d", bucketNanos)
 	}
-	where, args := filterWhere(f, 1)
+	where, args := filterWhere(project, f, 1)
 	q := "SELECT " + key + " AS k, count(*)," +
 		" CAST(coalesce(sum(cost_nanos), 0) AS BIGINT)," +
 		" CAST(coalesce(sum(saving_nanos), 0) AS BIGINT)," +
@@ -391,8 +389,8 @@ func taskSQL(schema string) string {
 		coalesce(e.id, 0), coalesce(e.at, 0), coalesce(e.kind, ''), coalesce(e.invocation_id, ''),
 		coalesce(e.agent, ''), coalesce(e.provider, ''), coalesce(e.model, ''), coalesce(e.reviewer, ''),
 		coalesce(e.detail, '')
-		FROM ` + schema + `tasks t LEFT JOIN ` + schema + `task_events e ON e.task = t.id
-		WHERE t.id = $1 ORDER BY e.at, e.id`
+		FROM ` + schema + `tasks t LEFT JOIN ` + schema + `task_events e ON e.project = t.project AND e.task = t.id
+		WHERE t.project = $2 AND t.id = $1 ORDER BY e.at, e.id`
 }
 
 // taskRows is what scanTask reads: *sql.Rows or pgx.Rows.
@@ -432,24 +430,26 @@ func scanTask(id string, rows taskRows) (t Task, found bool, err error) {
 // Statements both stores use to write tasks, on a table name with or
 // without the schema.
 func insertTaskSQL(table string) string {
-	return `INSERT INTO ` + table + ` (id, risk, state, created_at) VALUES ($1, $2, $3, $4)`
+	return `INSERT INTO ` + table + ` (project, id, risk, state, created_at) VALUES ($5, $1, $2, $3, $4)`
 }
 
 func setTaskRiskSQL(table string) string {
-	return `UPDATE ` + table + ` SET risk = $2 WHERE id = $1`
+	return `UPDATE ` + table + ` SET risk = $2 WHERE project = $3 AND id = $1`
 }
 
 func completeTaskSQL(table string) string {
-	return `UPDATE ` + table + ` SET state = $2, completed_at = $3 WHERE id = $1`
+	return `UPDATE ` + table + ` SET state = $2, completed_at = $3 WHERE project = $4 AND id = $1`
 }
 
 func insertTaskEventSQL(table string) string {
-	return `INSERT INTO ` + table + ` (task, at, kind, invocation_id, agent, provider, model, reviewer, detail)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
+	return `INSERT INTO ` + table + ` (task, at, kind, invocation_id, agent, provider, model, reviewer, detail, project)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
 }
 
-func taskEventArgs(e TaskEvent) []any {
-	return []any{e.Task, nanos(e.Time), e.Kind, e.InvocationID, e.Agent, e.Provider, e.Model, e.Reviewer, e.Detail}
+// taskEventArgs are the arguments of insertTaskEventSQL for an event of a
+// task of project.
+func taskEventArgs(project string, e TaskEvent) []any {
+	return []any{e.Task, nanos(e.Time), e.Kind, e.InvocationID, e.Agent, e.Provider, e.Model, e.Reviewer, e.Detail, project}
 }
 
 func errTaskChanged(id string, seen, now int) error {

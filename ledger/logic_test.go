@@ -171,11 +171,11 @@ func TestMigrationsAreNumberedInOrder(t *testing.T) {
 
 func TestFilterWhere(t *testing.T) {
 	from := time.Unix(10, 0)
-	where, args := filterWhere(Filter{Task: "t", Provider: "p", From: from}, 3)
-	if where != " WHERE task = $3 AND provider = $4 AND at >= $5" || fmt.Sprint(args) != "[t p 10000000000]" {
+	where, args := filterWhere("p1", Filter{Task: "t", Provider: "p", From: from}, 3)
+	if where != " WHERE project = $3 AND task = $4 AND provider = $5 AND at >= $6" || fmt.Sprint(args) != "[p1 t p 10000000000]" {
 		t.Errorf("filterWhere = %q %v", where, args)
 	}
-	if where, args := filterWhere(Filter{By: ByTask}, 1); where != "" || args != nil {
+	if where, args := filterWhere("", Filter{By: ByTask}, 1); where != " WHERE project = $1" || fmt.Sprint(args) != "[]" {
 		t.Errorf("empty filter = %q %v", where, args)
 	}
 	if err := checkFilter(Filter{From: from, To: from}); !errors.Is(err, ErrInvalid) {

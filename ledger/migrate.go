@@ -11,11 +11,13 @@ type migration struct {
 	description string
 	sqlite      []string
 	postgres    []string // "_S_." stands for the quoted schema
+	// In both lists "_P_" stands for the project of the store that applies
+	// the migration, as an SQL string literal (see [WithProject]).
 }
 
 // LatestSchemaVersion is the schema version this package writes: the
 // version of the last migration.
-const LatestSchemaVersion = 3
+const LatestSchemaVersion = 4
 
 var migrations = []migration{
 	{
@@ -182,6 +184,107 @@ var migrations = []migration{
 				detail        TEXT NOT NULL
 			)`,
 			`CREATE INDEX task_events_task ON _S_.task_events (task, at, id)`,
+		},
+	},
+	{
+		version:     4,
+		description: "every scope, hold, ledger row and task belongs to a project; limits set by an operator are marked",
+		// The rows written before this version carry no project: they are
+		// adopted by the project of the store that applies the migration
+		// (the first program of version 4 to open the database), which is
+		// recorded in the adoption table. SQLite cannot change a primary
+		// key, so the scopes, tasks and task_events tables are rebuilt;
+		// holds and attempts only gain a column. limit_set marks a limit
+		// set with SetBudget, which SetDefaultBudget leaves alone; the
+		// limits of before were all defaults.
+		sqlite: []string{
+			`ALTER TABLE scopes RENAME TO scopes_v3`,
+			`CREATE TABLE scopes (
+				project      TEXT NOT NULL,
+				scope        TEXT NOT NULL,
+				limit_nanos  INTEGER CHECK (limit_nanos >= 0),
+				spent_nanos  INTEGER NOT NULL DEFAULT 0,
+				paused       INTEGER NOT NULL DEFAULT 0,
+				pause_kind   TEXT NOT NULL DEFAULT '',
+				pause_reason TEXT NOT NULL DEFAULT '',
+				updated_at   INTEGER NOT NULL DEFAULT 0,
+				limit_set    INTEGER NOT NULL DEFAULT 0,
+				PRIMARY KEY (project, scope)
+			) STRICT, WITHOUT ROWID`,
+			`INSERT INTO scopes (project, scope, limit_nanos, spent_nanos, paused, pause_kind, pause_reason, updated_at)
+				SELECT _P_, scope, limit_nanos, spent_nanos, paused, pause_kind, pause_reason, updated_at FROM scopes_v3`,
+			`DROP TABLE scopes_v3`,
+			`ALTER TABLE holds ADD COLUMN project TEXT NOT NULL DEFAULT ''`,
+			`UPDATE holds SET project = _P_`,
+			`ALTER TABLE attempts ADD COLUMN project TEXT NOT NULL DEFAULT ''`,
+			`UPDATE attempts SET project = _P_`,
+			`DROP INDEX attempts_task`,
+			`CREATE INDEX attempts_task ON attempts (project, task, at)`,
+			`ALTER TABLE task_events RENAME TO task_events_v3`,
+			`ALTER TABLE tasks RENAME TO tasks_v3`,
+			`CREATE TABLE tasks (
+				project      TEXT NOT NULL,
+				id           TEXT NOT NULL,
+				risk         TEXT NOT NULL,
+				state        TEXT NOT NULL,
+				created_at   INTEGER NOT NULL,
+				completed_at INTEGER,
+				PRIMARY KEY (project, id)
+			) STRICT, WITHOUT ROWID`,
+			`CREATE TABLE task_events (
+				id            INTEGER PRIMARY KEY,
+				project       TEXT NOT NULL,
+				task          TEXT NOT NULL,
+				at            INTEGER NOT NULL,
+				kind          TEXT NOT NULL,
+				invocation_id TEXT NOT NULL,
+				agent         TEXT NOT NULL,
+				provider      TEXT NOT NULL,
+				model         TEXT NOT NULL,
+				reviewer      TEXT NOT NULL,
+				detail        TEXT NOT NULL,
+				FOREIGN KEY (project, task) REFERENCES tasks (project, id)
+			) STRICT`,
+			`INSERT INTO tasks (project, id, risk, state, created_at, completed_at)
+				SELECT _P_, id, risk, state, created_at, completed_at FROM tasks_v3`,
+			`INSERT INTO task_events (id, project, task, at, kind, invocation_id, agent, provider, model, reviewer, detail)
+				SELECT id, _P_, task, at, kind, invocation_id, agent, provider, model, reviewer, detail FROM task_events_v3`,
+			`DROP TABLE task_events_v3`,
+			`DROP TABLE tasks_v3`,
+			`CREATE INDEX task_events_task ON task_events (project, task, at)`,
+			`CREATE TABLE adoption (project TEXT NOT NULL, schema_version INTEGER NOT NULL) STRICT`,
+			`INSERT INTO adoption (project, schema_version) VALUES (_P_, 4)`,
+		},
+		postgres: []string{
+			`ALTER TABLE _S_.scopes ADD COLUMN project TEXT NOT NULL DEFAULT _P_`,
+			`ALTER TABLE _S_.scopes ALTER COLUMN project DROP DEFAULT`,
+			`ALTER TABLE _S_.scopes DROP CONSTRAINT scopes_pkey`,
+			`ALTER TABLE _S_.scopes ADD PRIMARY KEY (project, scope)`,
+			`ALTER TABLE _S_.scopes ADD COLUMN limit_set BOOLEAN NOT NULL DEFAULT false`,
+			`ALTER TABLE _S_.holds ADD COLUMN project TEXT NOT NULL DEFAULT _P_`,
+			`ALTER TABLE _S_.holds ALTER COLUMN project DROP DEFAULT`,
+			`DROP INDEX _S_.holds_scope`,
+			`CREATE INDEX holds_scope ON _S_.holds (project, scope, expires_at)`,
+			`ALTER TABLE _S_.attempts ADD COLUMN project TEXT NOT NULL DEFAULT _P_`,
+			`ALTER TABLE _S_.attempts ALTER COLUMN project DROP DEFAULT`,
+			`DROP INDEX _S_.attempts_at`,
+			`DROP INDEX _S_.attempts_task`,
+			`DROP INDEX _S_.attempts_agent`,
+			`CREATE INDEX attempts_at ON _S_.attempts (project, at)`,
+			`CREATE INDEX attempts_task ON _S_.attempts (project, task, at)`,
+			`CREATE INDEX attempts_agent ON _S_.attempts (project, agent, at)`,
+			`ALTER TABLE _S_.task_events DROP CONSTRAINT task_events_task_fkey`,
+			`ALTER TABLE _S_.tasks ADD COLUMN project TEXT NOT NULL DEFAULT _P_`,
+			`ALTER TABLE _S_.tasks ALTER COLUMN project DROP DEFAULT`,
+			`ALTER TABLE _S_.tasks DROP CONSTRAINT tasks_pkey`,
+			`ALTER TABLE _S_.tasks ADD PRIMARY KEY (project, id)`,
+			`ALTER TABLE _S_.task_events ADD COLUMN project TEXT NOT NULL DEFAULT _P_`,
+			`ALTER TABLE _S_.task_events ALTER COLUMN project DROP DEFAULT`,
+			`ALTER TABLE _S_.task_events ADD FOREIGN KEY (project, task) REFERENCES _S_.tasks (project, id)`,
+			`DROP INDEX _S_.task_events_task`,
+			`CREATE INDEX task_events_task ON _S_.task_events (project, task, at, id)`,
+			`CREATE TABLE _S_.adoption (project TEXT NOT NULL, schema_version INTEGER NOT NULL)`,
+			`INSERT INTO _S_.adoption (project, schema_version) VALUES (_P_, 4)`,
 		},
 	},
 }

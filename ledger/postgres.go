@@ -35,6 +35,8 @@ type Postgres struct {
 	schema string // quoted
 	now    func() time.Time
 	closed atomic.Bool
+
+	project string // every row the store reads or writes is this project's
 }
 
 var _ Store = (*Postgres)(nil)
@@ -46,6 +48,9 @@ var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 // missing and brings its tables up to date.
 func OpenPostgres(ctx context.Context, url string, opts ...Option) (*Postgres, error) {
 	o := buildOptions(opts)
+	if err := o.checkProject(); err != nil {
+		return nil, err
+	}
 	if o.schema == "" {
 		o.schema = DefaultSchema
 	}
@@ -63,12 +68,12 @@ func OpenPostgres(ctx context.Context, url string, opts ...Option) (*Postgres, e
 	if err != nil {
 		return nil, pgErr("connect", err)
 	}
-	p := &Postgres{pool: pool, schema: pgx.Identifier{o.schema}.Sanitize(), now: o.now}
+	p := &Postgres{pool: pool, schema: pgx.Identifier{o.schema}.Sanitize(), project: o.project, now: o.now}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, pgErr("connect", err)
 	}
-	if err := p.migrate(ctx, o.schema, LatestSchemaVersion); err != nil {
+	if err := p.migrate(ctx, o.schema, LatestSchemaVersion, o.migrationSQL); err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -80,7 +85,7 @@ func (p *Postgres) q(sql string) string { return strings.ReplaceAll(sql, "_S_.",
 
 // migrate brings the schema up to version target, one migration per
 // transaction.
-func (p *Postgres) migrate(ctx context.Context, schema string, target int) error {
+func (p *Postgres) migrate(ctx context.Context, schema string, target int, expand func(string) string) error {
 	for {
 		var cur int
 		err := p.tx(ctx, "migrate", func(tx pgx.Tx) error {
@@ -112,7 +117,7 @@ func (p *Postgres) migrate(ctx context.Context, schema string, target int) error
 			}
 			m := migrations[cur]
 			for _, q := range m.postgres {
-				if _, err := tx.Exec(ctx, p.q(q)); err != nil {
+				if _, err := tx.Exec(ctx, p.q(expand(q))); err != nil {
 					return fmt.Errorf("ledger: migration %d (%s): %w", m.version, m.description, err)
 				}
 			}
@@ -272,8 +277,17 @@ func (p *Postgres) SetBudget(ctx context.Context, scope Scope, limit provider.Mo
 	if limit < 0 {
 		return fmt.Errorf("%w: negative limit $%s for %s", ErrInvalid, limit, scope)
 	}
-	_, err := p.exec(ctx, "set budget", setBudgetSQL("_S_.scopes"), string(scope), int64(limit), nanos(p.now()))
+	_, err := p.exec(ctx, "set budget", setBudgetSQL("_S_.scopes", true), string(scope), int64(limit), nanos(p.now()), p.project)
 	return err
+}
+
+// SetDefaultBudget implements [Store].
+func (p *Postgres) SetDefaultBudget(ctx context.Context, scope Scope, limit provider.Money) (bool, error) {
+	if err := checkBudget(scope, limit); err != nil {
+		return false, err
+	}
+	n, err := p.exec(ctx, "set budget", setBudgetSQL("_S_.scopes", false), string(scope), int64(limit), nanos(p.now()), p.project)
+	return n > 0, err
 }
 
 // RemoveBudget implements [Store].
@@ -281,7 +295,7 @@ func (p *Postgres) RemoveBudget(ctx context.Context, scope Scope) error {
 	if err := scope.Validate(); err != nil {
 		return err
 	}
-	_, err := p.exec(ctx, "remove budget", removeBudgetSQL("_S_.scopes"), string(scope), nanos(p.now()))
+	_, err := p.exec(ctx, "remove budget", removeBudgetSQL("_S_.scopes"), string(scope), nanos(p.now()), p.project)
 	return err
 }
 
@@ -293,7 +307,7 @@ func (p *Postgres) Budget(ctx context.Context, scope Scope) (Budget, error) {
 	if p.closed.Load() {
 		return Budget{}, ErrClosed
 	}
-	b, err := scanBudgetPg(p.pool.QueryRow(ctx, p.q(budgetSQL("_S_."))+" WHERE s.scope = $2", nanos(p.now()), string(scope)))
+	b, err := scanBudgetPg(p.pool.QueryRow(ctx, p.q(budgetSQL("_S_."))+" WHERE s.project = $3 AND s.scope = $2", nanos(p.now()), string(scope), p.project))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Budget{Scope: scope}, nil
 	}
@@ -315,7 +329,7 @@ func (p *Postgres) Budgets(ctx context.Context) ([]Budget, error) {
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
-	rows, err := p.pool.Query(ctx, p.q(budgetSQL("_S_."))+" WHERE s.limit_nanos IS NOT NULL ORDER BY s.scope", nanos(p.now()))
+	rows, err := p.pool.Query(ctx, p.q(budgetSQL("_S_."))+" WHERE s.project = $2 AND s.limit_nanos IS NOT NULL ORDER BY s.scope", nanos(p.now()), p.project)
 	if err != nil {
 		return nil, p.read("budgets", err)
 	}
@@ -347,16 +361,16 @@ func (p *Postgres) Reserve(ctx context.Context, r Reservation) error {
 		// sees every hold committed before the lock was granted.
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
-		b.Queue(p.q(`INSERT INTO _S_.scopes (scope, updated_at) SELECT s, $2 FROM unnest($1::text[]) AS s ORDER BY s
-			ON CONFLICT (scope) DO NOTHING`), ss, n)
+		b.Queue(p.q(`INSERT INTO _S_.scopes (project, scope, updated_at) SELECT $3, s, $2 FROM unnest($1::text[]) AS s ORDER BY s
+			ON CONFLICT (project, scope) DO NOTHING`), ss, n, p.project)
 		b.Queue(p.q(`SELECT scope, limit_nanos, spent_nanos, paused, pause_reason FROM _S_.scopes
-			WHERE scope = ANY($1) ORDER BY scope FOR UPDATE`), ss)
+			WHERE project = $2 AND scope = ANY($1) ORDER BY scope FOR UPDATE`), ss, p.project)
 		b.Queue(p.q(`DELETE FROM _S_.reservations WHERE expires_at <= $2 AND (invocation_id = $3 OR invocation_id IN
-			(SELECT invocation_id FROM _S_.holds WHERE scope = ANY($1) AND expires_at <= $2))`), ss, n, r.InvocationID)
+			(SELECT invocation_id FROM _S_.holds WHERE project = $4 AND scope = ANY($1) AND expires_at <= $2))`), ss, n, r.InvocationID, p.project)
 		b.Queue(p.q(`SELECT EXISTS (SELECT 1 FROM _S_.reservations WHERE invocation_id = $1)
 			OR EXISTS (SELECT 1 FROM _S_.settlements WHERE invocation_id = $1)`), r.InvocationID)
 		b.Queue(p.q(`SELECT scope, CAST(sum(amount_nanos) AS BIGINT) FROM _S_.holds
-			WHERE scope = ANY($1) AND expires_at > $2 GROUP BY scope`), ss, n)
+			WHERE project = $3 AND scope = ANY($1) AND expires_at > $2 GROUP BY scope`), ss, n, p.project)
 		states, dup, err := readReserveBatch(c.SendBatch(ctx, b), len(scopes))
 		if err != nil {
 			return err
@@ -372,9 +386,9 @@ func (p *Postgres) Reserve(ctx context.Context, r Reservation) error {
 		b.Queue(p.q(`WITH r AS (
 				INSERT INTO _S_.reservations (invocation_id, amount_nanos, created_at, expires_at) VALUES ($1, $2, $3, $4)
 				RETURNING invocation_id)
-			INSERT INTO _S_.holds (invocation_id, scope, amount_nanos, expires_at)
-			SELECT r.invocation_id, s, $2, $4 FROM r, unnest($5::text[]) AS s`),
-			r.InvocationID, int64(r.Amount), n, nanos(r.ExpiresAt), ss)
+			INSERT INTO _S_.holds (project, invocation_id, scope, amount_nanos, expires_at)
+			SELECT $6, r.invocation_id, s, $2, $4 FROM r, unnest($5::text[]) AS s`),
+			r.InvocationID, int64(r.Amount), n, nanos(r.ExpiresAt), ss, p.project)
 		b.Queue("COMMIT")
 		err = execBatch(c.SendBatch(context.WithoutCancel(ctx), b), 2)
 		if pgCode(err) == "23505" { // a concurrent reservation of the same id won
@@ -492,12 +506,12 @@ func (p *Postgres) Settle(ctx context.Context, set Settlement) error {
 		b.Queue("BEGIN")
 		b.Queue(p.q(`INSERT INTO _S_.settlements (invocation_id, cost_nanos, reserved_nanos, settled_at) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (invocation_id) DO NOTHING`), set.InvocationID, int64(set.Cost), reserved, n)
-		b.Queue(p.q(`INSERT INTO _S_.scopes (scope, updated_at) SELECT s, $2 FROM unnest($1::text[]) AS s ORDER BY s
-			ON CONFLICT (scope) DO NOTHING`), ss, n)
-		b.Queue(p.q(`SELECT scope FROM _S_.scopes WHERE scope = ANY($1) ORDER BY scope FOR UPDATE`), ss)
+		b.Queue(p.q(`INSERT INTO _S_.scopes (project, scope, updated_at) SELECT $3, s, $2 FROM unnest($1::text[]) AS s ORDER BY s
+			ON CONFLICT (project, scope) DO NOTHING`), ss, n, p.project)
+		b.Queue(p.q(`SELECT scope FROM _S_.scopes WHERE project = $2 AND scope = ANY($1) ORDER BY scope FOR UPDATE`), ss, p.project)
 		b.Queue(p.q(`DELETE FROM _S_.reservations WHERE invocation_id = $1`), set.InvocationID)
-		b.Queue(p.q(`UPDATE _S_.scopes SET spent_nanos = spent_nanos + $2, updated_at = $3 WHERE scope = ANY($1)
-			RETURNING scope, limit_nanos, spent_nanos, paused`), ss, int64(set.Cost), n)
+		b.Queue(p.q(`UPDATE _S_.scopes SET spent_nanos = spent_nanos + $2, updated_at = $3 WHERE project = $4 AND scope = ANY($1)
+			RETURNING scope, limit_nanos, spent_nanos, paused`), ss, int64(set.Cost), n, p.project)
 		rest := 0
 		if set.Lease != "" && set.Reserved > 0 {
 			b.Queue(p.q(`UPDATE _S_.reservations SET amount_nanos = greatest(amount_nanos - $2, 0)
@@ -507,9 +521,9 @@ func (p *Postgres) Settle(ctx context.Context, set Settlement) error {
 			rest += 2
 		}
 		for _, a := range set.Earlier {
-			b.Queue(p.q(insertAttemptSQL("_S_.attempts")), attemptArgs(a)...)
+			b.Queue(p.q(insertAttemptSQL("_S_.attempts")), attemptArgs(p.project, a)...)
 		}
-		b.Queue(p.q(insertAttemptSQL("_S_.attempts")), attemptArgs(set.Entry)...)
+		b.Queue(p.q(insertAttemptSQL("_S_.attempts")), attemptArgs(p.project, set.Entry)...)
 		rest += len(set.Earlier) + 1
 		toPause, err := readChargeBatch(c.SendBatch(ctx, b), set.InvocationID, rest)
 		if err != nil {
@@ -520,7 +534,7 @@ func (p *Postgres) Settle(ctx context.Context, set Settlement) error {
 		b = &pgx.Batch{}
 		for _, st := range toPause {
 			b.Queue(p.q(`UPDATE _S_.scopes SET paused = true, pause_kind = 'budget', pause_reason = $2, updated_at = $3
-				WHERE scope = $1`), string(st.scope), pauseReason(st.scope, st.limit, st.spent), n)
+				WHERE project = $4 AND scope = $1`), string(st.scope), pauseReason(st.scope, st.limit, st.spent), n, p.project)
 		}
 		b.Queue("COMMIT")
 		return execBatch(c.SendBatch(context.WithoutCancel(ctx), b), b.Len())
@@ -649,7 +663,7 @@ func (p *Postgres) RecordAttempt(ctx context.Context, a AttemptRow) error {
 	if err := checkAttempt(&a, p.now()); err != nil {
 		return err
 	}
-	_, err := p.exec(ctx, "record attempt", insertAttemptSQL("_S_.attempts"), attemptArgs(a)...)
+	_, err := p.exec(ctx, "record attempt", insertAttemptSQL("_S_.attempts"), attemptArgs(p.project, a)...)
 	return err
 }
 
@@ -662,7 +676,7 @@ func (p *Postgres) Attempts(ctx context.Context, f Filter) ([]AttemptRow, error)
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
-	where, args := filterWhere(f, 1)
+	where, args := filterWhere(p.project, f, 1)
 	rows, err := p.pool.Query(ctx, p.q("SELECT "+attemptColumns+" FROM _S_.attempts"+where+" ORDER BY at, id"), args...)
 	if err != nil {
 		return nil, p.read("attempts", err)
@@ -687,7 +701,7 @@ func (p *Postgres) Spend(ctx context.Context, f Filter) (SpendReport, error) {
 	if p.closed.Load() {
 		return SpendReport{}, ErrClosed
 	}
-	q, args := spendQuery(f, p.q("_S_.attempts"))
+	q, args := spendQuery(p.project, f, p.q("_S_.attempts"))
 	rows, err := p.pool.Query(ctx, q, args...)
 	if err != nil {
 		return SpendReport{}, p.read("spend", err)
@@ -725,7 +739,7 @@ func (p *Postgres) pause(ctx context.Context, scope Scope, reason, kind string) 
 	if err := scope.Validate(); err != nil {
 		return err
 	}
-	_, err := p.exec(ctx, "pause", pauseSQL("_S_.scopes", kind), string(scope), pauseText(reason), nanos(p.now()))
+	_, err := p.exec(ctx, "pause", pauseSQL("_S_.scopes", kind), string(scope), pauseText(reason), nanos(p.now()), p.project)
 	return err
 }
 
@@ -734,7 +748,7 @@ func (p *Postgres) Resume(ctx context.Context, scope Scope) error {
 	if err := scope.Validate(); err != nil {
 		return err
 	}
-	_, err := p.exec(ctx, "resume", resumeSQL("_S_.scopes"), string(scope), nanos(p.now()))
+	_, err := p.exec(ctx, "resume", resumeSQL("_S_.scopes"), string(scope), nanos(p.now()), p.project)
 	return err
 }
 
@@ -748,7 +762,7 @@ func (p *Postgres) Paused(ctx context.Context, scope Scope) (string, bool, error
 // its risk and state, or an error wrapping ErrNoTask. The lock lets events be
 // appended meanwhile (their foreign key only shares the key).
 func (p *Postgres) lockTask(ctx context.Context, tx pgx.Tx, id string) (risk, state string, err error) {
-	err = tx.QueryRow(ctx, p.q(`SELECT risk, state FROM _S_.tasks WHERE id = $1 FOR NO KEY UPDATE`), id).Scan(&risk, &state)
+	err = tx.QueryRow(ctx, p.q(`SELECT risk, state FROM _S_.tasks WHERE project = $2 AND id = $1 FOR NO KEY UPDATE`), id, p.project).Scan(&risk, &state)
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = errNoTask(id)
 	}
@@ -761,9 +775,9 @@ func (p *Postgres) loadTask(ctx context.Context, tx pgx.Tx, id string) (Task, er
 	var rows pgx.Rows
 	var err error
 	if tx != nil {
-		rows, err = tx.Query(ctx, p.q(taskSQL("_S_.")), id)
+		rows, err = tx.Query(ctx, p.q(taskSQL("_S_.")), id, p.project)
 	} else {
-		rows, err = p.pool.Query(ctx, p.q(taskSQL("_S_.")), id)
+		rows, err = p.pool.Query(ctx, p.q(taskSQL("_S_.")), id, p.project)
 	}
 	if err != nil {
 		return Task{}, err
@@ -786,7 +800,7 @@ func (p *Postgres) StartTask(ctx context.Context, id, risk string) (Task, error)
 	err := p.tx(ctx, "start task", func(tx pgx.Tx) error {
 		// A concurrent start of the same new task waits here for the other
 		// to commit, and then finds its row.
-		tag, err := tx.Exec(ctx, p.q(insertTaskSQL("_S_.tasks")+" ON CONFLICT (id) DO NOTHING"), id, risk, TaskOpen, nanos(now))
+		tag, err := tx.Exec(ctx, p.q(insertTaskSQL("_S_.tasks")+" ON CONFLICT (project, id) DO NOTHING"), id, risk, TaskOpen, nanos(now), p.project)
 		if err != nil {
 			return err
 		}
@@ -798,10 +812,10 @@ func (p *Postgres) StartTask(ctx context.Context, id, risk string) (Task, error)
 			case state == TaskCompleted:
 				return errTaskCompleted(id)
 			case old != risk:
-				if _, err := tx.Exec(ctx, p.q(setTaskRiskSQL("_S_.tasks")), id, risk); err != nil {
+				if _, err := tx.Exec(ctx, p.q(setTaskRiskSQL("_S_.tasks")), id, risk, p.project); err != nil {
 					return err
 				}
-				if _, err := tx.Exec(ctx, p.q(insertTaskEventSQL("_S_.task_events")), taskEventArgs(riskEvent(id, old, risk, now))...); err != nil {
+				if _, err := tx.Exec(ctx, p.q(insertTaskEventSQL("_S_.task_events")), taskEventArgs(p.project, riskEvent(id, old, risk, now))...); err != nil {
 					return err
 				}
 			}
@@ -839,7 +853,7 @@ func (p *Postgres) AddTaskEvent(ctx context.Context, e TaskEvent) error {
 		return err
 	}
 	return p.tx(ctx, "add task event", func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, p.q(insertTaskEventSQL("_S_.task_events")), taskEventArgs(e)...)
+		_, err := tx.Exec(ctx, p.q(insertTaskEventSQL("_S_.task_events")), taskEventArgs(p.project, e)...)
 		if pgCode(err) == "23503" { // the foreign key: no such task
 			return errNoTask(e.Task)
 		}
@@ -869,18 +883,18 @@ func (p *Postgres) CompleteTask(ctx context.Context, id, decision string, seen i
 		}
 		if seen >= 0 {
 			var n int
-			if err := tx.QueryRow(ctx, p.q("SELECT count(*) FROM _S_.task_events WHERE task = $1"), id).Scan(&n); err != nil {
+			if err := tx.QueryRow(ctx, p.q("SELECT count(*) FROM _S_.task_events WHERE project = $2 AND task = $1"), id, p.project).Scan(&n); err != nil {
 				return err
 			}
 			if n != seen {
 				return errTaskChanged(id, seen, n)
 			}
 		}
-		if _, err := tx.Exec(ctx, p.q(completeTaskSQL("_S_.tasks")), id, TaskCompleted, nanos(now)); err != nil {
+		if _, err := tx.Exec(ctx, p.q(completeTaskSQL("_S_.tasks")), id, TaskCompleted, nanos(now), p.project); err != nil {
 			return err
 		}
 		e := TaskEvent{Task: id, Time: now, Kind: EventCompleted, Detail: decision}
-		if _, err := tx.Exec(ctx, p.q(insertTaskEventSQL("_S_.task_events")), taskEventArgs(e)...); err != nil {
+		if _, err := tx.Exec(ctx, p.q(insertTaskEventSQL("_S_.task_events")), taskEventArgs(p.project, e)...); err != nil {
 			return err
 		}
 		t, err = p.loadTask(ctx, tx, id)

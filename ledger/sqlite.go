@@ -40,6 +40,8 @@ const DefaultSQLitePath = ".cortexbuild/ledger.db"
 type SQLite struct {
 	path string
 	now  func() time.Time
+	// project is the project whose rows the store reads and writes.
+	project string
 	// durable is the configured synchronous mode (FULL or NORMAL); sync is
 	// the writer connection's current one. A transaction that only holds,
 	// shrinks or releases reservations commits with NORMAL: losing it to a
@@ -77,6 +79,9 @@ var _ Store = (*SQLite)(nil)
 // mode 0600.
 func OpenSQLite(ctx context.Context, path string, opts ...Option) (*SQLite, error) {
 	o := buildOptions(opts)
+	if err := o.checkProject(); err != nil {
+		return nil, err
+	}
 	if path == "" || strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("%w: SQLite path %q (empty, or contains ? or #)", ErrInvalid, path)
 	}
@@ -102,7 +107,7 @@ func OpenSQLite(ctx context.Context, path string, opts ...Option) (*SQLite, erro
 		"_pragma=journal_mode(WAL)",
 		"_pragma=synchronous(" + o.synchronous + ")",
 	}, "&")
-	s := &SQLite{path: path, now: o.now, durable: o.synchronous, sync: o.synchronous}
+	s := &SQLite{path: path, now: o.now, project: o.project, durable: o.synchronous, sync: o.synchronous}
 	var err error
 	s.wdb, err = sql.Open("sqlite", dsn)
 	if err != nil {
@@ -128,7 +133,7 @@ func OpenSQLite(ctx context.Context, path string, opts ...Option) (*SQLite, erro
 			return fail(fmt.Errorf("%w: %v", ErrUnavailable, err))
 		}
 	}
-	if err := s.migrate(ctx, LatestSchemaVersion); err != nil {
+	if err := s.migrate(ctx, LatestSchemaVersion, o.migrationSQL); err != nil {
 		return fail(err)
 	}
 	if err := s.prepare(ctx); err != nil {
@@ -175,9 +180,9 @@ func connect(ctx context.Context, db *sql.DB, busyTimeout time.Duration) (*sql.C
 }
 
 // migrate brings the schema up to version target, one migration at a time.
-func (s *SQLite) migrate(ctx context.Context, target int) error {
+func (s *SQLite) migrate(ctx context.Context, target int, expand func(string) string) error {
 	for {
-		done, err := s.migrateOne(ctx, target)
+		done, err := s.migrateOne(ctx, target, expand)
 		if err != nil || done {
 			return err
 		}
@@ -186,7 +191,7 @@ func (s *SQLite) migrate(ctx context.Context, target int) error {
 
 // migrateOne applies the next migration up to target, if any, in one
 // transaction.
-func (s *SQLite) migrateOne(ctx context.Context, target int) (done bool, err error) {
+func (s *SQLite) migrateOne(ctx context.Context, target int, expand func(string) string) (done bool, err error) {
 	if _, err := s.w.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return false, sqliteErr("migrate", err)
 	}
@@ -209,7 +214,7 @@ func (s *SQLite) migrateOne(ctx context.Context, target int) (done bool, err err
 	if cur < target {
 		m := migrations[cur]
 		for _, q := range m.sqlite {
-			if _, err := s.w.ExecContext(ctx, q); err != nil {
+			if _, err := s.w.ExecContext(ctx, expand(q)); err != nil {
 				return false, fmt.Errorf("ledger: migration %d (%s): %w", m.version, m.description, sqliteErr("migrate", err))
 			}
 		}
@@ -241,17 +246,17 @@ func (s *SQLite) prepare(ctx context.Context) error {
 		state: p(`SELECT s.limit_nanos, s.spent_nanos, s.paused, s.pause_reason,
 				coalesce(sum(CASE WHEN h.expires_at > $2 THEN h.amount_nanos END), 0),
 				count(CASE WHEN h.expires_at <= $2 THEN 1 END)
-			FROM scopes s LEFT JOIN holds h ON h.scope = s.scope
-			WHERE s.scope = $1 GROUP BY s.scope`),
-		insertScope: p(`INSERT INTO scopes (scope, updated_at) VALUES ($1, $2) ON CONFLICT (scope) DO NOTHING`),
+			FROM scopes s LEFT JOIN holds h ON h.project = s.project AND h.scope = s.scope
+			WHERE s.project = $3 AND s.scope = $1 GROUP BY s.scope`),
+		insertScope: p(`INSERT INTO scopes (project, scope, updated_at) VALUES ($3, $1, $2) ON CONFLICT (project, scope) DO NOTHING`),
 		cleanupScope: p(`DELETE FROM holds WHERE invocation_id IN
-			(SELECT invocation_id FROM holds WHERE scope = $1 AND expires_at <= $2)`),
+			(SELECT invocation_id FROM holds WHERE project = $3 AND scope = $1 AND expires_at <= $2)`),
 		cleanupID: p(`DELETE FROM holds WHERE invocation_id = $1`),
 		// Live holds of the id, expired holds of the id, and a settlement.
 		dup: p(`SELECT count(CASE WHEN expires_at > $2 THEN 1 END), count(CASE WHEN expires_at <= $2 THEN 1 END),
 				EXISTS (SELECT 1 FROM settlements WHERE invocation_id = $1)
 			FROM holds WHERE invocation_id = $1`),
-		insertHold:  p(`INSERT INTO holds (invocation_id, scope, amount_nanos, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)`),
+		insertHold:  p(`INSERT INTO holds (invocation_id, scope, amount_nanos, created_at, expires_at, project) VALUES ($1, $2, $3, $4, $5, $6)`),
 		holdsOf:     p(`SELECT scope, amount_nanos FROM holds WHERE invocation_id = $1 ORDER BY scope`),
 		deleteHolds: p(`DELETE FROM holds WHERE invocation_id = $1`),
 		shrinkHolds: p(`UPDATE holds SET amount_nanos = $2 WHERE invocation_id = $1 AND amount_nanos > $2`),
@@ -259,12 +264,12 @@ func (s *SQLite) prepare(ctx context.Context) error {
 			WHERE invocation_id = $1 AND amount_nanos > 0`),
 		insertSettlement: p(`INSERT INTO settlements (invocation_id, cost_nanos, reserved_nanos, settled_at)
 			VALUES ($1, $2, $3, $4) ON CONFLICT (invocation_id) DO NOTHING`),
-		charge: p(`INSERT INTO scopes (scope, spent_nanos, updated_at) VALUES ($1, $2, $3)
-			ON CONFLICT (scope) DO UPDATE SET spent_nanos = scopes.spent_nanos + excluded.spent_nanos, updated_at = excluded.updated_at
+		charge: p(`INSERT INTO scopes (project, scope, spent_nanos, updated_at) VALUES ($4, $1, $2, $3)
+			ON CONFLICT (project, scope) DO UPDATE SET spent_nanos = scopes.spent_nanos + excluded.spent_nanos, updated_at = excluded.updated_at
 			RETURNING limit_nanos, spent_nanos, paused`),
-		pauseBudget:     p(`UPDATE scopes SET paused = 1, pause_kind = 'budget', pause_reason = $2, updated_at = $3 WHERE scope = $1`),
+		pauseBudget:     p(`UPDATE scopes SET paused = 1, pause_kind = 'budget', pause_reason = $2, updated_at = $3 WHERE project = $4 AND scope = $1`),
 		insertAttempt:   p(insertAttemptSQL("attempts")),
-		taskState:       p(`SELECT risk, state FROM tasks WHERE id = $1`),
+		taskState:       p(`SELECT risk, state FROM tasks WHERE project = $2 AND id = $1`),
 		insertTask:      p(insertTaskSQL("tasks")),
 		setTaskRisk:     p(setTaskRiskSQL("tasks")),
 		completeTask:    p(completeTaskSQL("tasks")),
@@ -277,14 +282,15 @@ func (s *SQLite) prepare(ctx context.Context) error {
 func insertAttemptSQL(table string) string {
 	return `INSERT INTO ` + table + ` (invocation_id, at, task, agent, provider, model, outcome,
 		input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
-		cost_nanos, cache_hit, saving_nanos, estimated)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`
+		cost_nanos, cache_hit, saving_nanos, estimated, project)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`
 }
 
-func attemptArgs(a AttemptRow) []any {
+// attemptArgs are the arguments of insertAttemptSQL for a row of project.
+func attemptArgs(project string, a AttemptRow) []any {
 	return []any{a.InvocationID, nanos(a.Time), a.Task, a.Agent, a.Provider, a.Model, a.Outcome,
 		a.InputTokens, a.OutputTokens, a.CacheReadTokens, a.CacheWriteTokens,
-		int64(a.Cost), a.CacheHit, int64(a.Saving), a.EstimatedUsage}
+		int64(a.Cost), a.CacheHit, int64(a.Saving), a.EstimatedUsage, project}
 }
 
 // sqliteErr classifies a driver error: the ones that mean the database
@@ -470,29 +476,55 @@ func (s *SQLite) SetBudget(ctx context.Context, scope Scope, limit provider.Mone
 	if limit < 0 {
 		return fmt.Errorf("%w: negative limit $%s for %s", ErrInvalid, limit, scope)
 	}
-	_, err := s.exec(ctx, "set budget", setBudgetSQL("scopes"), string(scope), int64(limit), nanos(s.now()))
+	_, err := s.exec(ctx, "set budget", setBudgetSQL("scopes", true), string(scope), int64(limit), nanos(s.now()), s.project)
 	return err
 }
 
+// SetDefaultBudget implements [Store].
+func (s *SQLite) SetDefaultBudget(ctx context.Context, scope Scope, limit provider.Money) (bool, error) {
+	if err := checkBudget(scope, limit); err != nil {
+		return false, err
+	}
+	n, err := s.exec(ctx, "set budget", setBudgetSQL("scopes", false), string(scope), int64(limit), nanos(s.now()), s.project)
+	return n > 0, err
+}
+
+// checkBudget validates the arguments of SetBudget and SetDefaultBudget.
+func checkBudget(scope Scope, limit provider.Money) error {
+	if err := scope.Validate(); err != nil {
+		return err
+	}
+	if limit < 0 {
+		return fmt.Errorf("%w: negative limit $%s for %s", ErrInvalid, limit, scope)
+	}
+	return nil
+}
+
 // setBudgetSQL sets a limit and lifts a pause the budget caused if the
-// spend is now below the limit.
-func setBudgetSQL(table string) string {
-	return `INSERT INTO ` + table + ` AS t (scope, limit_nanos, updated_at) VALUES ($1, $2, $3)
-		ON CONFLICT (scope) DO UPDATE SET
+// spend is now below the limit. An operator's limit (SetBudget) is marked;
+// a default one changes only a limit that is not.
+func setBudgetSQL(table string, operator bool) string {
+	set, only := "true", ""
+	if !operator {
+		set, only = "false", " WHERE NOT t.limit_set"
+	}
+	return `INSERT INTO ` + table + ` AS t (project, scope, limit_nanos, limit_set, updated_at) VALUES ($4, $1, $2, ` + set + `, $3)
+		ON CONFLICT (project, scope) DO UPDATE SET
 			limit_nanos = excluded.limit_nanos,
+			limit_set = excluded.limit_set,
 			paused = CASE WHEN t.pause_kind = 'budget' AND t.spent_nanos < excluded.limit_nanos THEN false ELSE t.paused END,
 			pause_reason = CASE WHEN t.pause_kind = 'budget' AND t.spent_nanos < excluded.limit_nanos THEN '' ELSE t.pause_reason END,
 			pause_kind = CASE WHEN t.pause_kind = 'budget' AND t.spent_nanos < excluded.limit_nanos THEN '' ELSE t.pause_kind END,
-			updated_at = excluded.updated_at`
+			updated_at = excluded.updated_at` + only
 }
 
 func removeBudgetSQL(table string) string {
-	return `UPDATE ` + table + ` SET limit_nanos = NULL,
+	return `UPDATE ` + table + ` SET limit_nanos = NULL, limit_set = false,
 		paused = CASE WHEN pause_kind = 'budget' THEN false ELSE paused END,
 		pause_reason = CASE WHEN pause_kind = 'budget' THEN '' ELSE pause_reason END,
 		pause_kind = CASE WHEN pause_kind = 'budget' THEN '' ELSE pause_kind END,
 		updated_at = $2
-		WHERE scope = $1`
+		WHERE project = $3 AND scope = $1`
 }
 
 // RemoveBudget implements [Store].
@@ -500,14 +532,14 @@ func (s *SQLite) RemoveBudget(ctx context.Context, scope Scope) error {
 	if err := scope.Validate(); err != nil {
 		return err
 	}
-	_, err := s.exec(ctx, "remove budget", removeBudgetSQL("scopes"), string(scope), nanos(s.now()))
+	_, err := s.exec(ctx, "remove budget", removeBudgetSQL("scopes"), string(scope), nanos(s.now()), s.project)
 	return err
 }
 
 // budgetSQL selects scopes with their unexpired holds ($1 is now).
 func budgetSQL(schema string) string {
 	return `SELECT s.scope, s.limit_nanos, s.spent_nanos, s.paused, s.pause_reason,
-		CAST(coalesce((SELECT sum(h.amount_nanos) FROM ` + schema + `holds h WHERE h.scope = s.scope AND h.expires_at > $1), 0) AS BIGINT)
+		CAST(coalesce((SELECT sum(h.amount_nanos) FROM ` + schema + `holds h WHERE h.project = s.project AND h.scope = s.scope AND h.expires_at > $1), 0) AS BIGINT)
 		FROM ` + schema + `scopes s`
 }
 
@@ -528,7 +560,7 @@ func (s *SQLite) Budget(ctx context.Context, scope Scope) (Budget, error) {
 	if err != nil {
 		return Budget{}, err
 	}
-	b, err := scanBudget(db.QueryRowContext(ctx, budgetSQL("")+" WHERE s.scope = $2", nanos(s.now()), string(scope)))
+	b, err := scanBudget(db.QueryRowContext(ctx, budgetSQL("")+" WHERE s.project = $3 AND s.scope = $2", nanos(s.now()), string(scope), s.project))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Budget{Scope: scope}, nil
 	}
@@ -541,7 +573,7 @@ func (s *SQLite) Budgets(ctx context.Context) ([]Budget, error) {
 	if err != nil {
 		return nil, err
 	}
-	rows, err := db.QueryContext(ctx, budgetSQL("")+" WHERE s.limit_nanos IS NOT NULL ORDER BY s.scope", nanos(s.now()))
+	rows, err := db.QueryContext(ctx, budgetSQL("")+" WHERE s.project = $2 AND s.limit_nanos IS NOT NULL ORDER BY s.scope", nanos(s.now()), s.project)
 	if err != nil {
 		return nil, sqliteErr("budgets", err)
 	}
@@ -584,10 +616,10 @@ func (s *SQLite) Reserve(ctx context.Context, r Reservation) error {
 			st := scopeState{scope: sc}
 			var limit sql.NullInt64
 			var expired int64
-			err := s.st.state.QueryRowContext(ctx, string(sc), n).Scan(&limit, (*int64)(&st.spent), &st.paused, &st.reason, (*int64)(&st.held), &expired)
+			err := s.st.state.QueryRowContext(ctx, string(sc), n, s.project).Scan(&limit, (*int64)(&st.spent), &st.paused, &st.reason, (*int64)(&st.held), &expired)
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
-				if _, err := s.st.insertScope.ExecContext(ctx, string(sc), n); err != nil {
+				if _, err := s.st.insertScope.ExecContext(ctx, string(sc), n, s.project); err != nil {
 					return err
 				}
 			case err != nil:
@@ -595,7 +627,7 @@ func (s *SQLite) Reserve(ctx context.Context, r Reservation) error {
 			}
 			st.limited, st.limit = limit.Valid, provider.Money(limit.Int64)
 			if expired > 0 {
-				if _, err := s.st.cleanupScope.ExecContext(ctx, string(sc), n); err != nil {
+				if _, err := s.st.cleanupScope.ExecContext(ctx, string(sc), n, s.project); err != nil {
 					return err
 				}
 			}
@@ -605,7 +637,7 @@ func (s *SQLite) Reserve(ctx context.Context, r Reservation) error {
 			return err
 		}
 		for _, sc := range scopes {
-			if _, err := s.st.insertHold.ExecContext(ctx, r.InvocationID, string(sc), int64(r.Amount), n, nanos(r.ExpiresAt)); err != nil {
+			if _, err := s.st.insertHold.ExecContext(ctx, r.InvocationID, string(sc), int64(r.Amount), n, nanos(r.ExpiresAt), s.project); err != nil {
 				return err
 			}
 		}
@@ -661,12 +693,12 @@ func (s *SQLite) chargeScope(ctx context.Context, sc Scope, amount provider.Mone
 	var limit sql.NullInt64
 	var spent int64
 	var paused bool
-	if err := s.st.charge.QueryRowContext(ctx, string(sc), int64(amount), n).Scan(&limit, &spent, &paused); err != nil {
+	if err := s.st.charge.QueryRowContext(ctx, string(sc), int64(amount), n, s.project).Scan(&limit, &spent, &paused); err != nil {
 		return err
 	}
 	if !paused && reachedLimit(limit.Valid, provider.Money(limit.Int64), provider.Money(spent)) {
 		reason := pauseReason(sc, provider.Money(limit.Int64), provider.Money(spent))
-		if _, err := s.st.pauseBudget.ExecContext(ctx, string(sc), reason, n); err != nil {
+		if _, err := s.st.pauseBudget.ExecContext(ctx, string(sc), reason, n, s.project); err != nil {
 			return err
 		}
 	}
@@ -676,11 +708,11 @@ func (s *SQLite) chargeScope(ctx context.Context, sc Scope, amount provider.Mone
 // insertRows writes a settlement's ledger rows, the earlier ones first.
 func (s *SQLite) insertRows(ctx context.Context, set *Settlement) error {
 	for _, a := range set.Earlier {
-		if _, err := s.st.insertAttempt.ExecContext(ctx, attemptArgs(a)...); err != nil {
+		if _, err := s.st.insertAttempt.ExecContext(ctx, attemptArgs(s.project, a)...); err != nil {
 			return err
 		}
 	}
-	_, err := s.st.insertAttempt.ExecContext(ctx, attemptArgs(set.Entry)...)
+	_, err := s.st.insertAttempt.ExecContext(ctx, attemptArgs(s.project, set.Entry)...)
 	return err
 }
 
@@ -848,7 +880,7 @@ func (s *SQLite) RecordAttempt(ctx context.Context, a AttemptRow) error {
 		return err
 	}
 	return s.write(ctx, "record attempt", func(ctx context.Context) error {
-		_, err := s.st.insertAttempt.ExecContext(ctx, attemptArgs(a)...)
+		_, err := s.st.insertAttempt.ExecContext(ctx, attemptArgs(s.project, a)...)
 		return err
 	})
 }
@@ -877,7 +909,7 @@ func (s *SQLite) Attempts(ctx context.Context, f Filter) ([]AttemptRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	where, args := filterWhere(f, 1)
+	where, args := filterWhere(s.project, f, 1)
 	rows, err := db.QueryContext(ctx, "SELECT "+attemptColumns+" FROM attempts"+where+" ORDER BY at, id", args...)
 	if err != nil {
 		return nil, sqliteErr("attempts", err)
@@ -903,7 +935,7 @@ func (s *SQLite) Spend(ctx context.Context, f Filter) (SpendReport, error) {
 	if err != nil {
 		return SpendReport{}, err
 	}
-	q, args := spendQuery(f, "attempts")
+	q, args := spendQuery(s.project, f, "attempts")
 	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return SpendReport{}, sqliteErr("spend", err)
@@ -941,7 +973,7 @@ func (s *SQLite) pause(ctx context.Context, scope Scope, reason, kind string) er
 	if err := scope.Validate(); err != nil {
 		return err
 	}
-	_, err := s.exec(ctx, "pause", pauseSQL("scopes", kind), string(scope), pauseText(reason), nanos(s.now()))
+	_, err := s.exec(ctx, "pause", pauseSQL("scopes", kind), string(scope), pauseText(reason), nanos(s.now()), s.project)
 	return err
 }
 
@@ -955,12 +987,12 @@ func pauseText(reason string) string {
 // pauseSQL pauses a scope; kind is "manual" (lifted only by Resume) or
 // "budget" (lifted also by raising the budget above the spend).
 func pauseSQL(table, kind string) string {
-	return `INSERT INTO ` + table + ` AS t (scope, paused, pause_kind, pause_reason, updated_at) VALUES ($1, true, '` + kind + `', $2, $3)
-		ON CONFLICT (scope) DO UPDATE SET paused = true, pause_kind = '` + kind + `', pause_reason = excluded.pause_reason, updated_at = excluded.updated_at`
+	return `INSERT INTO ` + table + ` AS t (project, scope, paused, pause_kind, pause_reason, updated_at) VALUES ($4, $1, true, '` + kind + `', $2, $3)
+		ON CONFLICT (project, scope) DO UPDATE SET paused = true, pause_kind = '` + kind + `', pause_reason = excluded.pause_reason, updated_at = excluded.updated_at`
 }
 
 func resumeSQL(table string) string {
-	return `UPDATE ` + table + ` SET paused = false, pause_kind = '', pause_reason = '', updated_at = $2 WHERE scope = $1`
+	return `UPDATE ` + table + ` SET paused = false, pause_kind = '', pause_reason = '', updated_at = $2 WHERE project = $3 AND scope = $1`
 }
 
 // Resume implements [Store].
@@ -968,7 +1000,7 @@ func (s *SQLite) Resume(ctx context.Context, scope Scope) error {
 	if err := scope.Validate(); err != nil {
 		return err
 	}
-	_, err := s.exec(ctx, "resume", resumeSQL("scopes"), string(scope), nanos(s.now()))
+	_, err := s.exec(ctx, "resume", resumeSQL("scopes"), string(scope), nanos(s.now()), s.project)
 	return err
 }
 
@@ -981,7 +1013,7 @@ func (s *SQLite) Paused(ctx context.Context, scope Scope) (string, bool, error) 
 // taskState returns the risk and state of a task, or an error wrapping
 // ErrNoTask.
 func (s *SQLite) taskState(ctx context.Context, id string) (risk, state string, err error) {
-	err = s.st.taskState.QueryRowContext(ctx, id).Scan(&risk, &state)
+	err = s.st.taskState.QueryRowContext(ctx, id, s.project).Scan(&risk, &state)
 	if errors.Is(err, sql.ErrNoRows) {
 		err = errNoTask(id)
 	}
@@ -990,7 +1022,7 @@ func (s *SQLite) taskState(ctx context.Context, id string) (risk, state string, 
 
 // loadTask reads a task with its events in the write transaction.
 func (s *SQLite) loadTask(ctx context.Context, id string) (Task, error) {
-	rows, err := s.st.task.QueryContext(ctx, id)
+	rows, err := s.st.task.QueryContext(ctx, id, s.project)
 	if err != nil {
 		return Task{}, err
 	}
@@ -1013,7 +1045,7 @@ func (s *SQLite) StartTask(ctx context.Context, id, risk string) (Task, error) {
 		old, state, err := s.taskState(ctx, id)
 		switch {
 		case errors.Is(err, ErrNoTask):
-			if _, err := s.st.insertTask.ExecContext(ctx, id, risk, TaskOpen, nanos(now)); err != nil {
+			if _, err := s.st.insertTask.ExecContext(ctx, id, risk, TaskOpen, nanos(now), s.project); err != nil {
 				return err
 			}
 		case err != nil:
@@ -1021,10 +1053,10 @@ func (s *SQLite) StartTask(ctx context.Context, id, risk string) (Task, error) {
 		case state == TaskCompleted:
 			return errTaskCompleted(id)
 		case old != risk:
-			if _, err := s.st.setTaskRisk.ExecContext(ctx, id, risk); err != nil {
+			if _, err := s.st.setTaskRisk.ExecContext(ctx, id, risk, s.project); err != nil {
 				return err
 			}
-			if _, err := s.st.insertTaskEvent.ExecContext(ctx, taskEventArgs(riskEvent(id, old, risk, now))...); err != nil {
+			if _, err := s.st.insertTaskEvent.ExecContext(ctx, taskEventArgs(s.project, riskEvent(id, old, risk, now))...); err != nil {
 				return err
 			}
 		}
@@ -1046,7 +1078,7 @@ func (s *SQLite) Task(ctx context.Context, id string) (Task, error) {
 	if err != nil {
 		return Task{}, err
 	}
-	rows, err := db.QueryContext(ctx, taskSQL(""), id)
+	rows, err := db.QueryContext(ctx, taskSQL(""), id, s.project)
 	if err != nil {
 		return Task{}, sqliteErr("task", err)
 	}
@@ -1070,7 +1102,7 @@ func (s *SQLite) AddTaskEvent(ctx context.Context, e TaskEvent) error {
 		if _, _, err := s.taskState(ctx, e.Task); err != nil {
 			return err
 		}
-		_, err := s.st.insertTaskEvent.ExecContext(ctx, taskEventArgs(e)...)
+		_, err := s.st.insertTaskEvent.ExecContext(ctx, taskEventArgs(s.project, e)...)
 		return err
 	})
 }
@@ -1095,18 +1127,18 @@ func (s *SQLite) CompleteTask(ctx context.Context, id, decision string, seen int
 		}
 		if seen >= 0 {
 			var n int
-			if err := s.w.QueryRowContext(ctx, "SELECT count(*) FROM task_events WHERE task = ?", id).Scan(&n); err != nil {
+			if err := s.w.QueryRowContext(ctx, "SELECT count(*) FROM task_events WHERE project = ? AND task = ?", s.project, id).Scan(&n); err != nil {
 				return err
 			}
 			if n != seen {
 				return errTaskChanged(id, seen, n)
 			}
 		}
-		if _, err := s.st.completeTask.ExecContext(ctx, id, TaskCompleted, nanos(now)); err != nil {
+		if _, err := s.st.completeTask.ExecContext(ctx, id, TaskCompleted, nanos(now), s.project); err != nil {
 			return err
 		}
 		e := TaskEvent{Task: id, Time: now, Kind: EventCompleted, Detail: decision}
-		if _, err := s.st.insertTaskEvent.ExecContext(ctx, taskEventArgs(e)...); err != nil {
+		if _, err := s.st.insertTaskEvent.ExecContext(ctx, taskEventArgs(s.project, e)...); err != nil {
 			return err
 		}
 		t, err = s.loadTask(ctx, id)

@@ -26,7 +26,8 @@ type Gate interface {
 // Settings configure an Orchestrator. The zero value of each field is the
 // default named in its comment.
 type Settings struct {
-	// Project names the project in notifications.
+	// Project is the project's id: it names the project in notifications
+	// and owns its response-cache entries.
 	Project string
 	// Endpoints are the configured providers; their order is the default
 	// preference.

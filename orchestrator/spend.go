@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/cortexbuild/cortexbuild/cache"
 	"github.com/cortexbuild/cortexbuild/ledger"
@@ -112,7 +113,12 @@ func (o *Orchestrator) reserve(ctx context.Context, c *Call) (*hold, error) {
 	case errors.Is(err, ledger.ErrUnavailable):
 		return nil, &Error{Err: err, Summary: "refused: the ledger cannot be reached, and paid calls are never made unrecorded"}
 	case errors.Is(err, ledger.ErrPaused):
-		return nil, &Error{Err: err, Summary: "refused until the budget is raised ('cortexbuild budget set') or the scope resumed ('cortexbuild task resume')"}
+		summary := "refused: a budget is paused (see 'cortexbuild budget show')"
+		var pe *ledger.PausedError
+		if errors.As(err, &pe) {
+			summary = fmt.Sprintf("refused: %s is paused until %s", pe.Scope, liftPause(pe.Scope))
+		}
+		return nil, &Error{Err: err, Summary: summary}
 	case errors.Is(err, ledger.ErrOverBudget):
 		// The budget is reached for practical purposes: pause the scope so
 		// later calls stop too, until the budget is raised or resumed.
@@ -121,13 +127,31 @@ func (o *Orchestrator) reserve(ctx context.Context, c *Call) (*hold, error) {
 		if errors.As(err, &be) {
 			reason := fmt.Sprintf("budget reached: $%s spent and $%s held of $%s; the next call needed up to $%s", be.Spent, be.Held, be.Limit, be.Asked)
 			if perr := o.s.Ledger.PauseForBudget(ctx, be.Scope, reason); perr == nil {
-				summary += fmt.Sprintf("; %s is paused until its budget is raised ('cortexbuild budget set %s AMOUNT') or it is resumed", be.Scope, be.Scope)
+				summary += fmt.Sprintf("; %s is paused until %s", be.Scope, liftPause(be.Scope))
 				o.notify(ctx, "warning", "budget_paused", "", string(be.Scope)+": "+reason)
 			}
 		}
 		return nil, &Error{Err: err, Summary: summary}
 	}
 	return nil, &Error{Err: err, Summary: "refused: the reservation failed"}
+}
+
+// liftPause names the commands that lift the pause of a scope.
+func liftPause(sc ledger.Scope) string {
+	resume := "cortexbuild budget resume " + shellArg(string(sc))
+	if sc.Kind() == ledger.KindTask {
+		resume = "cortexbuild task resume " + shellArg(sc.ID())
+	}
+	return fmt.Sprintf("its budget is raised ('cortexbuild budget set %s AMOUNT') or it is resumed ('%s')", shellArg(string(sc)), resume)
+}
+
+// shellArg writes s as one argument of a POSIX shell command: as it is
+// when that is safe, else in double quotes.
+func shellArg(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:/@%+=,-") == "" {
+		return s
+	}
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, `$`, `\$`, "`", "\\`").Replace(s) + `"`
 }
 
 // settle records every attempt and turns the hold into the actual spend

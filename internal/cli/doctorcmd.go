@@ -45,6 +45,9 @@ type doctorReport struct {
 	Dir    string        `json:"dir"`
 	Mode   string        `json:"mode"` // rendered or orchestration
 	Checks []doctorCheck `json:"checks"`
+
+	// Project is the project's id (see config.File.ProjectID).
+	Project string `json:"project,omitempty"`
 }
 
 // doctor gathers the checks of one run.
@@ -112,7 +115,7 @@ when any check fails.`,
 				rep.Mode = "orchestration"
 			}
 			if f != nil {
-				rep.Dir = e.projectDir(f)
+				rep.Dir, rep.Project = e.projectDir(f), e.project(f)
 				d.credentials(f, orchestration)
 				d.store(ctx, f)
 				d.journals(f)
@@ -295,7 +298,7 @@ func (d *doctor) store(ctx context.Context, f *config.File) {
 		dsn, err := f.Store.DSN.Resolve(e.lookupEnv)
 		if err != nil {
 			d.add("store", checkFail, "store.dsn: "+err.Error(), "export the variable store.dsn names")
-		} else if st, err := ledger.OpenPostgres(ctx, dsn); err != nil {
+		} else if st, err := ledger.OpenPostgres(ctx, dsn, ledger.WithProject(e.project(f))); err != nil {
 			d.add("store", checkFail, "PostgreSQL: "+redactDSN(err.Error(), dsn), "start PostgreSQL or correct store.dsn")
 		} else {
 			d.check(ctx, st, "PostgreSQL reachable, schema current", func(msg string) string { return redactDSN(msg, dsn) },
@@ -310,7 +313,7 @@ func (d *doctor) store(ctx context.Context, f *config.File) {
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(e.projectDir(f), path)
 		}
-		d.sqlite(ctx, path)
+		d.sqlite(ctx, path, e.project(f))
 	}
 	if f.Cache.Backend == config.CacheRedis {
 		u, err := f.Cache.URL.Resolve(e.lookupEnv)
@@ -338,9 +341,9 @@ func redactDSN(msg, dsn string) string {
 // corruptFix is what to do about a damaged SQLite ledger.
 const corruptFix = "stop every cortexbuild process using it, copy the file (and its -wal) aside, then restore a backup or salvage the rows with 'sqlite3 FILE .recover'"
 
-func (d *doctor) sqlite(ctx context.Context, path string) {
+func (d *doctor) sqlite(ctx context.Context, path, project string) {
 	if _, err := os.Stat(path); err == nil {
-		st, err := ledger.OpenSQLite(ctx, path)
+		st, err := ledger.OpenSQLite(ctx, path, ledger.WithProject(project))
 		if err != nil {
 			fix := "check the file's permissions, or move it aside to start a new ledger"
 			if strings.Contains(err.Error(), "malformed") || strings.Contains(err.Error(), "not a database") {
@@ -547,7 +550,11 @@ func checkRenderedFiles(dir string) (renderedState, error) {
 }
 
 func printDoctor(w io.Writer, rep doctorReport) {
-	fmt.Fprintf(w, "cortexbuild doctor: %s (%s mode)\n\n", rep.Dir, rep.Mode)
+	if rep.Project != "" {
+		fmt.Fprintf(w, "cortexbuild doctor: %s, project %s (%s mode)\n\n", rep.Dir, rep.Project, rep.Mode)
+	} else {
+		fmt.Fprintf(w, "cortexbuild doctor: %s (%s mode)\n\n", rep.Dir, rep.Mode)
+	}
 	width := 0
 	for _, c := range rep.Checks {
 		width = max(width, len(c.Name))

@@ -19,16 +19,37 @@ import (
 	"github.com/cortexbuild/cortexbuild/observe"
 	"github.com/cortexbuild/cortexbuild/orchestrator"
 	"github.com/cortexbuild/cortexbuild/orchestrator/locality"
+	"github.com/cortexbuild/cortexbuild/provider"
 )
 
 // projectDir returns the project root of a configuration (the directory
-// holding .cortexbuild/), or the working directory for the defaults.
+// holding .cortexbuild/), or the working directory for the defaults: an
+// absolute path with its symbolic links resolved ([env.loadConfig] resolves
+// the configuration's), so that it does not depend on how --config or the
+// working directory were written.
 func (e *env) projectDir(f *config.File) string {
 	if f.Path != "" {
 		return filepath.Dir(filepath.Dir(f.Path))
 	}
-	return e.wd
+	return canonicalDir(e.wd)
 }
+
+// canonicalDir returns dir made absolute, with its symbolic links
+// resolved when it exists.
+func canonicalDir(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	return dir
+}
+
+// project returns the project's id: the project: key, else derived from
+// the project root. Its budgets, ledger rows, tasks, cache entries and
+// gateway keys belong to it.
+func (e *env) project(f *config.File) string { return f.ProjectID(e.projectDir(f)) }
 
 func (e *env) stateDir(f *config.File) string { return filepath.Join(e.projectDir(f), config.Dir) }
 
@@ -144,7 +165,7 @@ func (e *env) openRawLedger(ctx context.Context, f *config.File, opts ...ledger.
 		if err != nil {
 			return nil, withCode(ExitConfig, err)
 		}
-		st, err := ledger.OpenPostgres(ctx, dsn)
+		st, err := ledger.OpenPostgres(ctx, dsn, append(opts, ledger.WithProject(e.project(f)))...)
 		if err != nil {
 			return nil, withCode(ExitFailure, fmt.Errorf("store: %w", err))
 		}
@@ -154,7 +175,7 @@ func (e *env) openRawLedger(ctx context.Context, f *config.File, opts ...ledger.
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, withCode(ExitFailure, err)
 	}
-	st, err := ledger.OpenSQLite(ctx, path, opts...)
+	st, err := ledger.OpenSQLite(ctx, path, append(opts, ledger.WithProject(e.project(f)))...)
 	if err != nil {
 		return nil, withCode(ExitFailure, fmt.Errorf("store: %w", err))
 	}
@@ -191,16 +212,18 @@ func budgetLocation(f *config.File) *time.Location {
 	return time.UTC
 }
 
-// applyBudgets writes the configured limits into the store: this month's
-// project budget and, for a task, the default task budget unless the task
-// already has one.
+// applyBudgets writes the configured limits into the store as defaults:
+// this month's project budget and, for a task, the default task budget
+// unless the task already has one. A limit set with 'cortexbuild budget
+// set' (or 'task start --budget') wins over them until 'budget unset'
+// ([ledger.Store.SetDefaultBudget]).
 func applyBudgets(ctx context.Context, st ledger.Store, f *config.File, task string) error {
 	if m := f.Budgets.ProjectMonthly; m != nil {
 		scope := ledger.MonthScope(time.Now().In(budgetLocation(f)))
 		if b, err := st.Budget(ctx, scope); err != nil {
 			return err
 		} else if !b.Limited || b.Limit != *m {
-			if err := st.SetBudget(ctx, scope, *m); err != nil {
+			if _, err := st.SetDefaultBudget(ctx, scope, *m); err != nil {
 				return err
 			}
 		}
@@ -210,10 +233,36 @@ func applyBudgets(ctx context.Context, st ledger.Store, f *config.File, task str
 		if b, err := st.Budget(ctx, scope); err != nil {
 			return err
 		} else if !b.Limited {
-			return st.SetBudget(ctx, scope, *t)
+			_, err := st.SetDefaultBudget(ctx, scope, *t)
+			return err
 		}
 	}
 	return nil
+}
+
+// configuredBudget returns the configuration's default limit of a scope
+// and where the configuration sets it: budgets.project_monthly for the
+// current month, budgets.task for a task; nil when it sets none.
+func configuredBudget(f *config.File, sc ledger.Scope) (*provider.Money, string, string) {
+	switch sc.Kind() {
+	case ledger.KindMonth:
+		if sc == ledger.MonthScope(time.Now().In(budgetLocation(f))) && f.Budgets.ProjectMonthly != nil {
+			return f.Budgets.ProjectMonthly, "budgets.project_monthly", f.Budgets.Pos.Key("project_monthly").String()
+		}
+	case ledger.KindTask:
+		if f.Budgets.Task != nil {
+			return f.Budgets.Task, "budgets.task", f.Budgets.Pos.Key("task").String()
+		}
+	}
+	return nil, "", ""
+}
+
+// storeName says where the project's budgets are kept, for messages.
+func (e *env) storeName(f *config.File) string {
+	if f.Store.Backend == config.StorePostgres {
+		return "the PostgreSQL ledger (store.dsn), project " + e.project(f)
+	}
+	return "the ledger " + e.sqlitePath(f)
 }
 
 // engine builds the orchestrator of a project from its configuration: one
@@ -309,7 +358,7 @@ func (e *env) buildEngine(f *config.File, st ledger.Store, c *cache.Cache, obs o
 		sinks = append(sinks, orchestrator.WebhookNotifier{URL: raw})
 	}
 	return orchestrator.New(orchestrator.Settings{
-		Project:         filepath.Base(e.projectDir(f)),
+		Project:         e.project(f),
 		Endpoints:       eps,
 		Preference:      f.Routing.Preference,
 		Agents:          agents,

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -143,10 +144,17 @@ func (e *env) loadConfig(required bool) (*config.File, error) {
 		}
 		path = p
 	}
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(e.wd, path)
+	}
 	f, err := config.Load(path, e.registry)
 	if err != nil {
 		return nil, withCode(ExitConfig, err)
 	}
+	// The project root is the parent of the file's directory, whatever the
+	// spelling of the path: made absolute and with its links resolved (the
+	// file itself may be a link to a shared configuration).
+	f.Path = filepath.Join(canonicalDir(filepath.Dir(path)), filepath.Base(path))
 	// Credentials saved from the web console, asked after the file and
 	// the environment.
 	f.Secrets = config.OpenSecretsFile(e.secretsPath(f))

@@ -77,11 +77,18 @@ type gatewayCrashStore struct {
 	held   func(ctx context.Context, dir string) ([]string, error)
 }
 
+// projectOf opens a store as the commands of the project rooted at dir do.
+func projectOf(dir string) ledger.Option {
+	return ledger.WithProject(config.DeriveProjectID(canonicalDir(dir)))
+}
+
 // sqliteGatewayStore is the default store: SQLite in the project.
 func sqliteGatewayStore(*testing.T) gatewayCrashStore {
 	path := func(dir string) string { return filepath.Join(dir, config.Dir, "state.db") }
 	return gatewayCrashStore{
-		open: func(ctx context.Context, dir string) (ledger.Store, error) { return ledger.OpenSQLite(ctx, path(dir)) },
+		open: func(ctx context.Context, dir string) (ledger.Store, error) {
+			return ledger.OpenSQLite(ctx, path(dir), projectOf(dir))
+		},
 		held: func(ctx context.Context, dir string) ([]string, error) {
 			db, err := sql.Open("sqlite", "file:"+path(dir)+"?mode=ro")
 			if err != nil {
@@ -142,7 +149,9 @@ func postgresGatewayStore(admin string) func(*testing.T) gatewayCrashStore {
 		return gatewayCrashStore{
 			config: "store:\n  backend: postgres\n  dsn: ${CRASH_DSN}\n",
 			env:    []string{envGatewayCrashDSN + "=" + dsn},
-			open:   func(ctx context.Context, _ string) (ledger.Store, error) { return ledger.OpenPostgres(ctx, dsn) },
+			open: func(ctx context.Context, dir string) (ledger.Store, error) {
+				return ledger.OpenPostgres(ctx, dsn, projectOf(dir))
+			},
 			held: func(ctx context.Context, _ string) ([]string, error) {
 				conn, err := pgx.Connect(ctx, dsn)
 				if err != nil {

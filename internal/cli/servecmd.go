@@ -101,11 +101,14 @@ const sharedFileRecheck = 100 * time.Millisecond
 func (e *env) serve(parent context.Context, f *config.File, listen string, noAuth bool, grace time.Duration) error {
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	project := filepath.Base(e.projectDir(f))
+	project := e.project(f)
 	// The server looks at the shared files (keys, pause, breakers) at most
 	// every sharedFileRecheck, not on every request.
 	e.recheck = sharedFileRecheck
-	keys := gateway.OpenKeyStore(e.keyPath(f))
+	keys, err := e.keyStore(f)
+	if err != nil {
+		return withCode(ExitFailure, err)
+	}
 	keys.SetRecheck(sharedFileRecheck)
 	active := 0
 	if !noAuth {
@@ -206,6 +209,17 @@ func (e *env) keyPath(f *config.File) string {
 	return filepath.Join(e.stateDir(f), gateway.KeyFileName)
 }
 
+// keyStore opens the project's key store, after binding to the project's
+// id the keys created under the names an older version gave the project
+// (the base name of its directory, or "." for a relative --config).
+func (e *env) keyStore(f *config.File) (*gateway.KeyStore, error) {
+	ks := gateway.OpenKeyStore(e.keyPath(f))
+	if _, err := ks.Rebind(e.project(f), filepath.Base(e.projectDir(f)), "."); err != nil {
+		return nil, err
+	}
+	return ks, nil
+}
+
 // gatewayModels turns gateway.models into the gateway's targets.
 func gatewayModels(f *config.File) map[string]gateway.Target {
 	out := map[string]gateway.Target{}
@@ -296,7 +310,11 @@ func (e *env) serveKeysCmd() *cobra.Command {
 			if agent != "" && !slices.Contains(agentNames(f), agent) {
 				return withCode(ExitUsage, fmt.Errorf("--agent %q: unknown agent; the agents are %s", agent, strings.Join(agentNames(f), ", ")))
 			}
-			token, k, err := gateway.OpenKeyStore(e.keyPath(f)).Create(gateway.KeySpec{Name: name, Project: filepath.Base(e.projectDir(f)), Agent: agent, Task: task})
+			ks, err := e.keyStore(f)
+			if err != nil {
+				return withCode(ExitFailure, err)
+			}
+			token, k, err := ks.Create(gateway.KeySpec{Name: name, Project: e.project(f), Agent: agent, Task: task})
 			if err != nil {
 				return withCode(ExitFailure, err)
 			}
@@ -326,7 +344,11 @@ func (e *env) serveKeysCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			keys, err := gateway.OpenKeyStore(e.keyPath(f)).List()
+			ks, err := e.keyStore(f)
+			if err != nil {
+				return withCode(ExitFailure, err)
+			}
+			keys, err := ks.List()
 			if err != nil {
 				return withCode(ExitFailure, err)
 			}

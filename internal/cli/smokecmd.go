@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -284,7 +283,7 @@ their provider. It exits 1 when any target fails.`,
 
 			project := ""
 			if f.Path != "" {
-				project = filepath.Base(e.projectDir(f))
+				project = e.project(f)
 			}
 			rep.Alerts = run.alert(cmd.Context(), rep.Results, project, webhook, pdKey)
 			for _, a := range rep.Alerts {

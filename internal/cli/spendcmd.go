@@ -108,7 +108,7 @@ func (e *env) budgetCmd() *cobra.Command {
 					return writeJSON(cmd.OutOrStdout(), bs)
 				}
 				if len(bs) == 0 {
-					fmt.Fprintln(cmd.OutOrStdout(), "no budgets: set budgets.task / budgets.project_monthly in llm-config.yaml or run 'cortexbuild budget set'")
+					fmt.Fprintln(cmd.OutOrStdout(), "no budgets: set budgets.task / budgets.project_monthly in llm-config.yaml or run 'cortexbuild budget set month AMOUNT'")
 					return nil
 				}
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
@@ -127,7 +127,7 @@ func (e *env) budgetCmd() *cobra.Command {
 	}
 	show.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	set := &cobra.Command{
-		Use: "set SCOPE AMOUNT", Short: "Set a limit in USD (task:ID, month:YYYY-MM or month); raising it lifts a budget pause", Args: cobra.ExactArgs(2),
+		Use: "set SCOPE AMOUNT", Short: "Set a limit in USD (task:ID, month:YYYY-MM or month), kept in the ledger; it wins over the configuration's default for that scope until 'budget unset'; raising it lifts a budget pause", Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return e.withStore(cmd, func(f *config.File, st ledger.Store) error {
 				sc, err := parseScope(args[0], f)
@@ -138,16 +138,73 @@ func (e *env) budgetCmd() *cobra.Command {
 				if err != nil || m < 0 {
 					return withCode(ExitUsage, fmt.Errorf("amount %q: write a non-negative USD amount such as 25.00", args[1]))
 				}
+				old, err := st.Budget(cmd.Context(), sc)
+				if err != nil {
+					return withCode(ExitFailure, err)
+				}
 				if err := st.SetBudget(cmd.Context(), sc, m); err != nil {
 					return withCode(ExitFailure, err)
 				}
 				b, _ := st.Budget(cmd.Context(), sc)
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: limit $%s, spent $%s%s\n", sc, b.Limit, b.Spent, pausedNote(b))
+				was := "none"
+				if old.Limited {
+					was = "$" + old.Limit.String()
+				}
+				w := cmd.OutOrStdout()
+				fmt.Fprintf(w, "%s: limit $%s (was %s), spent $%s%s\n", sc, b.Limit, was, b.Spent, pausedNote(b))
+				fmt.Fprintf(w, "recorded in %s", e.storeName(f))
+				if def, key, pos := configuredBudget(f, sc); def != nil {
+					fmt.Fprintf(w, "; it overrides %s ($%s, %s) for %s until 'cortexbuild budget unset %s'", key, def, pos, sc, sc)
+				}
+				fmt.Fprintln(w)
 				return nil
 			})
 		},
 	}
-	cmd.AddCommand(show, set)
+	unset := &cobra.Command{
+		Use: "unset SCOPE", Short: "Remove the limit set with 'budget set' (task:ID, month:YYYY-MM or month): the configuration's default applies again, if it sets one", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return e.withStore(cmd, func(f *config.File, st ledger.Store) error {
+				sc, err := parseScope(args[0], f)
+				if err != nil {
+					return err
+				}
+				if err := st.RemoveBudget(cmd.Context(), sc); err != nil {
+					return withCode(ExitFailure, err)
+				}
+				w := cmd.OutOrStdout()
+				def, key, pos := configuredBudget(f, sc)
+				if def == nil {
+					b, _ := st.Budget(cmd.Context(), sc)
+					fmt.Fprintf(w, "%s: no limit now (spent $%s), in %s\n", sc, b.Spent, e.storeName(f))
+					return nil
+				}
+				if _, err := st.SetDefaultBudget(cmd.Context(), sc, *def); err != nil {
+					return withCode(ExitFailure, err)
+				}
+				b, _ := st.Budget(cmd.Context(), sc)
+				fmt.Fprintf(w, "%s: limit $%s from %s (%s), spent $%s%s, in %s\n", sc, b.Limit, key, pos, b.Spent, pausedNote(b), e.storeName(f))
+				return nil
+			})
+		},
+	}
+	resume := &cobra.Command{
+		Use: "resume SCOPE", Short: "Lift the pause of a scope (task:ID, month:YYYY-MM or month); raising its budget lifts a budget pause too", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return e.withStore(cmd, func(f *config.File, st ledger.Store) error {
+				sc, err := parseScope(args[0], f)
+				if err != nil {
+					return err
+				}
+				if err := st.Resume(cmd.Context(), sc); err != nil {
+					return withCode(ExitFailure, err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s resumed\n", sc)
+				return nil
+			})
+		},
+	}
+	cmd.AddCommand(show, set, unset, resume)
 	return cmd
 }
 

@@ -183,6 +183,7 @@ func RunSiteTests(t *testing.T, newSite SiteMaker) {
 	})
 
 	runTaskSiteTests(t, newSite)
+	runProjectSiteTests(t, newSite)
 }
 
 // Environment of a helper process.

@@ -1,0 +1,219 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	ooption "github.com/openai/openai-go/v3/option"
+
+	"github.com/cortexbuild/cortexbuild/config"
+	"github.com/cortexbuild/cortexbuild/internal/builtin"
+	"github.com/cortexbuild/cortexbuild/internal/testenv"
+	"github.com/cortexbuild/cortexbuild/provider/anthropic/anthropicfake"
+)
+
+// serveBanner runs 'cortexbuild serve' in-process in wd with args and
+// returns its base URL, its banner and a stop function.
+func serveBanner(t *testing.T, wd string, vars map[string]string, args ...string) (string, string, func() (int, string)) {
+	t.Helper()
+	out := &lineWaiter{re: regexp.MustCompile(`listening on (http://\S+)`), found: make(chan string, 1)}
+	errs := &lineWaiter{}
+	e := &env{stdin: strings.NewReader(""), stdout: out, stderr: errs, wd: wd, registry: builtin.Registry(),
+		getenv:    func(k string) string { return vars[k] },
+		lookupEnv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok },
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() { done <- e.run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)) }()
+	select {
+	case u := <-out.found:
+		return u, out.String(), func() (int, string) {
+			cancel()
+			return <-done, errs.String()
+		}
+	case code := <-done:
+		cancel()
+		t.Fatalf("serve exited with %d before listening:\n%s\n%s", code, out.String(), errs.String())
+	}
+	return "", "", nil
+}
+
+// spendOf returns the total cost and attempts 'spend --json' reports.
+func spendOf(t *testing.T, wd string, args ...string) (string, int) {
+	t.Helper()
+	code, out, errs := run(t, wd, nil, append([]string{"spend", "--json"}, args...)...)
+	var rep struct {
+		Total struct {
+			Cost     string `json:"cost"`
+			Attempts int    `json:"attempts"`
+		} `json:"total"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil {
+		t.Fatalf("spend %v = %d %s %s", args, code, out, errs)
+	}
+	return rep.Total.Cost, rep.Total.Attempts
+}
+
+// TestProjectIdentityDoesNotDependOnThePath: however --config is written
+// (relative, absolute, through a symbolic link) or whichever directory the
+// command runs in, the project is the same: the keys created under one
+// spelling work under another, the spend is the same, and the banner and
+// the keys name the project by its id.
+func TestProjectIdentityDoesNotDependOnThePath(t *testing.T) {
+	dir, srv := fakeProject(t, true)
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := t.TempDir()
+	want := config.DeriveProjectID(canonicalDir(dir))
+	if !strings.HasPrefix(want, strings.ToLower(filepath.Base(dir))) {
+		t.Fatalf("project id %q does not start with the directory's name", want)
+	}
+	spellings := []struct {
+		name string
+		wd   string
+		args []string
+	}{
+		{"relative --config", dir, []string{"--config", ".cortexbuild/llm-config.yaml"}},
+		{"--config in its directory", filepath.Join(dir, config.Dir), []string{"--config", "llm-config.yaml"}},
+		{"absolute --config", elsewhere, []string{"--config", filepath.Join(dir, config.Dir, config.FileName)}},
+		{"--config through a link", elsewhere, []string{"--config", filepath.Join(link, config.Dir, config.FileName)}},
+		{"found from a linked directory", link, nil},
+		{"found from the directory", dir, nil},
+	}
+	// A key created and a call made under the first spelling.
+	code, out, errs := run(t, dir, nil, append([]string{"serve", "keys", "create", "--name", "k"}, spellings[0].args...)...)
+	key := strings.TrimSpace(out)
+	if code != 0 || !strings.HasPrefix(key, "cbk_") {
+		t.Fatalf("keys create = %d %q %q", code, out, errs)
+	}
+	srv.Enqueue(anthropicfake.Reply{Text: "done", Usage: anthropicfake.Usage{Input: 1000, Output: 100}})
+	if code, _, errs := run(t, dir, keyEnv, append([]string{"invoke", "--task", "t1", "--agent", "builder", "hi"}, spellings[0].args...)...); code != 0 {
+		t.Fatalf("invoke = %d %q", code, errs)
+	}
+	for _, sp := range spellings {
+		t.Run(sp.name, func(t *testing.T) {
+			if cost, n := spendOf(t, sp.wd, sp.args...); cost != "0.0045" || n != 1 {
+				t.Errorf("spend = $%s in %d attempts; want $0.0045 in 1", cost, n)
+			}
+			if _, rep, _ := runDoctor(t, nil, sp.wd, keyEnv, sp.args...); rep.Project != want || rep.Dir != canonicalDir(dir) {
+				t.Errorf("doctor names project %q in %q; want %q in %q", rep.Project, rep.Dir, want, canonicalDir(dir))
+			}
+			code, out, _ := run(t, sp.wd, nil, append([]string{"serve", "keys", "list", "--json"}, sp.args...)...)
+			var keys []struct{ Project string }
+			if code != 0 || json.Unmarshal([]byte(out), &keys) != nil || len(keys) != 1 || keys[0].Project != want {
+				t.Errorf("keys list = %d %s; want one key of project %s", code, out, want)
+			}
+		})
+	}
+	// The gateway, started through the link, serves the key created under
+	// the relative spelling and names the project by its id.
+	srv.Enqueue(anthropicfake.TextReply("through the link"))
+	base, banner, stop := serveBanner(t, elsewhere, keyEnv, spellings[3].args...)
+	if !strings.Contains(banner, "CortexBuild gateway for project "+want+" listening") {
+		t.Errorf("banner does not name project %s:\n%s", want, banner)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	oc := openai.NewClient(ooption.WithBaseURL(base+"/v1/"), ooption.WithAPIKey(key), ooption.WithMaxRetries(0), ooption.WithHTTPClient(&http.Client{}))
+	cc, err := oc.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "builder", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
+	if err != nil || cc.Choices[0].Message.Content != "through the link" {
+		t.Errorf("chat completion with the key created under another spelling = %+v, %v", cc, err)
+	}
+	if code, errs := stop(); code != 0 {
+		t.Errorf("serve exited %d:\n%s", code, errs)
+	}
+	if _, n := spendOf(t, dir); n != 2 {
+		t.Errorf("the gateway's call is not in the project's ledger: %d attempts", n)
+	}
+}
+
+// TestKeysOfTheOldProjectNameAreAdopted: a key created when the project was
+// named by its directory's base name (or "." for a relative --config) is
+// bound to the project's id and keeps working.
+func TestKeysOfTheOldProjectNameAreAdopted(t *testing.T) {
+	dir, _ := fakeProject(t, true)
+	for _, old := range []string{filepath.Base(dir), "."} {
+		code, out, _ := run(t, dir, nil, "serve", "keys", "create", "--name", "old")
+		if code != 0 {
+			t.Fatal(out)
+		}
+		path := filepath.Join(dir, config.Dir, "gateway-keys.json")
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := config.DeriveProjectID(canonicalDir(dir))
+		if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(data), `"project": "`+id+`"`, `"project": "`+old+`"`)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, out, _ = run(t, dir, nil, "serve", "keys", "list", "--json")
+		if code != 0 || strings.Contains(out, `"project": "`+old+`"`) || strings.Count(out, `"project": "`+id+`"`) == 0 {
+			t.Errorf("keys of project %q after keys list = %d %s; want them bound to %s", old, code, out, id)
+		}
+	}
+}
+
+// TestProjectsWithTheSameDirectoryNameShareNoCacheEntries: two projects in
+// directories of the same name, with the same request, on one Redis cache:
+// the second project calls its provider instead of getting the first's
+// answer (while a repeat in the same project is a cache hit).
+func TestProjectsWithTheSameDirectoryNameShareNoCacheEntries(t *testing.T) {
+	redis := testenv.Redis(t)
+	srv := anthropicfake.New(anthropicfake.WithAPIKey(testKey))
+	t.Cleanup(srv.Close)
+	body := fmt.Sprintf(`orchestration: true
+providers:
+  claude:
+    type: anthropic
+    base_url: %s
+    credentials:
+      api_key: ${MY_KEY}
+cache:
+  backend: redis
+  url: ${REDIS_URL}
+`, srv.URL())
+	vars := map[string]string{"MY_KEY": testKey, "REDIS_URL": redis}
+	var dirs []string
+	for range 2 {
+		dir := filepath.Join(t.TempDir(), "service")
+		if err := os.MkdirAll(filepath.Join(dir, config.Dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, config.Dir, config.FileName), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, dir)
+	}
+	b := make([]byte, 8)
+	rand.Read(b)
+	prompt := "what is in this repository? " + hex.EncodeToString(b) // unique to this run
+	ask := func(dir string) {
+		t.Helper()
+		srv.Enqueue(anthropicfake.TextReply("answer for " + dir))
+		if code, out, errs := run(t, dir, vars, "invoke", "--agent", "explore", prompt); code != 0 {
+			t.Fatalf("invoke in %s = %d %q %q", dir, code, out, errs)
+		}
+	}
+	ask(dirs[0])
+	ask(dirs[0]) // a hit: the queued reply stays unused
+	if n := len(srv.Requests()); n != 1 {
+		t.Fatalf("the repeat in the same project reached the provider (%d requests): the cache is not on", n)
+	}
+	ask(dirs[1])
+	if n := len(srv.Requests()); n != 2 {
+		t.Errorf("the project in another directory named %q got the first project's cached answer (%d provider requests; want 2)", filepath.Base(dirs[1]), n)
+	}
+}
