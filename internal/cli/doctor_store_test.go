@@ -83,7 +83,7 @@ func TestDoctorChecksThePostgresLedger(t *testing.T) {
 	defer conn.Close(ctx)
 	for _, q := range []string{
 		`INSERT INTO ` + ledger.DefaultSchema + `.reservations (invocation_id, amount_nanos, created_at, expires_at) VALUES ('orphan', 1, 0, 9)`,
-		`INSERT INTO ` + ledger.DefaultSchema + `.holds (invocation_id, scope, amount_nanos, expires_at) VALUES ('orphan', 'task:nowhere', 1, 9)`,
+		`INSERT INTO ` + ledger.DefaultSchema + `.holds (invocation_id, project, scope, amount_nanos, expires_at) VALUES ('orphan', 'p', 'task:nowhere', 1, 9)`,
 	} {
 		if _, err := conn.Exec(ctx, q); err != nil {
 			t.Fatal(err)
