@@ -329,5 +329,12 @@ func (o Outcome) MarshalJSON() ([]byte, error) {
 		}
 		fields[k] = b
 	}
+	if o.Review != nil {
+		b, err := json.Marshal(o.Review)
+		if err != nil {
+			return nil, err
+		}
+		fields["review"] = b
+	}
 	return json.Marshal(fields)
 }

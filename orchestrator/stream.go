@@ -49,7 +49,7 @@ func (o *Orchestrator) stream(ctx context.Context, c Call) (*Stream, error) {
 		return nil, err
 	}
 	os := v.(*openedStream)
-	st := &Stream{inner: os.s, first: &os.first, attempts: attempts, trace: trace}
+	st := &Stream{inner: os.s, first: &os.first, attempts: attempts, trace: trace, id: h.id, estimate: h.estimate}
 	st.settle = func(ok bool, as []Attempt, res *provider.Result) {
 		ctx := context.WithoutCancel(ctx)
 		o.settle(ctx, h, &c, as, ok)
@@ -65,6 +65,10 @@ func (o *Orchestrator) stream(ctx context.Context, c Call) (*Stream, error) {
 type Stream struct {
 	inner provider.Stream
 	first *provider.Chunk
+	// id and estimate are the call's ledger invocation and the upper bound
+	// reserved for it.
+	id       string
+	estimate provider.Money
 
 	mu       sync.Mutex
 	attempts []Attempt
@@ -144,3 +148,9 @@ func (s *Stream) Review() *ReviewCheck {
 
 // Trace returns the routing decision.
 func (s *Stream) Trace() Trace { return s.trace }
+
+// InvocationID names the call in the ledger.
+func (s *Stream) InvocationID() string { return s.id }
+
+// Estimate is the upper bound reserved before the call.
+func (s *Stream) Estimate() provider.Money { return s.estimate }

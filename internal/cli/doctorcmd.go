@@ -127,13 +127,11 @@ when any check fails.`,
 			rep.OK = failed == 0
 			w := cmd.OutOrStdout()
 			if asJSON {
-				if err := writeJSON(w, rep); err != nil {
-					return withCode(ExitFailure, err)
-				}
+				var ferr error
 				if !rep.OK {
-					return withCode(ExitFailure, errSilent)
+					ferr = withCode(ExitFailure, withKind("check_failed", fmt.Errorf("%d check(s) failed", failed)))
 				}
-				return nil
+				return writeReport(w, rep, ferr)
 			}
 			printDoctor(w, rep)
 			if !rep.OK {
