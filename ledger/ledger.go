@@ -256,6 +256,10 @@ type AttemptRow struct {
 	// EstimatedUsage says the token counts were estimated, not reported by
 	// the provider.
 	EstimatedUsage bool `json:"estimated_usage"`
+	// Unpriced says the price catalog lists neither the model the answer
+	// named nor the one requested: Cost is then the invocation's
+	// reservation (its upper bound), not a price.
+	Unpriced bool `json:"unpriced,omitempty"`
 }
 
 // GroupBy names how [Store.Spend] groups its totals.
@@ -293,6 +297,7 @@ type Totals struct {
 	Attempts         int64          `json:"attempts"`
 	CacheHits        int64          `json:"cache_hits"`
 	Estimated        int64          `json:"estimated"` // rows with estimated usage
+	Unpriced         int64          `json:"unpriced"`  // rows charged their reservation, unpriced
 	InputTokens      int64          `json:"input_tokens"`
 	OutputTokens     int64          `json:"output_tokens"`
 	CacheReadTokens  int64          `json:"cache_read_tokens"`
@@ -305,6 +310,7 @@ func (t *Totals) add(o Totals) {
 	t.Attempts += o.Attempts
 	t.CacheHits += o.CacheHits
 	t.Estimated += o.Estimated
+	t.Unpriced += o.Unpriced
 	t.InputTokens += o.InputTokens
 	t.OutputTokens += o.OutputTokens
 	t.CacheReadTokens += o.CacheReadTokens

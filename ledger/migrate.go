@@ -15,7 +15,7 @@ type migration struct {
 
 // LatestSchemaVersion is the schema version this package writes: the
 // version of the last migration.
-const LatestSchemaVersion = 3
+const LatestSchemaVersion = 4
 
 var migrations = []migration{
 	{
@@ -183,5 +183,11 @@ var migrations = []migration{
 			)`,
 			`CREATE INDEX task_events_task ON _S_.task_events (task, at, id)`,
 		},
+	},
+	{
+		version:     4,
+		description: "attempts flagged unpriced: charged the reservation because the catalog lists neither model",
+		sqlite:      []string{`ALTER TABLE attempts ADD COLUMN unpriced INTEGER NOT NULL DEFAULT 0`},
+		postgres:    []string{`ALTER TABLE _S_.attempts ADD COLUMN unpriced BOOLEAN NOT NULL DEFAULT false`},
 	},
 }

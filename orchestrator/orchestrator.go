@@ -258,6 +258,10 @@ type Attempt struct {
 	StartedAt time.Time     `json:"started_at"`
 	// Estimated says the usage was counted offline.
 	Estimated bool `json:"estimated,omitempty"`
+	// Unpriced says the catalog listed neither the model that answered
+	// nor the one requested: Cost is the call's reservation, charged in
+	// place of a price.
+	Unpriced bool `json:"unpriced,omitempty"`
 }
 
 // Outcome is a successful call: the result, every attempt made, and the

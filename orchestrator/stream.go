@@ -54,6 +54,7 @@ func (o *Orchestrator) stream(ctx context.Context, c Call) (*Stream, error) {
 		ctx := context.WithoutCancel(ctx)
 		o.settle(ctx, h, &c, as, ok)
 		if ok {
+			chargedResult(res, as)
 			st.review = o.recordTask(ctx, &c, h.id, res, as)
 		}
 	}
@@ -87,6 +88,7 @@ func (s *Stream) finishLocked(ok bool, res *provider.Result) {
 	s.settled = true
 	as := append([]Attempt(nil), s.attempts...)
 	s.settle(ok, as, res)
+	copy(s.attempts, as) // with unpriced attempts charged
 	if s.observed != nil {
 		s.observed(ok, as, res)
 	}
@@ -111,11 +113,11 @@ func (s *Stream) Recv() (provider.Chunk, error) {
 		last.Outcome, last.Error = provider.KindOf(err).String(), err.Error()
 		var pe *provider.Error
 		if errors.As(err, &pe) && pe.Usage != nil {
-			last.Usage, last.Cost, last.Estimated = *pe.Usage, pe.Cost, pe.Usage.Estimated
+			last.Usage, last.Cost, last.Estimated, last.Unpriced = *pe.Usage, pe.Cost, pe.Usage.Estimated, pe.Unpriced
 		}
 		s.finishLocked(false, nil)
 	case c.Final && c.Result != nil:
-		last.Usage, last.Cost, last.Latency, last.Estimated = c.Result.Usage, c.Result.Cost, c.Result.Latency, c.Result.Usage.Estimated
+		last.Usage, last.Cost, last.Latency, last.Estimated, last.Unpriced = c.Result.Usage, c.Result.Cost, c.Result.Latency, c.Result.Usage.Estimated, c.Result.Unpriced
 		s.finishLocked(true, c.Result)
 	}
 	return c, err
