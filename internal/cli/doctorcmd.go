@@ -291,6 +291,7 @@ func (d *doctor) store(ctx context.Context, f *config.File) {
 		} else if st, err := ledger.OpenPostgres(ctx, dsn); err != nil {
 			d.add("store", checkFail, "PostgreSQL: "+redactDSN(err.Error(), dsn), "start PostgreSQL or correct store.dsn")
 		} else {
+			d.unpriced(ctx, st)
 			st.Close()
 			d.add("store", checkOK, "PostgreSQL reachable, schema current", "")
 		}
@@ -334,6 +335,7 @@ func (d *doctor) sqlite(ctx context.Context, path string) {
 			d.add("store", checkFail, "SQLite "+path+": "+err.Error(), "check the file's permissions, or move it aside to start a new ledger")
 			return
 		}
+		d.unpriced(ctx, st)
 		st.Close()
 		d.add("store", checkOK, "SQLite "+path+" opens, schema current", "")
 		return
