@@ -115,3 +115,29 @@ func TestUnpricedAnswerIsChargedTheReservation(t *testing.T) {
 		}
 	}
 }
+
+// A local server's models are free: an answer from one, whatever model id
+// it names, is priced at zero and not flagged, with or without a ledger.
+func TestLocalAnswersStayFree(t *testing.T) {
+	st := openLedger(t)
+	srv := openaifake.New(openaifake.WithFlavor(openaifake.FlavorOllama))
+	t.Cleanup(srv.Close)
+	cat, _ := pricing.Default()
+	a, err := openaicompat.New(provider.Settings{Name: "local", Profile: "ollama", BaseURL: srv.URL() + "/v1", Pricer: cat,
+		Models: map[provider.Tier]string{provider.TierBalanced: "qwen3:8b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWorld(t, func(s *orchestrator.Settings) {
+		s.Endpoints, s.Preference, s.Ledger = []orchestrator.Endpoint{{Name: "local", Adapter: a}}, []string{"local"}, st
+	})
+	srv.Enqueue(openaifake.Reply{Text: "ok", Model: "my-own-build:latest", Usage: openaifake.Usage{Prompt: 50, Completion: 10}})
+	out, oe := w.invoke(t, orchestrator.Call{Agent: "builder", Task: "t1"})
+	if oe != nil {
+		t.Fatal(oe)
+	}
+	rows, _ := st.Attempts(context.Background(), ledger.Filter{Task: "t1"})
+	if out.Cost != 0 || out.Unpriced || out.Estimate != 0 || len(rows) != 1 || rows[0].Unpriced || rows[0].Cost != 0 {
+		t.Errorf("local answer cost %s unpriced %v estimate %s; rows %+v", out.Cost, out.Unpriced, out.Estimate, rows)
+	}
+}
