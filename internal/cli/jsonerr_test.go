@@ -73,6 +73,8 @@ func TestEveryJSONCommandPrintsJSONOnFailure(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "self.md"), []byte("independent_reviewer: claude-opus-4-7\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	authDir, authSrv := fakeProject(t, true)
+	authSrv.Enqueue(anthropicfake.AuthError())
 	pgDown := writeConfig(t, "store:\n  backend: postgres\n  dsn: postgres://nobody@127.0.0.1:1/db?sslmode=disable&connect_timeout=5\n")
 
 	cases := []struct {
@@ -90,6 +92,8 @@ func TestEveryJSONCommandPrintsJSONOnFailure(t *testing.T) {
 		{pgDown, []string{"doctor"}, ExitFailure, "check_failed", true},
 		{dir, []string{"invoke"}, ExitUsage, "usage", false},
 		{dir, []string{"invoke", "--task", "tiny", "hi"}, ExitFailure, "budget", false},
+		{authDir, []string{"invoke", "hi"}, ExitFailure, "auth", false},
+		{authDir, []string{"invoke", "hi"}, ExitFailure, "paused", false},
 		{dir, []string{"pricing", "show", "--model", "no-such-model"}, ExitFailure, "failure", false},
 		{dir, []string{"pricing", "show", "--nope"}, ExitUsage, "usage", false},
 		{downDir, []string{"providers", "health"}, ExitFailure, "unhealthy", true},
