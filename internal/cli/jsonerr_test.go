@@ -100,6 +100,7 @@ func TestEveryJSONCommandPrintsJSONOnFailure(t *testing.T) {
 		{dir, []string{"providers", "list", "--config", missing}, ExitConfig, "config", false},
 		{t.TempDir(), []string{"providers", "smoke", "--require-all"}, ExitFailure, "check_failed", true},
 		{dir, []string{"render", "--target", "emacs"}, ExitUsage, "usage", false},
+		{t.TempDir(), []string{"render", "--check"}, ExitFailure, "check_failed", true},
 		{dir, []string{"route", "--needs", "telepathy"}, ExitUsage, "usage", false},
 		{dir, []string{"serve", "keys", "create", "--agent", "nobody"}, ExitUsage, "usage", false},
 		{dir, []string{"serve", "keys", "list", "--config", missing}, ExitConfig, "config", false},
