@@ -137,7 +137,7 @@ func (o *Orchestrator) settle(ctx context.Context, h *hold, c *Call, attempts []
 	if h == nil {
 		return
 	}
-	o.chargeUnpriced(ctx, h, c, attempts)
+	o.chargeUnpriced(ctx, h, attempts)
 	if h.ledger == nil {
 		return
 	}
@@ -170,7 +170,7 @@ func (o *Orchestrator) settle(ctx context.Context, h *hold, c *Call, attempts []
 // reservation, the upper bound of what the request can cost, rather than
 // the zero the adapter reported, and says so at once. A free endpoint's
 // reservation is zero, so its calls stay free.
-func (o *Orchestrator) chargeUnpriced(ctx context.Context, h *hold, c *Call, attempts []Attempt) {
+func (o *Orchestrator) chargeUnpriced(ctx context.Context, h *hold, attempts []Attempt) {
 	for i := range attempts {
 		a := &attempts[i]
 		if !a.Unpriced {

@@ -146,7 +146,7 @@ type PriceRef struct{ NS, Model string }
 // Price prices usage u of an answer by the first of refs the catalog lists:
 // the model the answer names, then the model the request asked for (a new
 // dated snapshot, a fine-tune or a deployment name the catalog does not
-// know bills no less than what was asked). priced is false when none is
+// know is priced as what was asked). priced is false when none is
 // listed (or there is no catalog): the cost is then zero and must not be
 // taken as the bill. Usage of no tokens is priced at zero.
 func (b *Base) Price(u provider.Usage, refs ...PriceRef) (cost provider.Money, priced bool) {
