@@ -683,4 +683,21 @@ func unpricedAnswer(t *testing.T, e *Env) {
 			t.Errorf("stream %v: cost %s unpriced %v; want flagged unpriced", stream, res.Cost, res.Unpriced)
 		}
 	}
+	// So is the usage a broken stream billed.
+	if !e.Fake.FailMidStream(provider.KindOverloaded) {
+		return
+	}
+	s, err := a.Stream(ctx(t), &provider.Request{Prompt: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, _, err = drain(s)
+	var pe *provider.Error
+	if !errors.As(err, &pe) {
+		t.Fatalf("mid-stream error = %v", err)
+	}
+	if pe.Usage != nil && pe.Usage.TotalTokens() > 0 && (!pe.Unpriced || pe.Cost != 0) {
+		t.Errorf("broken stream billed %+v at %s, unpriced %v; want flagged unpriced", *pe.Usage, pe.Cost, pe.Unpriced)
+	}
+	waitIdle(t, e)
 }
