@@ -390,7 +390,7 @@ func TestJournalLinesRoundTrip(t *testing.T) {
 	s := ledger.Settlement{InvocationID: "inv-odd", Cost: mustM("0.123456789"), Scopes: []ledger.Scope{fastTask, fastMonth},
 		Earlier: []ledger.AttemptRow{{InvocationID: "inv-odd", Time: at, Task: "t1", Agent: odd, Provider: "p", Model: "m", Outcome: "overloaded", InputTokens: 7}},
 		Entry: ledger.AttemptRow{InvocationID: "inv-odd", Time: at.Add(time.Second), Task: "t1", Agent: "a", Provider: "p2", Model: odd, Outcome: "ok",
-			InputTokens: 1, OutputTokens: 2, CacheReadTokens: 3, CacheWriteTokens: 4, Cost: mustM("0.123456789"), CacheHit: true, Saving: mustM("1.5"), EstimatedUsage: true}}
+			InputTokens: 1, OutputTokens: 2, CacheReadTokens: 3, CacheWriteTokens: 4, Cost: mustM("0.123456789"), CacheHit: true, Saving: mustM("1.5"), EstimatedUsage: true, Unpriced: true}}
 	if err := f.Settle(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +410,7 @@ func TestJournalLinesRoundTrip(t *testing.T) {
 		t.Errorf("earlier row = %+v", rows[0])
 	}
 	want := s.Entry
-	if got := rows[1]; got.Model != odd || !got.Time.Equal(want.Time) || got.Cost != want.Cost || got.Saving != want.Saving || !got.CacheHit || !got.EstimatedUsage ||
+	if got := rows[1]; got.Model != odd || !got.Time.Equal(want.Time) || got.Cost != want.Cost || got.Saving != want.Saving || !got.CacheHit || !got.EstimatedUsage || !got.Unpriced || rows[0].Unpriced ||
 		got.InputTokens != 1 || got.OutputTokens != 2 || got.CacheReadTokens != 3 || got.CacheWriteTokens != 4 || got.Provider != "p2" {
 		t.Errorf("entry row = %+v; want %+v", got, want)
 	}

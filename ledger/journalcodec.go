@@ -46,6 +46,8 @@ type jrow struct {
 	CacheHit   bool   `json:"cache_hit"`
 	Saving     int64  `json:"saving"`
 	Estimated  bool   `json:"estimated"`
+	// Unpriced is absent from records written before it existed.
+	Unpriced bool `json:"unpriced,omitempty"`
 }
 
 // appendRecord appends r's line (without the newline) to b.
@@ -133,6 +135,9 @@ func appendRow(b []byte, a AttemptRow) []byte {
 	flag("cache_hit", a.CacheHit)
 	num("saving", int64(a.Saving))
 	flag("estimated", a.EstimatedUsage)
+	if a.Unpriced {
+		flag("unpriced", true)
+	}
 	return append(b, '}')
 }
 
@@ -166,7 +171,7 @@ func (s *jsettle) settlement() Settlement {
 func (r jrow) row() AttemptRow {
 	a := AttemptRow{InvocationID: r.ID, Task: r.Task, Agent: r.Agent, Provider: r.Provider, Model: r.Model, Outcome: r.Outcome,
 		InputTokens: r.In, OutputTokens: r.Out, CacheReadTokens: r.CacheRead, CacheWriteTokens: r.CacheWrite,
-		Cost: provider.Money(r.Cost), CacheHit: r.CacheHit, Saving: provider.Money(r.Saving), EstimatedUsage: r.Estimated}
+		Cost: provider.Money(r.Cost), CacheHit: r.CacheHit, Saving: provider.Money(r.Saving), EstimatedUsage: r.Estimated, Unpriced: r.Unpriced}
 	if r.At != 0 {
 		a.Time = time.Unix(0, r.At).UTC()
 	}

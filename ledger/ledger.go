@@ -168,11 +168,11 @@ type Budget struct {
 	// Limited says whether the scope has a limit; without one, Limit is
 	// zero and the scope never refuses a reservation.
 	Limited bool           `json:"limited"`
-	Limit   provider.Money `json:"limit"`
+	Limit   provider.Money `json:"limit_usd"`
 	// Spent is the sum of settled costs charged to the scope.
-	Spent provider.Money `json:"spent"`
+	Spent provider.Money `json:"spent_usd"`
 	// Held is the sum of the unexpired reservations against the scope.
-	Held        provider.Money `json:"held"`
+	Held        provider.Money `json:"held_usd"`
 	Paused      bool           `json:"paused"`
 	PauseReason string         `json:"pause_reason,omitempty"`
 }
@@ -256,13 +256,17 @@ type AttemptRow struct {
 	OutputTokens     int64          `json:"output_tokens"`
 	CacheReadTokens  int64          `json:"cache_read_tokens"`
 	CacheWriteTokens int64          `json:"cache_write_tokens"`
-	Cost             provider.Money `json:"cost"`
+	Cost             provider.Money `json:"cost_usd"`
 	CacheHit         bool           `json:"cache_hit"`
 	// Saving is what a cache hit saved.
-	Saving provider.Money `json:"saving"`
+	Saving provider.Money `json:"saving_usd"`
 	// EstimatedUsage says the token counts were estimated, not reported by
 	// the provider.
 	EstimatedUsage bool `json:"estimated_usage"`
+	// Unpriced says the price catalog lists neither the model the answer
+	// named nor the one requested: Cost is then the invocation's
+	// reservation (its upper bound), not a price.
+	Unpriced bool `json:"unpriced,omitempty"`
 }
 
 // GroupBy names how [Store.Spend] groups its totals.
@@ -295,11 +299,12 @@ type Filter struct {
 
 // Totals sums ledger rows.
 type Totals struct {
-	Cost             provider.Money `json:"cost"`
-	Savings          provider.Money `json:"savings"`
+	Cost             provider.Money `json:"cost_usd"`
+	Savings          provider.Money `json:"savings_usd"`
 	Attempts         int64          `json:"attempts"`
 	CacheHits        int64          `json:"cache_hits"`
 	Estimated        int64          `json:"estimated"` // rows with estimated usage
+	Unpriced         int64          `json:"unpriced"`  // rows charged their reservation, unpriced
 	InputTokens      int64          `json:"input_tokens"`
 	OutputTokens     int64          `json:"output_tokens"`
 	CacheReadTokens  int64          `json:"cache_read_tokens"`
@@ -312,6 +317,7 @@ func (t *Totals) add(o Totals) {
 	t.Attempts += o.Attempts
 	t.CacheHits += o.CacheHits
 	t.Estimated += o.Estimated
+	t.Unpriced += o.Unpriced
 	t.InputTokens += o.InputTokens
 	t.OutputTokens += o.OutputTokens
 	t.CacheReadTokens += o.CacheReadTokens

@@ -243,6 +243,7 @@ func spendQuery(project string, f Filter, table string) (string, []any) {
 		" CAST(coalesce(sum(saving_nanos), 0) AS BIGINT)," +
 		" CAST(coalesce(sum(CASE WHEN cache_hit THEN 1 ELSE 0 END), 0) AS BIGINT)," +
 		" CAST(coalesce(sum(CASE WHEN estimated THEN 1 ELSE 0 END), 0) AS BIGINT)," +
+		" CAST(coalesce(sum(CASE WHEN unpriced THEN 1 ELSE 0 END), 0) AS BIGINT)," +
 		" CAST(coalesce(sum(input_tokens), 0) AS BIGINT)," +
 		" CAST(coalesce(sum(output_tokens), 0) AS BIGINT)," +
 		" CAST(coalesce(sum(cache_read_tokens), 0) AS BIGINT)," +
@@ -263,7 +264,7 @@ type spendRow struct {
 
 // totalsDest returns the scan destinations of the sums of spendQuery.
 func totalsDest(t *Totals) []any {
-	return []any{&t.Attempts, (*int64)(&t.Cost), (*int64)(&t.Savings), &t.CacheHits, &t.Estimated,
+	return []any{&t.Attempts, (*int64)(&t.Cost), (*int64)(&t.Savings), &t.CacheHits, &t.Estimated, &t.Unpriced,
 		&t.InputTokens, &t.OutputTokens, &t.CacheReadTokens, &t.CacheWriteTokens}
 }
 

@@ -17,7 +17,7 @@ type migration struct {
 
 // LatestSchemaVersion is the schema version this package writes: the
 // version of the last migration.
-const LatestSchemaVersion = 4
+const LatestSchemaVersion = 5
 
 var migrations = []migration{
 	{
@@ -286,5 +286,11 @@ var migrations = []migration{
 			`CREATE TABLE _S_.adoption (project TEXT NOT NULL, schema_version INTEGER NOT NULL)`,
 			`INSERT INTO _S_.adoption (project, schema_version) VALUES (_P_, 4)`,
 		},
+	},
+	{
+		version:     5,
+		description: "attempts flagged unpriced: charged the reservation because the catalog lists neither model",
+		sqlite:      []string{`ALTER TABLE attempts ADD COLUMN unpriced INTEGER NOT NULL DEFAULT 0`},
+		postgres:    []string{`ALTER TABLE _S_.attempts ADD COLUMN unpriced BOOLEAN NOT NULL DEFAULT false`},
 	},
 }

@@ -282,15 +282,15 @@ func (s *SQLite) prepare(ctx context.Context) error {
 func insertAttemptSQL(table string) string {
 	return `INSERT INTO ` + table + ` (invocation_id, at, task, agent, provider, model, outcome,
 		input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
-		cost_nanos, cache_hit, saving_nanos, estimated, project)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`
+		cost_nanos, cache_hit, saving_nanos, estimated, project, unpriced)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`
 }
 
 // attemptArgs are the arguments of insertAttemptSQL for a row of project.
 func attemptArgs(project string, a AttemptRow) []any {
 	return []any{a.InvocationID, nanos(a.Time), a.Task, a.Agent, a.Provider, a.Model, a.Outcome,
 		a.InputTokens, a.OutputTokens, a.CacheReadTokens, a.CacheWriteTokens,
-		int64(a.Cost), a.CacheHit, int64(a.Saving), a.EstimatedUsage, project}
+		int64(a.Cost), a.CacheHit, int64(a.Saving), a.EstimatedUsage, project, a.Unpriced}
 }
 
 // sqliteErr classifies a driver error: the ones that mean the database
@@ -887,14 +887,14 @@ func (s *SQLite) RecordAttempt(ctx context.Context, a AttemptRow) error {
 
 const attemptColumns = `invocation_id, at, task, agent, provider, model, outcome,
 	input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
-	cost_nanos, cache_hit, saving_nanos, estimated`
+	cost_nanos, cache_hit, saving_nanos, estimated, unpriced`
 
 func scanAttempt(sc interface{ Scan(...any) error }) (AttemptRow, error) {
 	var a AttemptRow
 	var at int64
 	err := sc.Scan(&a.InvocationID, &at, &a.Task, &a.Agent, &a.Provider, &a.Model, &a.Outcome,
 		&a.InputTokens, &a.OutputTokens, &a.CacheReadTokens, &a.CacheWriteTokens,
-		(*int64)(&a.Cost), &a.CacheHit, (*int64)(&a.Saving), &a.EstimatedUsage)
+		(*int64)(&a.Cost), &a.CacheHit, (*int64)(&a.Saving), &a.EstimatedUsage, &a.Unpriced)
 	a.Time = fromNanos(at)
 	return a, err
 }

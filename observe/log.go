@@ -37,7 +37,7 @@ func (*Logger) StartInvocation(ctx context.Context, _ Invocation) context.Contex
 // AttemptDone logs the attempt.
 func (g *Logger) AttemptDone(ctx context.Context, a Attempt) {
 	lvl := slog.LevelDebug
-	if a.Outcome != OutcomeOK {
+	if a.Outcome != OutcomeOK || a.Unpriced {
 		lvl = slog.LevelWarn
 	}
 	if !g.l.Enabled(ctx, lvl) {
@@ -61,6 +61,9 @@ func (g *Logger) AttemptDone(ctx context.Context, a Attempt) {
 	}
 	if a.Stream {
 		attrs = append(attrs, slog.Bool("stream", true))
+	}
+	if a.Unpriced {
+		attrs = append(attrs, slog.Bool("unpriced", true))
 	}
 	attrs = usageAttrs(attrs, a.Usage, a.Cost)
 	attrs = append(attrs, slog.Float64("latency_ms", ms(a.Latency)))

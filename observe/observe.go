@@ -135,9 +135,12 @@ type Attempt struct {
 	// it, and FinishReason why it stopped (successful attempts only).
 	ResponseModel string
 	FinishReason  provider.StopReason
-	// Usage and Cost are what the attempt billed.
-	Usage provider.Usage
-	Cost  provider.Money
+	// Usage and Cost are what the attempt billed. Unpriced says the price
+	// catalog listed neither the answer's model nor the requested one, so
+	// Cost is the reservation charged in place of a price.
+	Usage    provider.Usage
+	Cost     provider.Money
+	Unpriced bool
 	// Start is when the attempt started, Latency how long it took, Waited
 	// how long the loop waited before it (backoff or a rate limit), and
 	// RetryAfter the delay the provider asked for.

@@ -141,6 +141,17 @@ func TestLoggerDebugAddsAnsweringAttempts(t *testing.T) {
 	}
 }
 
+// An unpriced attempt is logged at warn even when it answered, saying so.
+func TestLoggerWarnsOfUnpricedAttempts(t *testing.T) {
+	var buf bytes.Buffer
+	g := observe.NewLogger(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	g.AttemptDone(context.Background(), observe.Attempt{Provider: "private", Model: "acme-private-1", Outcome: "ok", Cost: provider.Dollar, Unpriced: true})
+	ls := lines(t, &buf)
+	if len(ls) != 1 || ls[0]["level"] != "WARN" || ls[0]["unpriced"] != true || ls[0]["cost_usd"] != 1.0 {
+		t.Errorf("lines = %v", ls)
+	}
+}
+
 func TestUSD(t *testing.T) {
 	for m, want := range map[provider.Money]float64{0: 0, provider.Dollar: 1, provider.MustMoney("0.000000001"): 1e-9, provider.MustMoney("12.34"): 12.34} {
 		if got := observe.USD(m); got != want {

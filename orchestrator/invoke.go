@@ -54,6 +54,7 @@ func (o *Orchestrator) invoke(ctx context.Context, c Call) (*Outcome, error) {
 		return nil, err
 	}
 	res := v.(*provider.Result)
+	chargedResult(res, attempts)
 	return &Outcome{Result: res, Attempts: attempts, Trace: trace, InvocationID: h.id, Estimate: h.estimate, Review: o.recordTask(ctx, &c, h.id, res, attempts)}, nil
 }
 
@@ -172,7 +173,7 @@ func (o *Orchestrator) run(ctx context.Context, c Call, attempt try) (any, []Att
 			waited = 0
 			if err == nil {
 				if r := resultOf(v); r != nil {
-					a.Latency, a.Usage, a.Cost, a.Estimated = r.Latency, r.Usage, r.Cost, r.Usage.Estimated
+					a.Latency, a.Usage, a.Cost, a.Estimated, a.Unpriced = r.Latency, r.Usage, r.Cost, r.Usage.Estimated, r.Unpriced
 				}
 				attempts = append(attempts, a)
 				return v, attempts, trace, nil
@@ -181,7 +182,7 @@ func (o *Orchestrator) run(ctx context.Context, c Call, attempt try) (any, []Att
 			a.Outcome, a.Error, a.RetryAfter = kind.String(), err.Error(), provider.RetryAfterOf(err)
 			var pe *provider.Error
 			if errors.As(err, &pe) && pe.Usage != nil {
-				a.Usage, a.Cost, a.Estimated = *pe.Usage, pe.Cost, pe.Usage.Estimated
+				a.Usage, a.Cost, a.Estimated, a.Unpriced = *pe.Usage, pe.Cost, pe.Usage.Estimated, pe.Unpriced
 			}
 			attempts = append(attempts, a)
 			last = err

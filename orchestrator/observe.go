@@ -58,7 +58,7 @@ func (o *Orchestrator) reportAttempts(ctx context.Context, inv observe.Invocatio
 			continue
 		}
 		oa := observe.Attempt{InvocationID: inv.ID, Agent: inv.Agent, Task: inv.Task, Provider: a.Provider, Model: a.Model, Tier: a.Tier, Outcome: a.Outcome, Stream: inv.Stream, MaxTokens: inv.MaxTokens,
-			Usage: a.Usage, Cost: a.Cost, Start: a.StartedAt, Latency: a.Latency, Waited: a.Waited, RetryAfter: a.RetryAfter}
+			Usage: a.Usage, Cost: a.Cost, Unpriced: a.Unpriced, Start: a.StartedAt, Latency: a.Latency, Waited: a.Waited, RetryAfter: a.RetryAfter}
 		if i == len(attempts)-1 && a.Outcome == observe.OutcomeOK && res != nil {
 			oa.ResponseModel, oa.FinishReason = res.Model, res.StopReason
 		}

@@ -259,6 +259,10 @@ type Attempt struct {
 	StartedAt time.Time     `json:"started_at"`
 	// Estimated says the usage was counted offline.
 	Estimated bool `json:"estimated,omitempty"`
+	// Unpriced says the catalog listed neither the model that answered
+	// nor the one requested: Cost is the call's reservation, charged in
+	// place of a price.
+	Unpriced bool `json:"unpriced,omitempty"`
 }
 
 // Outcome is a successful call: the result, every attempt made, and the
@@ -329,6 +333,13 @@ func (o Outcome) MarshalJSON() ([]byte, error) {
 			return nil, err
 		}
 		fields[k] = b
+	}
+	if o.Review != nil {
+		b, err := json.Marshal(o.Review)
+		if err != nil {
+			return nil, err
+		}
+		fields["review"] = b
 	}
 	return json.Marshal(fields)
 }

@@ -158,7 +158,11 @@ func shellArg(s string) string {
 // (the sum of what the attempts billed; zero releases it). Failing to
 // record is reported loudly: the money was spent.
 func (o *Orchestrator) settle(ctx context.Context, h *hold, c *Call, attempts []Attempt, _ bool) {
-	if h == nil || h.ledger == nil {
+	if h == nil {
+		return
+	}
+	o.chargeUnpriced(ctx, h, attempts)
+	if h.ledger == nil {
 		return
 	}
 	var total provider.Money
@@ -167,7 +171,7 @@ func (o *Orchestrator) settle(ctx context.Context, h *hold, c *Call, attempts []
 		total += a.Cost
 		rows[i] = ledger.AttemptRow{InvocationID: h.id, Time: a.StartedAt, Task: c.Task, Agent: c.Agent, Provider: a.Provider, Model: a.Model, Outcome: a.Outcome,
 			InputTokens: a.Usage.InputTokens, OutputTokens: a.Usage.OutputTokens, CacheReadTokens: a.Usage.CacheReadTokens, CacheWriteTokens: a.Usage.CacheWriteTokens,
-			Cost: a.Cost, EstimatedUsage: a.Estimated}
+			Cost: a.Cost, EstimatedUsage: a.Estimated, Unpriced: a.Unpriced}
 	}
 	report := func(err error) {
 		if err != nil && !errors.Is(err, ledger.ErrAlreadySettled) {
@@ -183,6 +187,31 @@ func (o *Orchestrator) settle(ctx context.Context, h *hold, c *Call, attempts []
 	// releases the hold.
 	last := len(rows) - 1
 	report(h.ledger.Settle(ctx, ledger.Settlement{InvocationID: h.id, Cost: total, Scopes: h.scopes, Entry: rows[last], Earlier: rows[:last]}))
+}
+
+// chargeUnpriced charges each attempt the catalog could not price (it
+// lists neither the model that answered nor the one requested) the call's
+// reservation, the upper bound of what the request can cost, rather than
+// the zero the adapter reported, and says so at once. A free endpoint's
+// reservation is zero, so its calls stay free.
+func (o *Orchestrator) chargeUnpriced(ctx context.Context, h *hold, attempts []Attempt) {
+	for i := range attempts {
+		a := &attempts[i]
+		if !a.Unpriced {
+			continue
+		}
+		a.Cost = max(a.Cost, h.estimate)
+		o.notify(ctx, "warning", "unpriced_call", a.Provider, fmt.Sprintf(
+			"invocation %s: the price catalog lists no model %q on %s, so its %d input and %d output tokens were charged the reservation, $%s: add the model's prices (pricing.catalog_files)",
+			h.id, a.Model, a.Provider, a.Usage.InputTokens, a.Usage.OutputTokens, a.Cost))
+	}
+}
+
+// chargedResult gives an unpriced answer the cost its attempt was charged.
+func chargedResult(res *provider.Result, attempts []Attempt) {
+	if n := len(attempts); res != nil && n > 0 && attempts[n-1].Unpriced {
+		res.Cost = attempts[n-1].Cost
+	}
 }
 
 // cacheOn reports whether c may be answered from the cache.

@@ -49,11 +49,12 @@ func (o *Orchestrator) stream(ctx context.Context, c Call) (*Stream, error) {
 		return nil, err
 	}
 	os := v.(*openedStream)
-	st := &Stream{inner: os.s, first: &os.first, attempts: attempts, trace: trace}
+	st := &Stream{inner: os.s, first: &os.first, attempts: attempts, trace: trace, id: h.id, estimate: h.estimate}
 	st.settle = func(ok bool, as []Attempt, res *provider.Result) {
 		ctx := context.WithoutCancel(ctx)
 		o.settle(ctx, h, &c, as, ok)
 		if ok {
+			chargedResult(res, as)
 			st.review = o.recordTask(ctx, &c, h.id, res, as)
 		}
 	}
@@ -65,6 +66,10 @@ func (o *Orchestrator) stream(ctx context.Context, c Call) (*Stream, error) {
 type Stream struct {
 	inner provider.Stream
 	first *provider.Chunk
+	// id and estimate are the call's ledger invocation and the upper bound
+	// reserved for it.
+	id       string
+	estimate provider.Money
 
 	mu       sync.Mutex
 	attempts []Attempt
@@ -83,6 +88,7 @@ func (s *Stream) finishLocked(ok bool, res *provider.Result) {
 	s.settled = true
 	as := append([]Attempt(nil), s.attempts...)
 	s.settle(ok, as, res)
+	copy(s.attempts, as) // with unpriced attempts charged
 	if s.observed != nil {
 		s.observed(ok, as, res)
 	}
@@ -107,11 +113,11 @@ func (s *Stream) Recv() (provider.Chunk, error) {
 		last.Outcome, last.Error = provider.KindOf(err).String(), err.Error()
 		var pe *provider.Error
 		if errors.As(err, &pe) && pe.Usage != nil {
-			last.Usage, last.Cost, last.Estimated = *pe.Usage, pe.Cost, pe.Usage.Estimated
+			last.Usage, last.Cost, last.Estimated, last.Unpriced = *pe.Usage, pe.Cost, pe.Usage.Estimated, pe.Unpriced
 		}
 		s.finishLocked(false, nil)
 	case c.Final && c.Result != nil:
-		last.Usage, last.Cost, last.Latency, last.Estimated = c.Result.Usage, c.Result.Cost, c.Result.Latency, c.Result.Usage.Estimated
+		last.Usage, last.Cost, last.Latency, last.Estimated, last.Unpriced = c.Result.Usage, c.Result.Cost, c.Result.Latency, c.Result.Usage.Estimated, c.Result.Unpriced
 		s.finishLocked(true, c.Result)
 	}
 	return c, err
@@ -144,3 +150,9 @@ func (s *Stream) Review() *ReviewCheck {
 
 // Trace returns the routing decision.
 func (s *Stream) Trace() Trace { return s.trace }
+
+// InvocationID names the call in the ledger.
+func (s *Stream) InvocationID() string { return s.id }
+
+// Estimate is the upper bound reserved before the call.
+func (s *Stream) Estimate() provider.Money { return s.estimate }

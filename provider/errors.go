@@ -139,9 +139,11 @@ type Error struct {
 	// Diagnostic is what the provider said.
 	Diagnostic Diagnostic
 	// Usage is what was billed before the failure (a stream that broke
-	// midway), or nil when nothing was; Cost is its price.
-	Usage *Usage
-	Cost  Money
+	// midway), or nil when nothing was; Cost is its price, and Unpriced
+	// says the catalog could not price it (as [Result.Unpriced]).
+	Usage    *Usage
+	Cost     Money
+	Unpriced bool
 	// Err is the underlying cause, if any.
 	Err error
 }

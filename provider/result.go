@@ -84,8 +84,13 @@ type Result struct {
 	// Usage is the token count; Usage.Estimated says whether the provider
 	// reported it.
 	Usage Usage `json:"usage"`
-	// Cost is the exact price of Usage at the catalog's rates.
+	// Cost is the exact price of Usage at the catalog's rates: those of
+	// the model that answered, else of the model requested.
 	Cost Money `json:"cost_usd"`
+	// Unpriced says the catalog lists neither model, so Cost is not a
+	// price (zero from the adapter; the orchestrator charges the call's
+	// reservation instead).
+	Unpriced bool `json:"unpriced,omitempty"`
 	// Latency is the wall time of the call, first byte sent to last byte
 	// received.
 	Latency time.Duration `json:"-"`

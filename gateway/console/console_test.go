@@ -570,3 +570,26 @@ func TestSpendMatchesTheLedger(t *testing.T) {
 		t.Errorf("invocations not newest first")
 	}
 }
+
+// The spend view says how many attempts were charged their reservation
+// unpriced, naming the provider/model and the fix, and marks each one.
+func TestSpendShowsUnpricedAttempts(t *testing.T) {
+	ctx := context.Background()
+	fx := newFixture(t, false)
+	b := fx.browser(t).loggedIn()
+	if body := b.do(http.MethodGet, "/console/spend", nil).Body.String(); strings.Contains(body, `id="unpriced"`) {
+		t.Errorf("an empty ledger shows unpriced attempts")
+	}
+	err := fx.store.Settle(ctx, ledger.Settlement{InvocationID: "inv_u", Cost: provider.Dollar, Scopes: []ledger.Scope{ledger.MonthScope(fx.now)},
+		Entry: ledger.AttemptRow{Provider: "private", Model: "acme-private-1", Outcome: "ok", Cost: provider.Dollar, InputTokens: 50, OutputTokens: 10, Time: fx.now, Unpriced: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := b.do(http.MethodGet, "/console/spend", nil).Body.String()
+	for _, want := range []string{`id="unpriced"`, "1 attempt(s) were charged their reservation", "private/acme-private-1 (1)", "pricing.catalog_files",
+		"private/acme-private-1: ok, 50+10 tokens, $1.00 (unpriced: charged the reservation)"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("spend page lacks %q", want)
+		}
+	}
+}

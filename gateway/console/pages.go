@@ -355,6 +355,10 @@ type spendData struct {
 	Chart       template.HTML
 	AgentChart  template.HTML
 	Invocations []invocationView
+	// Unpriced counts the attempts charged their reservation because the
+	// catalog lists neither model; UnpricedModels names them.
+	Unpriced       int64
+	UnpricedModels string
 }
 
 func limitText(b ledger.Budget) (string, string) {
@@ -459,6 +463,18 @@ func (c *Console) spendData(ctx context.Context) (spendData, error) {
 		return d, err
 	}
 	d.Invocations = recent(rows, 25)
+	models, err := st.Spend(ctx, ledger.Filter{By: ledger.ByModel})
+	if err != nil {
+		return d, err
+	}
+	d.Unpriced = models.Total.Unpriced
+	var names []string
+	for _, g := range models.Groups {
+		if g.Unpriced > 0 {
+			names = append(names, fmt.Sprintf("%s (%d)", g.Key, g.Unpriced))
+		}
+	}
+	d.UnpricedModels = strings.Join(names, ", ")
 	return d, nil
 }
 

@@ -75,9 +75,11 @@ It exits 3 when the file is invalid.`,
 			res.Valid = len(res.Errors) == 0
 			w := cmd.OutOrStdout()
 			if asJSON {
-				if werr := writeJSON(w, res); werr != nil {
-					return werr
+				var failed error
+				if !res.Valid {
+					failed = withCode(ExitConfig, fmt.Errorf("%s is invalid (%d problems)", res.File, len(res.Errors)))
 				}
+				return writeReport(w, res, failed)
 			} else {
 				for _, x := range res.Warnings {
 					fmt.Fprintln(cmd.ErrOrStderr(), "warning:", x)
@@ -87,9 +89,6 @@ It exits 3 when the file is invalid.`,
 				}
 			}
 			if !res.Valid {
-				if asJSON {
-					return withCode(ExitConfig, fmt.Errorf("%s is invalid (%d problems)", res.File, len(res.Errors)))
-				}
 				return withCode(ExitConfig, err)
 			}
 			return nil

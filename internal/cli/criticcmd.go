@@ -66,13 +66,11 @@ catalog and of llm-config.yaml, the agents, and --known. It exits 0 when the rev
 				if rj != nil {
 					out["reason"], out["fix"] = rj.Reason, rj.Fix
 				}
-				if err := writeJSON(cmd.OutOrStdout(), out); err != nil {
-					return err
-				}
+				var failed error
 				if rj != nil {
-					return withCode(ExitFailure, errSilent)
+					failed = withCode(ExitFailure, withKind("rejected", fmt.Errorf("%s: rejected: %s; %s", args[0], rj.Reason, rj.Fix)))
 				}
-				return nil
+				return writeReport(cmd.OutOrStdout(), out, failed)
 			}
 			switch {
 			case rj != nil:

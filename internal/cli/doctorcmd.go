@@ -135,13 +135,11 @@ when any check fails.`,
 			rep.OK = failed == 0
 			w := cmd.OutOrStdout()
 			if asJSON {
-				if err := writeJSON(w, rep); err != nil {
-					return withCode(ExitFailure, err)
-				}
+				var ferr error
 				if !rep.OK {
-					return withCode(ExitFailure, errSilent)
+					ferr = withCode(ExitFailure, withKind("check_failed", fmt.Errorf("%d check(s) failed", failed)))
 				}
-				return nil
+				return writeReport(w, rep, ferr)
 			}
 			printDoctor(w, rep)
 			if !rep.OK {
@@ -303,6 +301,7 @@ func (d *doctor) store(ctx context.Context, f *config.File) {
 		} else {
 			d.check(ctx, st, "PostgreSQL reachable, schema current", func(msg string) string { return redactDSN(msg, dsn) },
 				"stop the processes using the schema, take a dump of it (pg_dump), and correct or restore the rows named")
+			d.unpriced(ctx, st)
 			st.Close()
 		}
 	} else {
@@ -353,6 +352,7 @@ func (d *doctor) sqlite(ctx context.Context, path, project string) {
 			return
 		}
 		d.check(ctx, st, "SQLite "+path+" opens, schema current", func(msg string) string { return msg }, corruptFix)
+		d.unpriced(ctx, st)
 		st.Close()
 		return
 	}

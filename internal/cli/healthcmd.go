@@ -104,13 +104,11 @@ Exit status 1 when any checked provider is unhealthy, 0 otherwise.`,
 				}
 			}
 			if asJSON {
-				if err := writeJSON(w, sum); err != nil {
-					return err
-				}
+				var ferr error
 				if len(bad) > 0 {
-					return withCode(ExitFailure, errSilent)
+					ferr = withCode(ExitFailure, withKind("unhealthy", fmt.Errorf("%d of %d providers unhealthy: %s", len(bad), len(sum.Providers), strings.Join(bad, ", "))))
 				}
-				return nil
+				return writeReport(w, sum, ferr)
 			}
 			if err := writeHealth(w, sum); err != nil {
 				return err

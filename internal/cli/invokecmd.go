@@ -74,10 +74,7 @@ every attempt. The prompt comes from the argument or, when absent, standard inpu
 			}
 			ctx := cmd.Context()
 			w := cmd.OutOrStdout()
-			var res *provider.Result
-			var attempts []orchestrator.Attempt
-			var trace orchestrator.Trace
-			var review *orchestrator.ReviewCheck
+			var oc orchestrator.Outcome
 			if stream {
 				s, err := o.Stream(ctx, call)
 				if errors.As(err, new(*orchestrator.EstimateError)) {
@@ -97,10 +94,10 @@ every attempt. The prompt comes from the argument or, when absent, standard inpu
 						fmt.Fprint(w, c.Text)
 					}
 					if c.Final {
-						res = c.Result
+						oc.Result = c.Result
 					}
 				}
-				attempts, trace, review = s.Attempts(), s.Trace(), s.Review()
+				oc.Attempts, oc.Trace, oc.Review, oc.InvocationID, oc.Estimate = s.Attempts(), s.Trace(), s.Review(), s.InvocationID(), s.Estimate()
 				if !asJSON {
 					fmt.Fprintln(w)
 				}
@@ -114,7 +111,8 @@ every attempt. The prompt comes from the argument or, when absent, standard inpu
 				if err != nil {
 					return e.invokeFailed(err)
 				}
-				res, attempts, trace, review = out.Result, out.Attempts, out.Trace, out.Review
+				oc = *out
+				res := oc.Result
 				if !asJSON {
 					fmt.Fprintln(w, res.Content)
 					for _, tc := range res.ToolCalls {
@@ -123,8 +121,9 @@ every attempt. The prompt comes from the argument or, when absent, standard inpu
 				}
 			}
 			if asJSON {
-				return writeJSON(w, orchestrator.Outcome{Result: res, Attempts: attempts, Trace: trace, Review: review})
+				return writeJSON(w, oc)
 			}
+			res, review := oc.Result, oc.Review
 			if review != nil {
 				if review.Problem == "" {
 					fmt.Fprintf(e.stderr, "critic gate (task %s, risk %s): independent_reviewer %s recorded\n", review.Task, review.Risk, review.Reviewer)
@@ -134,7 +133,7 @@ every attempt. The prompt comes from the argument or, when absent, standard inpu
 			}
 			fmt.Fprintf(e.stderr, "model %s on %s · %d in (%d cached) + %d out tokens%s · $%s · %s\n",
 				res.Model, res.Provider, res.Usage.InputTokens, res.Usage.CacheReadTokens, res.Usage.OutputTokens, estimatedMark(res.Usage), res.Cost, res.Latency.Round(time.Millisecond))
-			e.printAttempts(attempts)
+			e.printAttempts(oc.Attempts)
 			return nil
 		},
 	}

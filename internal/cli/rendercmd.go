@@ -103,9 +103,23 @@ invalid, or a host's critic model is unset, inherit or the planner's.`,
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				if err := writeJSON(out, report(plan, mode)); err != nil {
-					return withCode(ExitFailure, err)
+				// The report describes the plan; a failure to carry it
+				// out is added to it.
+				rep := report(plan, mode)
+				var ferr error
+				switch {
+				case check:
+					if err := renderCheck(out, plan, true); err != nil {
+						ferr = withKind("check_failed", err)
+					}
+				case dryRun:
+					ferr = renderDryRun(out, plan, true)
+				default:
+					if err := plan.Apply(); err != nil {
+						ferr = withCode(ExitFailure, err)
+					}
 				}
+				return writeReport(out, rep, ferr)
 			}
 			switch {
 			case check:
@@ -116,9 +130,7 @@ invalid, or a host's critic model is unset, inherit or the planner's.`,
 			if err := plan.Apply(); err != nil {
 				return withCode(ExitFailure, err)
 			}
-			if !asJSON {
-				printApplied(out, plan)
-			}
+			printApplied(out, plan)
 			return nil
 		},
 	}

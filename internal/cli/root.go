@@ -86,23 +86,28 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 }
 
 func (e *env) run(ctx context.Context, args []string) int {
+	stdout := &countingWriter{w: e.stdout}
+	e.stdout = stdout
+	defer func() { e.stdout = stdout.w }()
 	root := e.rootCmd()
 	root.SetArgs(args)
 	root.SetIn(e.stdin)
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return ExitOK
 	}
+	code := exitCode(err)
 	if !errors.Is(err, errSilent) {
+		// A --json command says why on standard output too, unless it
+		// already printed its output there.
+		if stdout.n == 0 && wantsJSON(cmd, args) {
+			writeJSON(e.stdout, map[string]jsonError{"error": {Kind: errorKind(err, code), Message: err.Error()}})
+		}
 		fmt.Fprintln(e.stderr, "cortexbuild:", err)
 	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return ee.code
-	}
-	return ExitUsage // cobra's own errors: unknown command or flag, bad args
+	return code
 }
 
 func (e *env) rootCmd() *cobra.Command {

@@ -294,13 +294,11 @@ their provider. It exits 1 when any target fails.`,
 
 			w := cmd.OutOrStdout()
 			if asJSON {
-				if err := writeJSON(w, rep); err != nil {
-					return withCode(ExitFailure, err)
-				}
+				var ferr error
 				if !rep.OK {
-					return withCode(ExitFailure, errSilent)
+					ferr = withCode(ExitFailure, withKind("check_failed", fmt.Errorf("provider smoke test failed: %d failure(s)", failed)))
 				}
-				return nil
+				return writeReport(w, rep, ferr)
 			}
 			printSmoke(w, rep)
 			for _, p := range rep.Problems {

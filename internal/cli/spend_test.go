@@ -27,7 +27,7 @@ func TestBudgetsAndSpendThroughTheCLI(t *testing.T) {
 	code, out, _ := run(t, dir, nil, "spend", "--by", "task", "--json")
 	var rep struct {
 		Total struct {
-			Cost     string `json:"cost"`
+			Cost     string `json:"cost_usd"`
 			Attempts int
 		} `json:"total"`
 		Groups []struct{ Key string }

@@ -66,7 +66,14 @@ func (e *env) spendCmd() *cobra.Command {
 					line(g.Key, g.Totals)
 				}
 				line("total", rep.Total)
-				return tw.Flush()
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+				if rep.Total.Unpriced > 0 {
+					_, names, _ := unpricedModels(cmd.Context(), st)
+					fmt.Fprintf(w, "unpriced: %d attempt(s) charged their reservation, since the price catalog lists neither the model that answered nor the one requested (%s): %s\n", rep.Total.Unpriced, names, unpricedFix)
+				}
+				return nil
 			})
 		},
 	}

@@ -134,7 +134,7 @@ type taskView struct {
 	Reviewer string              `json:"reviewer,omitempty"`
 	Decision string              `json:"decision,omitempty"`
 	Budget   ledger.Budget       `json:"budget"`
-	Cost     provider.Money      `json:"cost"`
+	Cost     provider.Money      `json:"cost_usd"`
 	Events   []ledger.TaskEvent  `json:"events"`
 	Attempts []ledger.AttemptRow `json:"attempts"`
 }

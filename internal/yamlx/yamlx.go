@@ -18,7 +18,9 @@ import (
 	"bytes"
 	"encoding"
 	"fmt"
+	"io"
 	"math"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"sort"
@@ -109,21 +111,73 @@ func (es Errors) Err() error {
 // Decode parses data (named file in messages) into out, a pointer to a
 // struct. It returns an [Errors] listing every problem. An empty document
 // leaves out unchanged.
+//
+// The file is one YAML document: a leading "---" is accepted, but a second
+// document (a later "---", or content after a "..." end marker) is an error
+// at the marker's line, since a plain YAML decoder would silently ignore
+// everything after it.
 func Decode(file string, data []byte, out any) error {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return Errors{syntaxError(file, data, err)}
-	}
-	d := &decoder{file: file}
 	v := reflect.ValueOf(out)
 	if v.Kind() != reflect.Pointer || v.IsNil() {
 		panic("yamlx: Decode needs a non-nil pointer")
 	}
-	if len(doc.Content) == 0 {
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err == io.EOF {
 		return nil // an empty file (or one of comments only) decodes to zero values
+	} else if err != nil {
+		return Errors{syntaxError(file, data, err)}
+	}
+	var next yaml.Node
+	if err := dec.Decode(&next); err != io.EOF {
+		return Errors{secondDocument(file, data, doc.Line, next.Line)}
+	}
+	d := &decoder{file: file}
+	if len(doc.Content) == 0 {
+		return nil
 	}
 	d.value(doc.Content[0], v.Elem(), "")
 	return d.errs.Err()
+}
+
+// secondDocument reports the marker that ends the first document (which
+// starts at line first). line is where the parser saw a second document
+// start ("---"), 0 when it could not parse what follows; then the first
+// marker after the first document is found in the text: document markers
+// stand at column 0, so no scalar can hide one.
+func secondDocument(file string, data []byte, first, line int) *Error {
+	marker := "---"
+	if line == 0 {
+		for i, l := range strings.Split(string(data), "\n") {
+			if i+1 <= first {
+				continue
+			}
+			if m := docMarker(l); m != "" {
+				line, marker = i+1, m
+				break
+			}
+		}
+	}
+	if line == 0 {
+		line = first
+	}
+	at := Pos{File: file, Line: line, Column: 1}
+	name := filepath.Base(file)
+	if marker == "..." {
+		return at.Errorf("content after the \"...\" end-of-document marker is a second YAML document, which would be ignored; %s is one document: remove the \"...\" line", name)
+	}
+	return at.Errorf("a second YAML document starts here, which would be ignored; %s is one document: remove the \"---\" line (only a leading \"---\" before the first key is allowed)", name)
+}
+
+// docMarker returns "---" or "..." when line is a YAML document marker.
+func docMarker(line string) string {
+	line = strings.TrimRight(line, "\r")
+	for _, m := range []string{"---", "..."} {
+		if line == m || strings.HasPrefix(line, m+" ") || strings.HasPrefix(line, m+"\t") {
+			return m
+		}
+	}
+	return ""
 }
 
 var lineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)

@@ -83,3 +83,42 @@ func TestErrorsAreCapped(t *testing.T) {
 		t.Errorf("got %d errors, want the cap %d", len(es), maxErrors)
 	}
 }
+
+func TestDecodeRefusesASecondDocument(t *testing.T) {
+	tests := []struct{ src, want string }{
+		{"list:\n  - {name: a, in: 1}\n---\nitems:\n  b: {name: b, in: 2}\n", `f.yaml:3:1: a second YAML document starts here, which would be ignored; f.yaml is one document: remove the "---" line`},
+		{"---\nlist: []\n---\n", `f.yaml:3:1: a second YAML document starts here`},
+		{"---\n---\nlist: []\n", `f.yaml:2:1: a second YAML document starts here`},
+		{"list: []\n--- # more\n# only a comment\n", `f.yaml:2:1: a second YAML document starts here`},
+		{"list: []\n---\nitems: [\n", `f.yaml:2:1: a second YAML document starts here`},
+		{"list: []\n...\nitems: {}\n", `f.yaml:2:1: content after the "..." end-of-document marker is a second YAML document, which would be ignored; f.yaml is one document: remove the "..." line`},
+		{"list: []\n...\n---\nitems: {}\n", `f.yaml:3:1: a second YAML document starts here`},
+	}
+	for _, tt := range tests {
+		var d doc
+		err := Decode("dir/f.yaml", []byte(tt.src), &d)
+		if err == nil || !strings.Contains(err.Error(), strings.Replace(tt.want, "f.yaml:", "dir/f.yaml:", 1)) {
+			t.Errorf("%q:\n got %v\nwant %s", tt.src, err, tt.want)
+		}
+	}
+}
+
+func TestDecodeAcceptsOneDocumentWithMarkers(t *testing.T) {
+	for _, src := range []string{
+		"---\nlist:\n  - {name: a, in: 1}\n",
+		"# header\n---\nlist:\n  - {name: a, in: 1}\n",
+		"%YAML 1.1\n---\nlist:\n  - {name: a, in: 1}\n",
+		"list:\n  - {name: a, in: 1}\n...\n",
+		"list:\n  - {name: a, in: 1}\n...\n# trailing comment\n",
+		"list:\n  - name: a\n    in: 1\n    tags:\n      - \"---\"\n",
+	} {
+		var d doc
+		if err := Decode("f.yaml", []byte(src), &d); err != nil || len(d.List) != 1 || d.List[0].Name != "a" {
+			t.Errorf("%q: err %v, decoded %+v", src, err, d)
+		}
+	}
+	var d doc
+	if err := Decode("f.yaml", []byte("# only a comment\n"), &d); err != nil {
+		t.Errorf("comment-only file: %v", err)
+	}
+}

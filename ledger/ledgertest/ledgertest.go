@@ -664,7 +664,7 @@ func sampleRows() []ledger.AttemptRow {
 		{InvocationID: "i3", Time: t0.Add(3 * time.Second), Task: "t2", Agent: "coder", Provider: "anthropic-main", Model: "opus",
 			Outcome: "ok", CacheHit: true, Saving: M("1.999999999")},
 		{InvocationID: "i4", Time: t0.AddDate(0, 1, 0), Task: "t2", Agent: "coder", Provider: "anthropic-main", Model: "haiku",
-			Outcome: "ok", InputTokens: 5, OutputTokens: 6, CacheReadTokens: 1, CacheWriteTokens: 2, Cost: M("123456.789012345")},
+			Outcome: "ok", InputTokens: 5, OutputTokens: 6, CacheReadTokens: 1, CacheWriteTokens: 2, Cost: M("123456.789012345"), Unpriced: true},
 	}
 }
 
@@ -742,11 +742,11 @@ func testSpendTotals(e *env) {
 			e.t.Fatal(err)
 		}
 	}
-	all := ledger.Totals{Cost: M("123456.801358024"), Savings: M("1.999999999"), Attempts: 5, CacheHits: 1, Estimated: 1,
+	all := ledger.Totals{Cost: M("123456.801358024"), Savings: M("1.999999999"), Attempts: 5, CacheHits: 1, Estimated: 1, Unpriced: 1,
 		InputTokens: 1215, OutputTokens: 371, CacheReadTokens: 1001, CacheWriteTokens: 9}
 	t1 := ledger.Totals{Cost: M("0.012345679"), Attempts: 3, Estimated: 1, InputTokens: 1210, OutputTokens: 365, CacheReadTokens: 1000, CacheWriteTokens: 7}
-	t2 := ledger.Totals{Cost: M("123456.789012345"), Savings: M("1.999999999"), Attempts: 2, CacheHits: 1, InputTokens: 5, OutputTokens: 6, CacheReadTokens: 1, CacheWriteTokens: 2}
-	coder := ledger.Totals{Cost: M("123456.801358023"), Savings: M("1.999999999"), Attempts: 3, CacheHits: 1, Estimated: 1,
+	t2 := ledger.Totals{Cost: M("123456.789012345"), Savings: M("1.999999999"), Attempts: 2, CacheHits: 1, Unpriced: 1, InputTokens: 5, OutputTokens: 6, CacheReadTokens: 1, CacheWriteTokens: 2}
+	coder := ledger.Totals{Cost: M("123456.801358023"), Savings: M("1.999999999"), Attempts: 3, CacheHits: 1, Estimated: 1, Unpriced: 1,
 		InputTokens: 1205, OutputTokens: 351, CacheReadTokens: 1001, CacheWriteTokens: 9}
 	reviewer := ledger.Totals{Cost: M("0.000000001"), Attempts: 2, InputTokens: 10, OutputTokens: 20}
 	opus := ledger.Totals{Cost: M("0.012345678"), Savings: M("1.999999999"), Attempts: 2, CacheHits: 1, Estimated: 1,
@@ -787,7 +787,7 @@ func testSpendTotals(e *env) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if !strings.Contains(string(b), `"cost":"123456.789012345"`) || !strings.Contains(string(b), `"key":"t2"`) {
+	if !strings.Contains(string(b), `"cost_usd":"123456.789012345"`) || !strings.Contains(string(b), `"key":"t2"`) {
 		e.t.Errorf("JSON %s", b)
 	}
 }

@@ -140,17 +140,31 @@ func (b *Base) Estimate(ns, model string, req *provider.Request) (provider.Money
 	return m, nil
 }
 
-// Cost prices usage; an unknown model costs zero here (the orchestrator
-// refuses unpriceable paid requests before they are sent).
-func (b *Base) Cost(ns, model string, u provider.Usage) provider.Money {
+// PriceRef names a model in a pricing namespace.
+type PriceRef struct{ NS, Model string }
+
+// Price prices usage u of an answer by the first of refs the catalog lists:
+// the model the answer names, then the model the request asked for (a new
+// dated snapshot, a fine-tune or a deployment name the catalog does not
+// know is priced as what was asked). priced is false when none is
+// listed (or there is no catalog): the cost is then zero and must not be
+// taken as the bill. Usage of no tokens is priced at zero.
+func (b *Base) Price(u provider.Usage, refs ...PriceRef) (cost provider.Money, priced bool) {
+	if u == (provider.Usage{Estimated: u.Estimated}) {
+		return 0, true
+	}
 	if b.Pricer == nil {
-		return 0
+		return 0, false
 	}
-	c, err := b.Pricer.Cost(ns, model, u, b.Now())
-	if err != nil {
-		return 0
+	for _, r := range refs {
+		if r.Model == "" {
+			continue
+		}
+		if c, err := b.Pricer.Cost(r.NS, r.Model, u, b.Now()); err == nil {
+			return c, true
+		}
 	}
-	return c
+	return 0, false
 }
 
 // ClassifyLocal classifies a failure that did not come from the provider's

@@ -34,7 +34,7 @@ func (f *fake) Script(r providertest.Reply) {
 		CacheRead:       int(r.Usage.CacheReadTokens),
 		CacheCreation5m: int(r.Usage.CacheWriteTokens - r.Usage.CacheWriteLongTokens),
 		CacheCreation1h: int(r.Usage.CacheWriteLongTokens),
-	}}
+	}, Model: r.Model}
 	for _, tc := range r.ToolCalls {
 		rep.ToolUses = append(rep.ToolUses, anthropicfake.ToolUse{ID: tc.ID, Name: tc.Name, Input: tc.Arguments})
 	}

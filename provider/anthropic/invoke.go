@@ -10,6 +10,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/cortexbuild/cortexbuild/provider"
+	"github.com/cortexbuild/cortexbuild/provider/adapterkit"
 )
 
 // attempt is one call's prepared parameters and bounded context.
@@ -104,7 +105,9 @@ func (a *Adapter) result(msg *anthropic.Message, requested string) *provider.Res
 	relink(res)
 	res.Content = strings.Join(text, "")
 	res.Usage = usage(msg.Usage)
-	res.Cost = a.base.Cost(Namespace, res.Model, res.Usage)
+	var priced bool
+	res.Cost, priced = a.base.Price(res.Usage, adapterkit.PriceRef{NS: Namespace, Model: res.Model}, adapterkit.PriceRef{NS: Namespace, Model: requested})
+	res.Unpriced = !priced
 	return res
 }
 

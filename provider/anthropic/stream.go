@@ -13,6 +13,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/ssestream"
 
 	"github.com/cortexbuild/cortexbuild/provider"
+	"github.com/cortexbuild/cortexbuild/provider/adapterkit"
 )
 
 // Stream starts req and returns its events as chunks. The SDK sends the
@@ -101,7 +102,10 @@ func (s *stream) fail(err error) error {
 	if pe, ok := err.(*provider.Error); ok {
 		if s.gotUsage {
 			u := s.usage
-			pe.Usage, pe.Cost = &u, s.a.base.Cost(Namespace, s.model, u)
+			var priced bool
+			pe.Usage = &u
+			pe.Cost, priced = s.a.base.Price(u, adapterkit.PriceRef{NS: Namespace, Model: s.respModel}, adapterkit.PriceRef{NS: Namespace, Model: s.model})
+			pe.Unpriced = !priced
 		}
 		if pe.Diagnostic.RequestID == "" {
 			pe.Diagnostic.RequestID = s.requestID()
@@ -222,7 +226,9 @@ func (s *stream) result() (*provider.Result, error) {
 	relink(res)
 	res.Content = strings.Join(text, "")
 	res.Usage = s.usage
-	res.Cost = s.a.base.Cost(Namespace, res.Model, res.Usage)
+	var priced bool
+	res.Cost, priced = s.a.base.Price(res.Usage, adapterkit.PriceRef{NS: Namespace, Model: res.Model}, adapterkit.PriceRef{NS: Namespace, Model: s.model})
+	res.Unpriced = !priced
 	res.Latency = s.a.base.Now().Sub(s.start)
 	return res, nil
 }

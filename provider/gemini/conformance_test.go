@@ -27,7 +27,7 @@ func (f *fake) Script(r providertest.Reply) {
 	rep := geminifake.Reply{Text: r.Text, Usage: geminifake.Usage{
 		Prompt: int(r.Usage.InputTokens), Cached: int(r.Usage.CacheReadTokens),
 		Candidates: int(r.Usage.OutputTokens - r.Usage.ReasoningTokens), Thoughts: int(r.Usage.ReasoningTokens),
-	}}
+	}, ModelVersion: r.Model}
 	for _, tc := range r.ToolCalls {
 		rep.FunctionCalls = append(rep.FunctionCalls, geminifake.FunctionCall{ID: tc.ID, Name: tc.Name, Args: tc.Arguments})
 	}

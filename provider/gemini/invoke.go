@@ -10,6 +10,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/cortexbuild/cortexbuild/provider"
+	"github.com/cortexbuild/cortexbuild/provider/adapterkit"
 )
 
 // attempt is one call's prepared request and bounded context.
@@ -182,10 +183,9 @@ func (a *Adapter) result(acc *accumulator, requested string) (*provider.Result, 
 		res.Usage = provider.UsageInclusive(int64(u.PromptTokenCount)+int64(u.ToolUsePromptTokenCount), int64(u.CachedContentTokenCount), 0, int64(u.CandidatesTokenCount)+int64(u.ThoughtsTokenCount))
 		res.Usage.ReasoningTokens = int64(u.ThoughtsTokenCount)
 	}
-	res.Cost = a.base.Cost(Namespace, requested, res.Usage)
-	if res.Cost == 0 && res.Model != requested {
-		res.Cost = a.base.Cost(Namespace, res.Model, res.Usage)
-	}
+	var priced bool
+	res.Cost, priced = a.base.Price(res.Usage, adapterkit.PriceRef{NS: Namespace, Model: res.Model}, adapterkit.PriceRef{NS: Namespace, Model: requested})
+	res.Unpriced = !priced
 	return res, nil
 }
 

@@ -105,7 +105,7 @@ func (s *stream) fail(err error) error {
 	if pe, ok := err.(*provider.Error); ok && s.acc.usage != nil {
 		if res, rerr := s.a.result(&s.acc, s.at.model); rerr == nil {
 			u := res.Usage
-			pe.Usage, pe.Cost = &u, res.Cost
+			pe.Usage, pe.Cost, pe.Unpriced = &u, res.Cost, res.Unpriced
 		}
 	}
 	s.err = err

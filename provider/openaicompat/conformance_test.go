@@ -32,7 +32,7 @@ func (f *fake) Script(r providertest.Reply) {
 	rep := openaifake.Reply{Text: r.Text, Usage: openaifake.Usage{
 		Prompt: int(r.Usage.InputTokens), Completion: int(r.Usage.OutputTokens),
 		Cached: int(r.Usage.CacheReadTokens), Reasoning: int(r.Usage.ReasoningTokens),
-	}}
+	}, Model: r.Model}
 	for _, tc := range r.ToolCalls {
 		rep.ToolCalls = append(rep.ToolCalls, openaifake.ToolCall{ID: tc.ID, Name: tc.Name, Arguments: string(tc.Arguments)})
 	}

@@ -57,7 +57,9 @@ func (a *Adapter) Invoke(ctx context.Context, req *provider.Request) (*provider.
 	} else {
 		res.Usage = estimateUsage(req, res)
 	}
-	res.Cost = a.cost(res.Model, res.Usage)
+	var priced bool
+	res.Cost, priced = a.cost(res.Model, at.model, res.Usage)
+	res.Unpriced = !priced
 	res.Latency = latency
 	if at.raw != nil {
 		res.RequestID = at.raw.Header.Get("x-request-id")

@@ -160,9 +160,13 @@ func (a *Adapter) EstimateCost(req *provider.Request) (provider.Money, error) {
 	return a.base.Estimate(ns, id, req)
 }
 
-func (a *Adapter) cost(model string, u provider.Usage) provider.Money {
-	ns, id := a.profile.priceRef(a.baseURL, model)
-	return a.base.Cost(ns, id, u)
+// cost prices u by the model the answer named, else by the model requested
+// (see [adapterkit.Base.Price]); false when the catalog lists neither.
+func (a *Adapter) cost(answered, requested string, u provider.Usage) (provider.Money, bool) {
+	ans, req := adapterkit.PriceRef{}, adapterkit.PriceRef{}
+	ans.NS, ans.Model = a.profile.priceRef(a.baseURL, answered)
+	req.NS, req.Model = a.profile.priceRef(a.baseURL, requested)
+	return a.base.Price(u, ans, req)
 }
 
 // RateLimitStatus returns the x-ratelimit-* figures of the latest response

@@ -170,7 +170,9 @@ func (s *stream) result() (*provider.Result, error) {
 	} else {
 		res.Usage = estimateUsage(s.req, res)
 	}
-	res.Cost = s.a.cost(res.Model, res.Usage)
+	var priced bool
+	res.Cost, priced = s.a.cost(res.Model, s.at.model, res.Usage)
+	res.Unpriced = !priced
 	res.Latency = s.a.base.Now().Sub(s.start)
 	return res, nil
 }
@@ -187,7 +189,9 @@ func (s *stream) fail(err error) error {
 			pe.Usage = &u
 		}
 		if pe.Usage != nil {
-			pe.Cost = s.a.cost(s.at.model, *pe.Usage)
+			var priced bool
+			pe.Cost, priced = s.a.cost(s.respModel, s.at.model, *pe.Usage)
+			pe.Unpriced = !priced
 		}
 		if pe.Diagnostic.RequestID == "" {
 			pe.Diagnostic.RequestID = s.requestID()

@@ -29,6 +29,8 @@ type Reply struct {
 	// fake expresses it in its protocol's own (for example Anthropic's
 	// exclusive input count).
 	Usage provider.Usage
+	// Model is the model id the answer names; empty means the request's.
+	Model string
 }
 
 // Captured is a vendor-neutral view of the last request a fake received.

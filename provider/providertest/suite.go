@@ -49,6 +49,8 @@ func Run(t *testing.T, newEnv NewEnv) {
 		{"RateLimitStatus", rateLimitStatus},
 		{"EstimateBoundsBilledCost", estimateBound},
 		{"InvalidRequestNeverSent", invalidRequest},
+		{"UnlistedAnswerModelPricedAsRequested", unlistedAnswerModel},
+		{"UnpricedAnswerIsFlagged", unpricedAnswer},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newEnv(t)) })
@@ -612,4 +614,90 @@ func invalidRequest(t *testing.T, e *Env) {
 	if after := e.Fake.Last(); after.Model != before.Model || after.System != before.System {
 		t.Error("an invalid request reached the provider")
 	}
+}
+
+// answer makes one call, streamed or not, and returns the result.
+func answer(t *testing.T, a provider.Adapter, stream bool, req *provider.Request) *provider.Result {
+	t.Helper()
+	if !stream {
+		res, err := a.Invoke(ctx(t), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	s, err := a.Stream(ctx(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, res, _, err := drain(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// An answer naming a model the catalog does not list (a new dated
+// snapshot, a fine-tune, a deployment name) is priced as the model the
+// request asked for, never at zero.
+func unlistedAnswerModel(t *testing.T, e *Env) {
+	if e.Pricer == nil {
+		t.Skip("a local server: every model is free")
+	}
+	const unlisted = "acme-unlisted-snapshot-0042"
+	u := provider.Usage{InputTokens: 40, OutputTokens: 9}
+	for _, stream := range []bool{false, true} {
+		e.Fake.Script(Reply{Text: "priced", Usage: u, Model: unlisted})
+		res := answer(t, e.Adapter, stream, &provider.Request{Prompt: "hi", MaxTokens: 50})
+		want, err := e.Pricer.Cost(e.Namespace, e.Model, res.Usage, time.Time{})
+		if err != nil || want == 0 {
+			t.Fatalf("the requested model %s cannot be priced: %v", e.Model, err)
+		}
+		if res.Model != unlisted || res.Cost != want || res.Unpriced {
+			t.Errorf("stream %v: answer model %q cost %s unpriced %v; want %q priced as %s: %s", stream, res.Model, res.Cost, res.Unpriced, unlisted, e.Model, want)
+		}
+	}
+}
+
+// refusingPricer lists no model at all.
+type refusingPricer struct{ provider.Pricer }
+
+var errUnlisted = errors.New("not in the catalog")
+
+func (refusingPricer) Cost(string, string, provider.Usage, time.Time) (provider.Money, error) {
+	return 0, errUnlisted
+}
+
+// When the catalog lists neither the model the answer names nor the one
+// requested, the result says it is unpriced (its zero cost is no price).
+func unpricedAnswer(t *testing.T, e *Env) {
+	if e.Pricer == nil || e.WithSettings == nil {
+		t.Skip("a local server, or no way to build the adapter with another catalog")
+	}
+	a := e.WithSettings(func(s *provider.Settings) { s.Pricer = refusingPricer{s.Pricer} })
+	u := provider.Usage{InputTokens: 40, OutputTokens: 9}
+	for _, stream := range []bool{false, true} {
+		e.Fake.Script(Reply{Text: "unpriced", Usage: u, Model: "acme-unlisted-snapshot-0042"})
+		res := answer(t, a, stream, &provider.Request{Prompt: "hi", MaxTokens: 50})
+		if !res.Unpriced || res.Cost != 0 {
+			t.Errorf("stream %v: cost %s unpriced %v; want flagged unpriced", stream, res.Cost, res.Unpriced)
+		}
+	}
+	// So is the usage a broken stream billed.
+	if !e.Fake.FailMidStream(provider.KindOverloaded) {
+		return
+	}
+	s, err := a.Stream(ctx(t), &provider.Request{Prompt: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, _, err = drain(s)
+	var pe *provider.Error
+	if !errors.As(err, &pe) {
+		t.Fatalf("mid-stream error = %v", err)
+	}
+	if pe.Usage != nil && pe.Usage.TotalTokens() > 0 && (!pe.Unpriced || pe.Cost != 0) {
+		t.Errorf("broken stream billed %+v at %s, unpriced %v; want flagged unpriced", *pe.Usage, pe.Cost, pe.Unpriced)
+	}
+	waitIdle(t, e)
 }
