@@ -331,6 +331,17 @@ func TestBreakerHalfOpenLetsExactlyOneProbeThrough(t *testing.T) {
 			t.Fatal("callers did not finish while the probe was held")
 		}
 	}
+	// The probe left the barrier with the others; it may reach the fake
+	// after they finished elsewhere.
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for len(w.anth.Requests()) < 2 {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatal("the probe did not reach anthropic")
+		}
+	}
 	if n := len(w.anth.Requests()); n != 2 {
 		t.Fatalf("anthropic got %d requests, want the first failure and exactly one probe", n)
 	}

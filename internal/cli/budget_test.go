@@ -45,7 +45,7 @@ func monthLimit(t *testing.T, dir string) string {
 	code, out, errs := run(t, dir, nil, "budget", "show", "--json")
 	var bs []struct {
 		Scope string `json:"scope"`
-		Limit string `json:"limit"`
+		Limit string `json:"limit_usd"`
 	}
 	if code != 0 || json.Unmarshal([]byte(out), &bs) != nil {
 		t.Fatalf("budget show = %d %s %s", code, out, errs)

@@ -55,7 +55,7 @@ func spendOf(t *testing.T, wd string, args ...string) (string, int) {
 	code, out, errs := run(t, wd, nil, append([]string{"spend", "--json"}, args...)...)
 	var rep struct {
 		Total struct {
-			Cost     string `json:"cost"`
+			Cost     string `json:"cost_usd"`
 			Attempts int    `json:"attempts"`
 		} `json:"total"`
 	}

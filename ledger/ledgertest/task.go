@@ -589,7 +589,9 @@ func testUpgrade(t *testing.T, site Site, from int) {
 	row := ledger.AttemptRow{InvocationID: "old-1", Time: Epoch.Add(-48 * time.Hour), Task: "old", Agent: "coder",
 		Provider: "anthropic-main", Model: "opus", Outcome: "ok", InputTokens: 1200, OutputTokens: 345,
 		CacheReadTokens: 1000, CacheWriteTokens: 7, Cost: M("2.5"), Saving: M("0.000000001"), EstimatedUsage: true}
-	for _, q := range []struct {
+	// From version 4 on every row names its project: the unnamed one,
+	// which the store below opens.
+	inserts := []struct {
 		sql  string
 		args []any
 	}{
@@ -603,7 +605,17 @@ func testUpgrade(t *testing.T, site Site, from int) {
 			input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_nanos, cache_hit, saving_nanos, estimated)
 			VALUES ('old-1', $1, 'old', 'coder', 'anthropic-main', 'opus', 'ok', 1200, 345, 1000, 7, 2500000000, false, 1, true)`,
 			[]any{row.Time.UnixNano()}},
-	} {
+	}
+	if from >= 4 {
+		for i := range inserts {
+			for _, table := range []string{"scopes", "attempts"} {
+				if strings.HasPrefix(inserts[i].sql, "INSERT INTO _S_."+table+" (") {
+					inserts[i].sql = strings.Replace(strings.Replace(inserts[i].sql, " (", " (project, ", 1), "VALUES (", "VALUES ('', ", 1)
+				}
+			}
+		}
+	}
+	for _, q := range inserts {
 		if err := site.Exec(ctx, q.sql, q.args...); err != nil {
 			t.Fatalf("writing the old rows: %v\n%s", err, q.sql)
 		}
