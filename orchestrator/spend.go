@@ -85,6 +85,28 @@ func (o *Orchestrator) estimate(c *Call) (est, floor provider.Money, err error) 
 	return est, max(floor, 0), nil
 }
 
+// OutputLimit returns the output limit c is sent with to its first
+// candidate: the request's max tokens (the agent's when it sets none, else
+// the default), clamped by the adapter to the model's output limit. ok is
+// false when no candidate is kept or its adapter does not clamp.
+func (o *Orchestrator) OutputLimit(ctx context.Context, c Call) (int, bool) {
+	tr := o.Route(ctx, c)
+	kept := tr.Kept()
+	if len(kept) == 0 {
+		return 0, false
+	}
+	l, ok := kept[0].endpoint.Adapter.(interface{ MaxTokens(*provider.Request) int })
+	if !ok {
+		return 0, false
+	}
+	req := c.Request
+	req.Model, req.Tier = kept[0].Model, kept[0].Tier
+	if req.MaxTokens == 0 {
+		req.MaxTokens = o.s.Agents[c.Agent].MaxTokens
+	}
+	return l.MaxTokens(&req), true
+}
+
 // reserve checks the agent's budget and holds the estimate against the
 // month's and the task's budgets, all or nothing.
 func (o *Orchestrator) reserve(ctx context.Context, c *Call) (*hold, error) {
@@ -157,7 +179,7 @@ func (o *Orchestrator) overBudget(ctx context.Context, c *Call, scopes []ledger.
 		}
 		reason := fmt.Sprintf("budget reached: $%s spent of $%s, less than the smallest call ($%s) left", b.Spent, b.Limit, floor)
 		if perr := o.s.Ledger.PauseForBudget(ctx, s, reason); perr == nil {
-			summary = fmt.Sprintf("refused: %s is exhausted ($%s spent of $%s) and paused until its budget is raised ('cortexbuild budget set %s AMOUNT') or it is resumed", s, b.Spent, b.Limit, s)
+			summary = fmt.Sprintf("refused: the estimate $%s does not fit the budget of %s, which is exhausted ($%s spent of $%s) and paused until its budget is raised ('cortexbuild budget set %s AMOUNT') or it is resumed", est, s, b.Spent, b.Limit, s)
 			o.notify(ctx, "warning", "budget_paused", "", string(s)+": "+reason)
 		}
 	}
