@@ -123,9 +123,9 @@ func (a *Adapter) MaxTokens(req *provider.Request) int {
 	return min(a.base.MaxTokens(Namespace, a.base.Model(req), req), 1<<30)
 }
 
-// EstimateCost returns an upper bound of the cost of req: the prompt counted
-// offline with a safety factor, the output (thinking included) at
-// max_tokens.
+// EstimateCost returns an upper bound of the cost of req: the prompt bounded
+// offline (pricing.BoundRequestTokens), the output (thinking included) at
+// max_tokens clamped to the model's output limit.
 func (a *Adapter) EstimateCost(req *provider.Request) (provider.Money, error) {
 	return a.base.Estimate(Namespace, a.base.Model(req), req)
 }
