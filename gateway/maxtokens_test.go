@@ -1,11 +1,14 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -117,4 +120,62 @@ func jsonString(m map[string]any, path ...string) string {
 	}
 	s, _ := v.(string)
 	return s
+}
+
+// Eight clients sending prompts that o200k compresses well but the
+// provider does not (40,000 '=', billed by the fake as 10,000 tokens where
+// o200k counts 625) never take a task past its budget: each call holds an
+// upper bound of its cost.
+func TestAdversarialPromptsNeverOverspendATask(t *testing.T) {
+	w := newWorld(t, withLedger, serveOn("claude"))
+	ctx := context.Background()
+	key, _, err := w.keys.Create(gateway.KeySpec{Name: "eq", Project: "demo", Task: "eq"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := ledger.TaskScope("eq")
+	limit := provider.MustMoney("0.20")
+	if err := w.store.SetBudget(ctx, task, limit); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]any{"model": "claude-sonnet-4-6", "max_tokens": 100,
+		"messages": []map[string]any{{"role": "user", "content": strings.Repeat("=", 40000)}}})
+	var served, refused atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 4 {
+				req, _ := http.NewRequestWithContext(ctx, "POST", w.url+"/v1/messages", bytes.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+key)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				switch resp.StatusCode {
+				case 200:
+					served.Add(1)
+				case http.StatusPaymentRequired:
+					refused.Add(1)
+				default:
+					t.Errorf("status %d", resp.StatusCode)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b, err := w.store.Budget(ctx, task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Spent > limit || b.Held != 0 {
+		t.Errorf("task spent $%s (held $%s) of $%s after %d calls served, %d refused", b.Spent, b.Held, limit, served.Load(), refused.Load())
+	}
+	if served.Load() == 0 || refused.Load() == 0 {
+		t.Errorf("%d served, %d refused: want the budget to run out", served.Load(), refused.Load())
+	}
 }
