@@ -58,20 +58,20 @@ func newInvocationID() string {
 // estimate bounds the cost of c over the candidates it may use: the largest
 // estimate among them, with the output limit the call will be sent with
 // (the agent's max_tokens when the request sets none). The first candidate
-// must be priceable. floor is the smallest estimate among them of the
-// smallest plausible call (a one-character prompt, one output token): a
-// budget with less than that left cannot admit any call.
+// must be priceable. floor is what the smallest plausible call (a
+// one-character prompt, one output token) would hold on the same
+// candidates, the largest of its estimates as for any call: a budget with
+// less than that left cannot admit any call of this routing.
 func (o *Orchestrator) estimate(c *Call) (est, floor provider.Money, err error) {
 	tr := o.route(c, o.tierFor(c), c.Needs.Union(c.Request.RequiredCapabilities()))
-	floor = -1
 	for i, k := range tr.Kept() {
 		req := c.Request
 		req.Model, req.Tier = k.Model, k.Tier
 		if req.MaxTokens == 0 {
 			req.MaxTokens = o.s.Agents[c.Agent].MaxTokens
 		}
-		if f, ferr := k.endpoint.Adapter.EstimateCost(&provider.Request{Prompt: "x", MaxTokens: 1, Model: k.Model, Tier: k.Tier}); ferr == nil && (floor < 0 || f < floor) {
-			floor = f
+		if f, ferr := k.endpoint.Adapter.EstimateCost(&provider.Request{Prompt: "x", MaxTokens: 1, Model: k.Model, Tier: k.Tier}); ferr == nil {
+			floor = max(floor, f)
 		}
 		e, err := k.endpoint.Adapter.EstimateCost(&req)
 		if err != nil {
@@ -82,7 +82,7 @@ func (o *Orchestrator) estimate(c *Call) (est, floor provider.Money, err error) 
 		}
 		est = max(est, e)
 	}
-	return est, max(floor, 0), nil
+	return est, floor, nil
 }
 
 // OutputLimit returns the output limit c is sent with to its first
@@ -179,7 +179,7 @@ func (o *Orchestrator) overBudget(ctx context.Context, c *Call, scopes []ledger.
 		}
 		reason := fmt.Sprintf("budget reached: $%s spent of $%s, less than the smallest call ($%s) left", b.Spent, b.Limit, floor)
 		if perr := o.s.Ledger.PauseForBudget(ctx, s, reason); perr == nil {
-			summary = fmt.Sprintf("refused: the estimate $%s does not fit the budget of %s, which is exhausted ($%s spent of $%s) and paused until its budget is raised ('cortexbuild budget set %s AMOUNT') or it is resumed", est, s, b.Spent, b.Limit, s)
+			summary = fmt.Sprintf("refused: the estimate $%s does not fit the budget of %s; %s is paused, being exhausted ($%s spent of $%s, less than the smallest call left), until its budget is raised ('cortexbuild budget set %s AMOUNT') or it is resumed", est, s, s, b.Spent, b.Limit, s)
 			o.notify(ctx, "warning", "budget_paused", "", string(s)+": "+reason)
 		}
 	}
