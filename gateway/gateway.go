@@ -37,6 +37,11 @@ const (
 	// served the call.
 	HeaderProvider = "X-CortexBuild-Provider"
 	HeaderModel    = "X-CortexBuild-Model"
+	// HeaderAdjusted lists the request parameters the gateway changed before
+	// the call, with the value applied: "max_tokens=64000" when the output
+	// limit asked for is above the model's (max_tokens,
+	// max_completion_tokens or max_output_tokens, as the protocol names it).
+	HeaderAdjusted = "X-CortexBuild-Adjusted-Params"
 	// HeaderIgnored lists the request parameters the gateway accepted but
 	// did not apply (temperature, unknown fields, …).
 	HeaderIgnored = "X-CortexBuild-Ignored-Params"
@@ -384,6 +389,16 @@ func (g *Gateway) prepare(ctx context.Context, c *orchestrator.Call, id string) 
 	if err := c.Request.Validate(); err != nil {
 		return classify(ctx, err)
 	}
+	// An output limit above the model's is clamped to it (the adapter
+	// sends no more), so that the call is priced and admitted as what it
+	// can cost.
+	if ol, ok := g.opts.Orchestrator.(interface {
+		OutputLimit(context.Context, orchestrator.Call) (int, bool)
+	}); ok && c.Request.MaxTokens > 0 {
+		if n, ok := ol.OutputLimit(ctx, *c); ok && n < c.Request.MaxTokens {
+			c.Request.MaxTokens = n
+		}
+	}
 	if g.opts.Prepare != nil {
 		if err := g.opts.Prepare(ctx, c); err != nil {
 			return classify(ctx, err)
@@ -455,7 +470,12 @@ func admit[T interface{ common() *decoded }](g *Gateway, w http.ResponseWriter, 
 	if !ok {
 		return v, call, false
 	}
-	if f := g.prepare(r.Context(), &call, id); f != nil {
+	asked := call.Request.MaxTokens
+	f := g.prepare(r.Context(), &call, id)
+	if n := call.Request.MaxTokens; n != asked {
+		w.Header().Set(HeaderAdjusted, "max_tokens="+strconv.Itoa(n))
+	}
+	if f != nil {
 		p.writeError(w, r, f)
 		var zero T
 		return zero, call, false

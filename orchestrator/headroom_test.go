@@ -117,11 +117,15 @@ func TestHeadroomNeedsAnotherCandidate(t *testing.T) {
 func TestHeadroomThresholdsAreConfigurable(t *testing.T) {
 	// Requests off, a higher token threshold: the fake's default figures
 	// (5000 requests, 2,000,000 tokens per minute) leave 2,000,000 minus
-	// one call's tokens.
+	// one call's tokens. The call bills 20,000 tokens: the fake's bucket
+	// refills on the wall clock (33,333 tokens a second), and a call of a
+	// few tokens could be refilled before its own headers are written.
 	w := headroomWorld(t, "openai", true, func(s *orchestrator.Settings) {
 		s.Headroom = orchestrator.Headroom{Requests: -1, Tokens: 2_000_000}
 	})
-	w.oai.Enqueue(openaifake.TextReply("first").WithHeader("x-ratelimit-remaining-requests", "0"))
+	first := openaifake.TextReply("first").WithHeader("x-ratelimit-remaining-requests", "0")
+	first.Usage = openaifake.Usage{Prompt: 10_000, Completion: 10_000}
+	w.oai.Enqueue(first)
 	if _, err := w.invoke(t, orchestrator.Call{Agent: "builder"}); err != nil {
 		t.Fatal(err)
 	}

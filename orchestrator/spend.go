@@ -56,23 +56,55 @@ func newInvocationID() string {
 }
 
 // estimate bounds the cost of c over the candidates it may use: the largest
-// estimate among them. The first candidate must be priceable.
-func (o *Orchestrator) estimate(c *Call) (provider.Money, error) {
+// estimate among them, with the output limit the call will be sent with
+// (the agent's max_tokens when the request sets none). The first candidate
+// must be priceable. floor is what the smallest plausible call (a
+// one-character prompt, one output token) would hold on the same
+// candidates, the largest of its estimates as for any call: a budget with
+// less than that left cannot admit any call of this routing.
+func (o *Orchestrator) estimate(c *Call) (est, floor provider.Money, err error) {
 	tr := o.route(c, o.tierFor(c), c.Needs.Union(c.Request.RequiredCapabilities()))
-	var est provider.Money
 	for i, k := range tr.Kept() {
 		req := c.Request
 		req.Model, req.Tier = k.Model, k.Tier
+		if req.MaxTokens == 0 {
+			req.MaxTokens = o.s.Agents[c.Agent].MaxTokens
+		}
+		if f, ferr := k.endpoint.Adapter.EstimateCost(&provider.Request{Prompt: "x", MaxTokens: 1, Model: k.Model, Tier: k.Tier}); ferr == nil {
+			floor = max(floor, f)
+		}
 		e, err := k.endpoint.Adapter.EstimateCost(&req)
 		if err != nil {
 			if i == 0 {
-				return 0, fmt.Errorf("%w on %s/%s: %v", ErrUnpriced, k.Provider, k.Model, err)
+				return 0, 0, fmt.Errorf("%w on %s/%s: %v", ErrUnpriced, k.Provider, k.Model, err)
 			}
 			continue
 		}
 		est = max(est, e)
 	}
-	return est, nil
+	return est, floor, nil
+}
+
+// OutputLimit returns the output limit c is sent with to its first
+// candidate: the request's max tokens (the agent's when it sets none, else
+// the default), clamped by the adapter to the model's output limit. ok is
+// false when no candidate is kept or its adapter does not clamp.
+func (o *Orchestrator) OutputLimit(ctx context.Context, c Call) (int, bool) {
+	tr := o.Route(ctx, c)
+	kept := tr.Kept()
+	if len(kept) == 0 {
+		return 0, false
+	}
+	l, ok := kept[0].endpoint.Adapter.(interface{ MaxTokens(*provider.Request) int })
+	if !ok {
+		return 0, false
+	}
+	req := c.Request
+	req.Model, req.Tier = kept[0].Model, kept[0].Tier
+	if req.MaxTokens == 0 {
+		req.MaxTokens = o.s.Agents[c.Agent].MaxTokens
+	}
+	return l.MaxTokens(&req), true
 }
 
 // reserve checks the agent's budget and holds the estimate against the
@@ -86,7 +118,7 @@ func (o *Orchestrator) reserve(ctx context.Context, c *Call) (*hold, error) {
 	if o.s.Ledger == nil && !limited {
 		return h, nil
 	}
-	est, err := o.estimate(c)
+	est, floor, err := o.estimate(c)
 	if err != nil {
 		return nil, &Error{Err: err, Summary: "refused: add the model's prices (pricing.catalog_files) so the call can be budgeted"}
 	}
@@ -120,18 +152,7 @@ func (o *Orchestrator) reserve(ctx context.Context, c *Call) (*hold, error) {
 		}
 		return nil, &Error{Err: err, Summary: summary}
 	case errors.Is(err, ledger.ErrOverBudget):
-		// The budget is reached for practical purposes: pause the scope so
-		// later calls stop too, until the budget is raised or resumed.
-		var be *ledger.BudgetError
-		summary := fmt.Sprintf("refused: the estimate $%s does not fit the budget", est)
-		if errors.As(err, &be) {
-			reason := fmt.Sprintf("budget reached: $%s spent and $%s held of $%s; the next call needed up to $%s", be.Spent, be.Held, be.Limit, be.Asked)
-			if perr := o.s.Ledger.PauseForBudget(ctx, be.Scope, reason); perr == nil {
-				summary += fmt.Sprintf("; %s is paused until %s", be.Scope, liftPause(be.Scope))
-				o.notify(ctx, "warning", "budget_paused", "", string(be.Scope)+": "+reason)
-			}
-		}
-		return nil, &Error{Err: err, Summary: summary}
+		return nil, &Error{Err: err, Summary: o.overBudget(ctx, c, h.scopes, est, floor, err)}
 	}
 	return nil, &Error{Err: err, Summary: "refused: the reservation failed"}
 }
@@ -154,6 +175,40 @@ func shellArg(s string) string {
 	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, `$`, `\$`, "`", "\\`").Replace(s) + `"`
 }
 
+// overBudget explains a reservation the budgets refused, and pauses a scope
+// only when it is exhausted: what is left of it (limit − spent; holds
+// come back when their calls settle) is below floor, the smallest
+// plausible call, so that no call can fit until its budget is raised. A
+// call that merely does not fit (a large max_tokens, a long prompt, money
+// held by calls in flight) is refused and pauses nothing. A call bound to
+// a task can pause at most that task, never the month it shares with
+// every other caller.
+func (o *Orchestrator) overBudget(ctx context.Context, c *Call, scopes []ledger.Scope, est, floor provider.Money, err error) string {
+	summary := fmt.Sprintf("refused: the estimate $%s does not fit the budget", est)
+	var be *ledger.BudgetError
+	if errors.As(err, &be) {
+		summary = fmt.Sprintf("refused: the estimate $%s does not fit the budget of %s ($%s spent and $%s held of $%s); nothing was paused: lower max_tokens or shorten the prompt, or raise the budget", est, be.Scope, be.Spent, be.Held, be.Limit)
+	}
+	for _, s := range scopes {
+		if c.Task != "" && s.Kind() != ledger.KindTask {
+			continue
+		}
+		b, berr := o.s.Ledger.Budget(ctx, s)
+		if berr != nil || !b.Limited || b.Paused {
+			continue
+		}
+		if left := b.Limit - min(b.Spent, b.Limit); left > 0 && left >= floor {
+			continue
+		}
+		reason := fmt.Sprintf("budget reached: $%s spent of $%s, less than the smallest call ($%s) left", b.Spent, b.Limit, floor)
+		if perr := o.s.Ledger.PauseForBudget(ctx, s, reason); perr == nil {
+			summary = fmt.Sprintf("refused: the estimate $%s does not fit the budget of %s; %s is paused, being exhausted ($%s spent of $%s, less than the smallest call left), until %s", est, s, s, b.Spent, b.Limit, liftPause(s))
+			o.notify(ctx, "warning", "budget_paused", "", string(s)+": "+reason)
+		}
+	}
+	return summary
+}
+
 // settle records every attempt and turns the hold into the actual spend
 // (the sum of what the attempts billed; zero releases it). Failing to
 // record is reported loudly: the money was spent.
@@ -162,6 +217,7 @@ func (o *Orchestrator) settle(ctx context.Context, h *hold, c *Call, attempts []
 		return
 	}
 	o.chargeUnpriced(ctx, h, attempts)
+	o.reportOverEstimate(ctx, h, attempts)
 	if h.ledger == nil {
 		return
 	}
@@ -212,6 +268,32 @@ func chargedResult(res *provider.Result, attempts []Attempt) {
 	if n := len(attempts); res != nil && n > 0 && attempts[n-1].Unpriced {
 		res.Cost = attempts[n-1].Cost
 	}
+}
+
+// reportOverEstimate warns when the attempts of a call billed more than its
+// estimate, the amount held against its budgets. The estimate bounds what
+// a provider can bill within the request's own limits (prompt bounded by
+// bytes, output by the max tokens sent), so this means a provider billed
+// beyond them; the actual cost is still settled in full, and this names
+// who billed it.
+func (o *Orchestrator) reportOverEstimate(ctx context.Context, h *hold, attempts []Attempt) {
+	var total provider.Money
+	for _, a := range attempts {
+		total += a.Cost
+	}
+	if total <= h.estimate || h.estimate == 0 {
+		return
+	}
+	var who []string
+	prov := ""
+	for _, a := range attempts {
+		if a.Cost > 0 {
+			prov = a.Provider
+			who = append(who, fmt.Sprintf("%s/%s $%s (%d input, %d output tokens)", a.Provider, a.Model, a.Cost, a.Usage.InputTokens, a.Usage.OutputTokens))
+		}
+	}
+	o.notify(ctx, "warning", "over_estimate", prov, fmt.Sprintf("invocation %s cost $%s, above its estimate $%s: billed by %s; the full cost is recorded, and a budget near its limit may end above it",
+		h.id, total, h.estimate, strings.Join(who, ", ")))
 }
 
 // cacheOn reports whether c may be answered from the cache.

@@ -75,19 +75,165 @@ func TestBudgetsRefuseBeforeAnyProviderCall(t *testing.T) {
 	if oe == nil || !errors.Is(oe, ledger.ErrOverBudget) || len(w.anth.Requests()) != before {
 		t.Errorf("task budget = %v, %d provider calls", oe, len(w.anth.Requests())-before)
 	}
-	// Reaching the budget pauses the task: even a call that would fit is
-	// refused until the budget is raised.
-	if reason, paused, _ := st.Paused(context.Background(), ledger.TaskScope("tiny")); !paused || !strings.Contains(reason, "budget reached") {
-		t.Errorf("task not paused: %q", reason)
+	// A call that does not fit pauses nothing: a smaller one still runs.
+	if _, paused, _ := st.Paused(context.Background(), ledger.TaskScope("tiny")); paused {
+		t.Error("a call that did not fit paused its task")
 	}
-	if _, oe := w.invoke(t, orchestrator.Call{Agent: "builder", Task: "tiny", Request: provider.Request{Prompt: "x", MaxTokens: 1}}); oe == nil || !errors.Is(oe, ledger.ErrPaused) {
-		t.Errorf("small call on a paused task = %v", oe)
+	if _, oe := w.invoke(t, orchestrator.Call{Agent: "builder", Task: "tiny", Request: provider.Request{Prompt: "x", MaxTokens: 1}}); oe != nil {
+		t.Errorf("small call that fits = %v", oe)
 	}
 	if err := st.SetBudget(context.Background(), ledger.TaskScope("tiny"), provider.Dollar); err != nil {
 		t.Fatal(err)
 	}
 	if _, oe := w.invoke(t, orchestrator.Call{Agent: "builder", Task: "tiny"}); oe != nil {
 		t.Errorf("after raising the budget: %v", oe)
+	}
+}
+
+// fixedWorld is a world on a clock stopped at the test's start, in UTC,
+// recording to st, with
+// anthropic preferred.
+func fixedWorld(t *testing.T, st ledger.Store) (*world, ledger.Scope) {
+	now := time.Now().UTC() // the ledger checks holds against its own clock
+	w := newWorld(t, func(s *orchestrator.Settings) {
+		s.Preference, s.Ledger = order("anthropic"), st
+		s.Now, s.Location = func() time.Time { return now }, time.UTC
+	})
+	return w, ledger.MonthScope(now)
+}
+
+func pausedScopes(t *testing.T, st ledger.Store, scopes ...ledger.Scope) []string {
+	t.Helper()
+	var out []string
+	for _, sc := range scopes {
+		if _, paused, err := st.Paused(context.Background(), sc); err != nil {
+			t.Fatal(err)
+		} else if paused {
+			out = append(out, string(sc))
+		}
+	}
+	return out
+}
+
+// A call whose output limit is far beyond anything the model can produce
+// is priced at the model's own output limit; one that still does not fit
+// a budget is refused and pauses nothing, even when the month is the scope
+// that refused it, and other callers go on.
+func TestCallThatDoesNotFitPausesNothing(t *testing.T) {
+	st := openLedger(t)
+	ctx := context.Background()
+	w, month := fixedWorld(t, st)
+	task := ledger.TaskScope("bound")
+	for sc, limit := range map[ledger.Scope]string{month: "0.50", task: "5"} {
+		if err := st.SetBudget(ctx, sc, provider.MustMoney(limit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	huge := provider.Request{Prompt: "hello", MaxTokens: 1<<31 - 1}
+	_, oe := w.invoke(t, orchestrator.Call{Agent: "builder", Task: "bound", Request: huge})
+	var be *ledger.BudgetError
+	if oe == nil || !errors.As(oe, &be) || be.Scope != month {
+		t.Fatalf("huge call = %v, want refused by the month", oe)
+	}
+	// The estimate is the model's 64,000 output tokens at $15/M plus the
+	// prompt, not 2^31 tokens ($32,212).
+	if be.Asked < provider.MustMoney("0.96") || be.Asked > provider.MustMoney("1.00") {
+		t.Errorf("huge call estimated at $%s, want the model's output limit priced (about $0.96)", be.Asked)
+	}
+	if !strings.Contains(oe.Summary, "nothing was paused") {
+		t.Errorf("summary %q does not say nothing was paused", oe.Summary)
+	}
+	if p := pausedScopes(t, st, month, task); len(p) != 0 {
+		t.Errorf("a call that did not fit paused %v", p)
+	}
+	if len(w.anth.Requests()) != 0 {
+		t.Errorf("%d requests sent for a refused call", len(w.anth.Requests()))
+	}
+	// Another caller, and the same task with a call that fits, are served.
+	for _, c := range []orchestrator.Call{{Agent: "builder"}, {Agent: "builder", Task: "bound", Request: provider.Request{Prompt: "hi", MaxTokens: 100}}} {
+		if _, oe := w.invoke(t, c); oe != nil {
+			t.Errorf("call after the refusal (task %q) = %v", c.Task, oe)
+		}
+	}
+}
+
+// A scope is paused only when it is exhausted: less than the smallest
+// plausible call left of it. A call bound to a task pauses at most its
+// task; a call with no task can pause the month.
+func TestPauseFollowsOnlyExhaustion(t *testing.T) {
+	st := openLedger(t)
+	ctx := context.Background()
+	w, month := fixedWorld(t, st)
+	task := ledger.TaskScope("nearly")
+	if err := st.SetBudget(ctx, task, provider.MustMoney("0.01")); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetBudget(ctx, month, provider.MustMoney("0.01")); err != nil {
+		t.Fatal(err)
+	}
+	// One call leaves $0.000001 of both (3333 input tokens at $3/M).
+	w.anth.Enqueue(anthropicfake.Reply{Text: "ok", Usage: anthropicfake.Usage{Input: 3333}})
+	if _, oe := w.invoke(t, orchestrator.Call{Agent: "builder", Task: "nearly", Request: provider.Request{Prompt: "x", MaxTokens: 1}}); oe != nil {
+		t.Fatal(oe)
+	}
+	if p := pausedScopes(t, st, month, task); len(p) != 0 {
+		t.Fatalf("paused %v before anything was refused (spend is below the limits)", p)
+	}
+	// The next call of the task finds it exhausted: the task is paused,
+	// the month it shares with everyone is not, although it is exhausted
+	// too and sorts first.
+	if _, oe := w.invoke(t, orchestrator.Call{Agent: "builder", Task: "nearly", Request: provider.Request{Prompt: "x", MaxTokens: 1}}); oe == nil || !errors.Is(oe, ledger.ErrOverBudget) {
+		t.Fatalf("call on an exhausted task = %v", oe)
+	}
+	if p := pausedScopes(t, st, month, task); len(p) != 1 || p[0] != string(task) {
+		t.Fatalf("paused %v, want only %s", p, task)
+	}
+	// A call with no task finds the month exhausted and pauses it.
+	if _, oe := w.invoke(t, orchestrator.Call{Agent: "builder", Request: provider.Request{Prompt: "x", MaxTokens: 1}}); oe == nil || !errors.Is(oe, ledger.ErrOverBudget) {
+		t.Fatalf("call on an exhausted month = %v", oe)
+	}
+	if p := pausedScopes(t, st, month); len(p) != 1 {
+		t.Errorf("month not paused once a call with no task found it exhausted")
+	}
+}
+
+// A provider that bills beyond the request's own limits (more than the
+// estimate) is charged in full and reported, naming the provider, the
+// model, the estimate and the actual cost.
+func TestOverBillingIsRecordedAndReported(t *testing.T) {
+	st := openLedger(t)
+	ctx := context.Background()
+	w, _ := fixedWorld(t, st)
+	w.anth.Enqueue(anthropicfake.Reply{Text: "ok", Usage: anthropicfake.Usage{Input: 10, Output: 5000}}) // 5000 output tokens for max_tokens 10
+	out, oe := w.invoke(t, orchestrator.Call{Agent: "builder", Task: "over", Request: provider.Request{Prompt: "x", MaxTokens: 10}})
+	if oe != nil {
+		t.Fatal(oe)
+	}
+	cost := out.Attempts[0].Cost
+	if cost <= out.Estimate {
+		t.Fatalf("cost $%s within the estimate $%s: the fake did not over-bill", cost, out.Estimate)
+	}
+	if b, _ := st.Budget(ctx, ledger.TaskScope("over")); b.Spent != cost {
+		t.Errorf("task spent $%s, want the full cost $%s", b.Spent, cost)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var found bool
+	for _, n := range w.notes {
+		if n.Event == "over_estimate" {
+			found = true
+			for _, want := range []string{"anthropic/claude-sonnet-4-6", "$" + cost.String(), "estimate $" + out.Estimate.String(), "5000 output"} {
+				if !strings.Contains(n.Message, want) {
+					t.Errorf("over_estimate message %q lacks %q", n.Message, want)
+				}
+			}
+			if n.Level != "warning" || n.Provider != "anthropic" {
+				t.Errorf("over_estimate = %+v", n)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no over_estimate notification; got %+v", w.notes)
 	}
 }
 
@@ -289,5 +435,26 @@ func TestCachePolicyNamesKnownAgents(t *testing.T) {
 		if _, ok := orchestrator.DefaultAgentRouting[a]; !ok {
 			t.Errorf("cache policy names unknown agent %q", a)
 		}
+	}
+}
+
+// The estimate held for a request that sets no output limit is priced at
+// the agent's max_tokens, the limit the call is sent with (not 4096).
+func TestEstimateUsesTheAgentsOutputLimit(t *testing.T) {
+	st := openLedger(t)
+	w := newWorld(t, func(s *orchestrator.Settings) {
+		s.Preference, s.Ledger = order("anthropic"), st
+		s.Agents = map[string]orchestrator.AgentSettings{"builder": {MaxTokens: 20000}}
+	})
+	out, oe := w.invoke(t, orchestrator.Call{Agent: "builder", Task: "agent-limit"})
+	if oe != nil {
+		t.Fatal(oe)
+	}
+	if sent := w.anth.Requests()[0]; !strings.Contains(string(sent.Body), `"max_tokens":20000`) {
+		t.Fatalf("request sent %s, want max_tokens 20000", sent.Body)
+	}
+	// 20,000 output tokens at $15/M alone are $0.30.
+	if out.Estimate < provider.MustMoney("0.30") {
+		t.Errorf("estimate $%s does not cover the agent's 20000 output tokens", out.Estimate)
 	}
 }

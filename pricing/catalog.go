@@ -408,16 +408,18 @@ func CostAt(p *Price, u provider.Usage) provider.Money {
 }
 
 // Estimate returns an upper bound of the cost of req on model: the prompt
-// counted offline with the namespace's token factor, every prompt token at
-// the dearest input-side rate the request can incur (a cache write when
-// prompt caching is asked for), and the output at req's max tokens.
+// bounded by [BoundRequestTokens] with the namespace's token factor, every
+// prompt token at the dearest input-side rate the request can incur (a
+// cache write when prompt caching is asked for, the long-context tier the
+// bound reaches), and the output at req's max tokens, clamped to the
+// model's max_output_tokens (see [Model.OutputLimit]).
 func (c *Catalog) Estimate(ns, model string, req *provider.Request, at time.Time) (provider.Money, error) {
 	m, local, err := c.Lookup(ns, model)
 	if err != nil || local {
 		return 0, err
 	}
 	n := c.Namespaces[ns]
-	in := n.TokenFactor.Scale(CountRequestTokens(req))
+	in := BoundRequestTokens(req, n.TokenFactor)
 	r := m.PriceAt(c.at(at)).RatesFor(in)
 	inRate := r.Input
 	switch req.PromptCache {
@@ -428,8 +430,18 @@ func (c *Catalog) Estimate(ns, model string, req *provider.Request, at time.Time
 	}
 	var acc provider.MoneyAccumulator
 	acc.Add(inRate, in)
-	acc.Add(r.Output, int64(req.EffectiveMaxTokens()))
+	acc.Add(r.Output, int64(m.OutputLimit(req.EffectiveMaxTokens())))
 	return acc.Total(), nil
+}
+
+// OutputLimit returns the output limit a request asking for maxTokens gets
+// on m: maxTokens, clamped to m's max_output_tokens. The adapters send the
+// clamped value, so no answer can bill more output than it.
+func (m *Model) OutputLimit(maxTokens int) int {
+	if m.MaxOutputTokens > 0 && int64(maxTokens) > m.MaxOutputTokens {
+		return int(m.MaxOutputTokens)
+	}
+	return maxTokens
 }
 
 // Limits returns model's context window, output limit and vision flag; zero

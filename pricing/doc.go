@@ -20,8 +20,11 @@
 //
 // summed exactly in nano-dollars and rounded up once.
 //
-// Estimates count the prompt with the o200k_base BPE tokenizer, scaled by the
-// namespace's token_factor (a safety margin for vendors whose tokenizers
-// count more), and take max_tokens as the output; they bound the cost of a
-// call from above.
+// Estimates bound the prompt with [BoundRequestTokens]: the o200k_base BPE
+// count scaled by the namespace's token_factor (a safety margin for vendors
+// whose tokenizers count more) where that count is plausible for the text's
+// length, one token per byte where it is not and for bytes outside ASCII;
+// they take max_tokens, clamped to the model's max_output_tokens, as the
+// output. They bound what a provider can bill for a call from above,
+// whatever the text.
 package pricing

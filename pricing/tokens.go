@@ -2,6 +2,7 @@ package pricing
 
 import (
 	"sync"
+	"unicode/utf8"
 
 	"github.com/tiktoken-go/tokenizer"
 
@@ -99,4 +100,109 @@ func CountRequestTokens(req *provider.Request) int64 {
 		n += ToolOverhead + CountTokens(t.Name) + CountTokens(t.Description) + CountTokens(string(t.InputSchema))
 	}
 	return n
+}
+
+// The bound on a text's tokens (see [BoundRequestTokens]).
+const (
+	// boundChunk is the size of the pieces a text is judged in, so that
+	// an unusual stretch (a long run of one character) is charged by its
+	// bytes without the ordinary text around it hiding it.
+	boundChunk = 4 << 10
+	// boundMaxRatio is the most bytes per o200k token that ordinary
+	// ASCII text reaches (prose about 4.3, code 3.5, deeply indented code
+	// under 6). A piece that o200k compresses further is one whose count
+	// says nothing about another vendor's tokenizer.
+	boundMaxRatio = 6
+	// boundBytesPerToken is the vendors' own rule of thumb (about four
+	// characters of English per token): ordinary ASCII text is never
+	// bounded below a token per 4 bytes, whatever o200k counts.
+	boundBytesPerToken = 4
+)
+
+// BoundTokens returns an upper bound of the tokens any provider's
+// tokenizer counts for s, given f, the catalog's ratio of that provider's
+// counts to o200k's on ordinary text. s is judged in pieces of 4 KiB; for
+// each piece of B bytes as the provider receives them (an invalid UTF-8
+// byte arrives as U+FFFD, 3 bytes), X of them outside ASCII and A in it,
+// with N o200k tokens:
+//
+//   - when A > 6·N (o200k averages more than 6 bytes per token, as on long
+//     runs of one character): B, one token per byte;
+//   - otherwise min(B, X + max(ceil(f·N), ceil(A/4))).
+//
+// One token per byte is the hard ceiling: every byte-level BPE tokenizer
+// (and SentencePiece with byte fallback) emits at most one token per byte
+// of UTF-8 text. Bytes outside ASCII (CJK, emoji, other scripts) are
+// charged one token each because vendor vocabularies differ most there.
+func BoundTokens(s string, f *Factor) int64 {
+	var total int64
+	for len(s) > 0 {
+		n := min(len(s), boundChunk)
+		for n < len(s) && n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		if n == 0 {
+			n = min(len(s), boundChunk)
+		}
+		total += boundPiece(s[:n], f)
+		s = s[n:]
+	}
+	return total
+}
+
+func boundPiece(s string, f *Factor) int64 {
+	var ascii, other int64
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			ascii++
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			other += 3 // sent as U+FFFD
+		} else {
+			other += int64(size)
+		}
+		i += size
+	}
+	b := ascii + other
+	n := CountTokens(s)
+	if ascii > boundMaxRatio*n {
+		return b
+	}
+	return min(b, other+max(f.Scale(n), (ascii+boundBytesPerToken-1)/boundBytesPerToken))
+}
+
+// BoundRequestTokens is an upper bound of the prompt tokens any provider
+// whose tokenizer counts at most f times o200k on ordinary text bills for
+// req: every text of [CountRequestTokens] (and the ids of tool calls and
+// results) bounded by [BoundTokens], plus the framing overheads scaled by
+// f. It is the prompt side of every estimate.
+func BoundRequestTokens(req *provider.Request, f *Factor) int64 {
+	over := int64(RequestOverhead)
+	n := BoundTokens(req.System, f)
+	for _, m := range req.Conversation() {
+		over += MessageOverhead
+		for _, p := range m.Parts {
+			n += BoundTokens(p.Text, f)
+			if tc := p.ToolCall; tc != nil {
+				over += MessageOverhead
+				n += BoundTokens(tc.ID, f) + BoundTokens(tc.Name, f) + BoundTokens(string(tc.Arguments), f)
+			}
+			if tr := p.ToolResult; tr != nil {
+				over += MessageOverhead
+				n += BoundTokens(tr.CallID, f) + BoundTokens(tr.Name, f) + BoundTokens(tr.Content, f)
+			}
+		}
+	}
+	if len(req.Tools) > 0 {
+		over += ToolSystemOverhead
+	}
+	for _, t := range req.Tools {
+		over += ToolOverhead
+		n += BoundTokens(t.Name, f) + BoundTokens(t.Description, f) + BoundTokens(string(t.InputSchema), f)
+	}
+	return f.Scale(over) + n
 }

@@ -44,7 +44,7 @@ var demoSteps = []demoStep{
 	{agent: "explore", prompt: "Summarise the repository layout.",
 		note: "the same read-only question again: answered from the response cache, at no cost"},
 	{agent: "builder", prompt: "Refactor the handler into its own package.", task: "demo-small",
-		note: "task demo-small has a $0.00001 budget: the estimate does not fit, so nothing is sent and the task pauses"},
+		note: "task demo-small has a $0.000001 budget, less than the smallest call: nothing is sent and the task pauses (a call that merely does not fit pauses nothing)"},
 	{agent: "explore", prompt: "List the files the refactor touches.", task: "demo-small",
 		note: "the paused task refuses even a small call, until its budget is raised or it is resumed"},
 }
@@ -99,7 +99,7 @@ func (e *env) demo(ctx context.Context, w io.Writer) error {
 	}
 	defer closeStore()
 	store := o.Ledger()
-	if err := store.SetBudget(ctx, ledger.TaskScope("demo-small"), provider.MustMoney("0.00001")); err != nil {
+	if err := store.SetBudget(ctx, ledger.TaskScope("demo-small"), provider.MustMoney("0.000001")); err != nil {
 		return withCode(ExitFailure, err)
 	}
 	fmt.Fprintf(w, "CortexBuild demo: a task through the orchestrator, against the simulator on loopback\n")

@@ -141,3 +141,29 @@ func TestDemoRunsOffline(t *testing.T) {
 		}
 	}
 }
+
+// --max-tokens: a negative value is a usage error naming the flag, before
+// anything is sent; one above the model's output limit is clamped to it,
+// said so, priced at it and sent as it.
+func TestInvokeMaxTokensFlag(t *testing.T) {
+	dir, srv := fakeProject(t, true)
+	code, _, errs := run(t, dir, keyEnv, "invoke", "--max-tokens", "-5", "hi")
+	if code != ExitUsage || !strings.Contains(errs, "--max-tokens must not be negative, got -5") || len(srv.Requests()) != 0 {
+		t.Fatalf("--max-tokens -5 = %d %q, %d requests", code, errs, len(srv.Requests()))
+	}
+	srv.Enqueue(anthropicfake.TextReply("clamped"))
+	code, out, errs := run(t, dir, keyEnv, "invoke", "--agent", "builder", "--max-tokens", "99999999999", "hi")
+	if code != 0 || !strings.Contains(out, "clamped") {
+		t.Fatalf("--max-tokens 99999999999 = %d %q %q", code, out, errs)
+	}
+	if !strings.Contains(errs, "max tokens: 99999999999 is above the model's output limit; clamped to 64000") {
+		t.Errorf("stderr does not report the clamp:\n%s", errs)
+	}
+	// 64,000 output tokens of Sonnet at $15/M: about $0.96, not $1.5 million.
+	if !strings.Contains(errs, "estimate: at most $0.96") {
+		t.Errorf("estimate not priced at the model's limit:\n%s", errs)
+	}
+	if reqs := srv.Requests(); len(reqs) != 1 || !strings.Contains(string(reqs[0].Body), `"max_tokens":64000`) {
+		t.Errorf("upstream requests %d, want one with max_tokens 64000", len(reqs))
+	}
+}

@@ -48,6 +48,9 @@ every attempt. The prompt comes from the argument or, when absent, standard inpu
 			if prompt == "" {
 				return withCode(ExitUsage, errors.New("no prompt: pass it as an argument or on standard input"))
 			}
+			if maxTokens < 0 {
+				return withCode(ExitUsage, fmt.Errorf("--max-tokens must not be negative, got %d: give the output token limit, or leave it out for the agent's", maxTokens))
+			}
 			call := orchestrator.Call{Agent: agent, Task: task, Request: provider.Request{System: system, Prompt: prompt, Model: model, MaxTokens: maxTokens}}
 			if err := routingFlags(&call, tier, needs); err != nil {
 				return err
@@ -57,6 +60,10 @@ every attempt. The prompt comes from the argument or, when absent, standard inpu
 				return err
 			}
 			defer closeStore()
+			if n, ok := o.OutputLimit(cmd.Context(), call); ok && maxTokens > n {
+				fmt.Fprintf(e.stderr, "max tokens: %d is above the model's output limit; clamped to %d\n", maxTokens, n)
+				call.Request.MaxTokens = n
+			}
 			if tr := o.Route(cmd.Context(), call); len(tr.Kept()) > 0 {
 				kept := tr.Kept()
 				e.askConsent(cmd, f, kept[0].Provider)

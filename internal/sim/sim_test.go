@@ -524,3 +524,62 @@ func TestSeedMakesIDsDeterministic(t *testing.T) {
 		t.Errorf("ids %q and %q", a, b)
 	}
 }
+
+// Every endpoint stops at the request's output limit: an echo of a long
+// prompt with a limit of one token bills one output token (it billed 52).
+func TestEchoHonoursTheOutputLimit(t *testing.T) {
+	s := start(t)
+	text := strings.Repeat("a long prompt to echo ", 40)
+	for _, e := range s.Endpoints() {
+		h := http.Header{"Content-Type": {"application/json"}}
+		var url string
+		var body any
+		msgs := []map[string]any{{"role": "user", "content": text}}
+		switch e.Provider {
+		case Anthropic:
+			url = e.BaseURL + "/v1/messages"
+			h.Set("X-Api-Key", e.Key)
+			h.Set("Anthropic-Version", "2023-06-01")
+			body = map[string]any{"model": "claude-sonnet-4-6", "max_tokens": 1, "messages": msgs}
+		case OpenAI, Ollama, VLLM:
+			url = e.BaseURL + "/chat/completions"
+			if e.Key != "" {
+				h.Set("Authorization", "Bearer "+e.Key)
+			}
+			limit := "max_tokens"
+			if e.Provider == OpenAI {
+				limit = "max_completion_tokens"
+			}
+			body = map[string]any{"model": Models[e.Provider][1], limit: 1, "messages": msgs}
+		case Gemini:
+			url = e.BaseURL + "/v1beta/models/gemini-2.5-flash:generateContent"
+			h.Set("X-Goog-Api-Key", e.Key)
+			body = map[string]any{"contents": []map[string]any{{"role": "user", "parts": []map[string]any{{"text": text}}}}, "generationConfig": map[string]any{"maxOutputTokens": 1}}
+		}
+		b, _ := json.Marshal(body)
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, url, bytes.NewReader(b))
+		req.Header = h
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		var u struct {
+			Usage struct {
+				Output     int `json:"output_tokens"`
+				Completion int `json:"completion_tokens"`
+			}
+			UsageMetadata struct {
+				Candidates int `json:"candidatesTokenCount"`
+				Thoughts   int `json:"thoughtsTokenCount"`
+			}
+		}
+		if res.StatusCode != 200 || json.Unmarshal(data, &u) != nil {
+			t.Fatalf("%s: %d %s", e.Provider, res.StatusCode, data)
+		}
+		if out := u.Usage.Output + u.Usage.Completion + u.UsageMetadata.Candidates + u.UsageMetadata.Thoughts; out != 1 {
+			t.Errorf("%s billed %d output tokens for a limit of 1: %s", e.Provider, out, data)
+		}
+	}
+}

@@ -140,6 +140,20 @@ func (b *Base) Estimate(ns, model string, req *provider.Request) (provider.Money
 	return m, nil
 }
 
+// MaxTokens returns the output limit to send for req on model: req's max
+// tokens clamped to the model's max_output_tokens in the catalog, the
+// limit [Base.Estimate] prices (unclamped when the catalog does not list
+// the model). No answer can bill more output than what is sent.
+func (b *Base) MaxTokens(ns, model string, req *provider.Request) int {
+	n := req.EffectiveMaxTokens()
+	if b.Pricer != nil {
+		if l, err := b.Pricer.Limits(ns, model); err == nil && l.MaxOutputTokens > 0 && int64(n) > l.MaxOutputTokens {
+			return int(l.MaxOutputTokens)
+		}
+	}
+	return n
+}
+
 // PriceRef names a model in a pricing namespace.
 type PriceRef struct{ NS, Model string }
 

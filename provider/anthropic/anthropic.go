@@ -112,6 +112,12 @@ func (a *Adapter) ModelCapabilities(model string) provider.CapabilitySet {
 	return a.base.ModelCapabilities(baseCapabilities, Namespace, model)
 }
 
+// MaxTokens returns the output limit req is sent with: its max tokens
+// clamped to the model's max_output_tokens in the catalog.
+func (a *Adapter) MaxTokens(req *provider.Request) int {
+	return a.base.MaxTokens(Namespace, a.base.Model(req), req)
+}
+
 // EstimateCost returns an upper bound of the cost of req (see the package
 // doc for what it bounds).
 func (a *Adapter) EstimateCost(req *provider.Request) (provider.Money, error) {

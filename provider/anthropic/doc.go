@@ -38,10 +38,12 @@
 //     retry-after from retry-after-ms or retry-after; 529 is overloaded; an
 //     error event after HTTP 200 keeps its type's kind; a stream that ends
 //     without message_stop is a network error.
-//   - EstimateCost bounds the cost from above: the prompt counted offline
-//     with a safety factor for Claude's tokenizer, every prompt token at the
-//     cache-write rate when caching is asked for, and the full max_tokens of
-//     output.
+//   - EstimateCost bounds the cost from above: the prompt bounded offline
+//     (pricing.BoundRequestTokens: o200k with Claude's token factor where
+//     that count is plausible, a token per byte elsewhere), every prompt
+//     token at the cache-write rate when caching is asked for, and the full
+//     max_tokens of output, clamped to the model's max_output_tokens, which
+//     is also what is sent.
 //   - HealthCheck lists one model (GET /v1/models?limit=1): no tokens spent.
 //   - RateLimitStatus reports the anthropic-ratelimit-* headers of the
 //     latest response.

@@ -29,7 +29,7 @@ func (a *Adapter) params(req *provider.Request, model string) (anthropic.Message
 	if err := a.base.Validate(req, model); err != nil {
 		return anthropic.MessageNewParams{}, err
 	}
-	p := anthropic.MessageNewParams{Model: anthropic.Model(model), MaxTokens: int64(req.EffectiveMaxTokens())}
+	p := anthropic.MessageNewParams{Model: anthropic.Model(model), MaxTokens: int64(a.base.MaxTokens(Namespace, model, req))}
 	if req.System != "" {
 		sys := anthropic.TextBlockParam{Text: req.System}
 		if req.PromptCache != provider.PromptCacheOff {

@@ -117,9 +117,15 @@ func (a *Adapter) ModelCapabilities(model string) provider.CapabilitySet {
 	return a.base.ModelCapabilities(baseCapabilities, Namespace, model)
 }
 
-// EstimateCost returns an upper bound of the cost of req: the prompt counted
-// offline with a safety factor, the output (thinking included) at
-// max_tokens.
+// MaxTokens returns the output limit req is sent with: its max tokens
+// clamped to the model's max_output_tokens in the catalog.
+func (a *Adapter) MaxTokens(req *provider.Request) int {
+	return min(a.base.MaxTokens(Namespace, a.base.Model(req), req), 1<<30)
+}
+
+// EstimateCost returns an upper bound of the cost of req: the prompt bounded
+// offline (pricing.BoundRequestTokens), the output (thinking included) at
+// max_tokens clamped to the model's output limit.
 func (a *Adapter) EstimateCost(req *provider.Request) (provider.Money, error) {
 	return a.base.Estimate(Namespace, a.base.Model(req), req)
 }

@@ -48,7 +48,7 @@ func signatureMeta(sig []byte) provider.Metadata {
 // config builds the generation config: system instruction, function
 // declarations with their full JSON Schema, tool choice, output limit.
 func (a *Adapter) config(req *provider.Request, model string) (*genai.GenerateContentConfig, error) {
-	cfg := &genai.GenerateContentConfig{MaxOutputTokens: int32(min(req.EffectiveMaxTokens(), 1<<30))}
+	cfg := &genai.GenerateContentConfig{MaxOutputTokens: int32(min(a.base.MaxTokens(Namespace, model, req), 1<<30))}
 	if req.System != "" {
 		cfg.SystemInstruction = &genai.Content{Parts: []*genai.Part{{Text: req.System}}}
 	}

@@ -153,6 +153,14 @@ func (a *Adapter) ModelCapabilities(model string) provider.CapabilitySet {
 	return a.base.ModelCapabilities(a.capabilities(), ns, id)
 }
 
+// MaxTokens returns the output limit req is sent with: its max tokens
+// clamped to the model's max_output_tokens in the catalog (unclamped for a
+// model the catalog does not list, such as a local server's).
+func (a *Adapter) MaxTokens(req *provider.Request) int {
+	ns, id := a.profile.priceRef(a.baseURL, a.base.Model(req))
+	return a.base.MaxTokens(ns, id, req)
+}
+
 // EstimateCost returns an upper bound of the cost of req; local servers
 // cost zero.
 func (a *Adapter) EstimateCost(req *provider.Request) (provider.Money, error) {

@@ -51,7 +51,8 @@ func (a *Adapter) begin(ctx context.Context, req *provider.Request, stream bool)
 // profile's quirks.
 func (a *Adapter) params(req *provider.Request, model string, stream bool) (openai.ChatCompletionNewParams, error) {
 	p := openai.ChatCompletionNewParams{Model: shared.ChatModel(model)}
-	max := int64(req.EffectiveMaxTokens())
+	ns, id := a.profile.priceRef(a.baseURL, model)
+	max := int64(a.base.MaxTokens(ns, id, req))
 	if a.profile.MaxCompletionTokens {
 		p.MaxCompletionTokens = openai.Int(max)
 	} else {

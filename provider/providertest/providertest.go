@@ -9,7 +9,8 @@
 // leaks, every error kind the protocol can produce (with retry-after),
 // mid-stream errors, truncated streams, answers larger than the response
 // cap, health, rate-limit status, and cost estimates that bound the billed
-// cost from above.
+// cost from above, also on adversarial prompts ([AdversarialTexts]) billed
+// with the fake's own counts, with no more output billed than max_tokens.
 //
 // Adding a provider means passing this suite.
 package providertest

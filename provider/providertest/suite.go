@@ -48,6 +48,7 @@ func Run(t *testing.T, newEnv NewEnv) {
 		{"Health", health},
 		{"RateLimitStatus", rateLimitStatus},
 		{"EstimateBoundsBilledCost", estimateBound},
+		{"EstimateBoundsAdversarialPrompts", estimateBoundAdversarial},
 		{"InvalidRequestNeverSent", invalidRequest},
 		{"UnlistedAnswerModelPricedAsRequested", unlistedAnswerModel},
 		{"UnpricedAnswerIsFlagged", unpricedAnswer},

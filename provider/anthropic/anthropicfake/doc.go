@@ -76,7 +76,12 @@
 //     {"type":"error","error":{…}}; a cut stream ends without message_stop
 //     or the terminating chunk, so clients see an unexpected EOF.
 //   - count_tokens returns {"input_tokens":N} with N from [CountTokens]:
-//     ceil(bytes of the compacted system+messages+tools JSON / 4).
+//     one token per 4 ASCII bytes of the keys, strings and numbers of
+//     system, messages and tools, one per byte outside ASCII (never more
+//     lenient than a real tokenizer on CJK, emoji or random bytes).
+//   - A derived answer (no scripted Usage) never bills more output than
+//     the request's max_tokens: its text is cut and stop_reason is
+//     max_tokens, as the API stops generating there.
 //
 // # What it cannot reproduce
 //

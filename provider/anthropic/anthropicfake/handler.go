@@ -183,6 +183,11 @@ func (s *Server) resolve(reply Reply, model string, body []byte) *resolved {
 	}
 	if res.usage == (Usage{}) {
 		res.usage = Usage{Input: CountTokens(body), Output: max(1, (outBytes+3)/4)}
+		// The API stops at max_tokens: a derived answer never bills more.
+		var capped bool
+		if res.text, res.usage.Output, capped = fakekit.CapOutput(res.text, res.usage.Output, maxTokens(body)); capped {
+			res.stopReason, res.stopSequence = "max_tokens", ""
+		}
 	}
 	return res
 }

@@ -32,7 +32,8 @@ type Reply struct {
 	StopSequence string
 	// Usage is reported as given; the zero Usage means "derive it": input
 	// tokens are [CountTokens] of the request and output tokens are one per
-	// four bytes of generated content (at least 1).
+	// four bytes of generated content (at least 1), at most the request's
+	// max_tokens (the text is then cut, with stop_reason max_tokens).
 	Usage Usage
 
 	// Status is the HTTP status of a fault. Zero means 200 for successes

@@ -102,28 +102,31 @@ func Echo(r Recorded) Reply {
 
 // CountTokens is the fake's deterministic token count of a request body,
 // used by /v1/messages/count_tokens and as the default input_tokens:
-// ceil(B/4), at least 1, where B is the total byte length of the compacted
-// JSON values of "system", "messages" and "tools". It is not the real
-// tokenizer; it only moves in the same direction as prompt size.
+// [fakekit.JSONTokens] of the "system", "messages" and "tools" values (one
+// token per 4 ASCII bytes of their keys, strings and numbers, one per byte
+// outside ASCII), at least 1. It is not the real tokenizer, but never more
+// lenient than one on the texts where tokenizers differ most.
 func CountTokens(body []byte) int {
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(body, &fields) != nil {
 		return 1
 	}
-	n := 0
+	var vals []json.RawMessage
 	for _, k := range []string{"system", "messages", "tools"} {
-		v, ok := fields[k]
-		if !ok {
-			continue
-		}
-		var buf bytes.Buffer
-		if json.Compact(&buf, v) == nil {
-			n += buf.Len()
-		} else {
-			n += len(v)
+		if v, ok := fields[k]; ok {
+			vals = append(vals, v)
 		}
 	}
-	return max(1, (n+3)/4)
+	return max(1, fakekit.JSONTokens(vals...))
+}
+
+// maxTokens is the body's max_tokens (0 when absent or unreadable).
+func maxTokens(body []byte) int {
+	var f struct {
+		MaxTokens int `json:"max_tokens"`
+	}
+	_ = json.Unmarshal(body, &f)
+	return f.MaxTokens
 }
 
 // apiKey extracts the credential from x-api-key or Authorization: Bearer.

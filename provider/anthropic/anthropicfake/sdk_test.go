@@ -449,12 +449,19 @@ func TestSDKCountTokens(t *testing.T) {
 }
 
 func TestCountTokensFormula(t *testing.T) {
-	// messages compacts to 34 bytes, system to 7: ceil(41/4) = 11. Other
-	// fields and whitespace do not count.
+	// The keys and strings of system and messages, a separator after
+	// each: "terse role user content abcd " is 29 ASCII bytes, ceil(29/4)
+	// = 8. Other fields and whitespace do not count.
 	body := `{"model":"m", "max_tokens": 5, "system": "terse",
 	  "messages": [ {"role": "user", "content": "abcd"} ]}`
-	if got := CountTokens([]byte(body)); got != 11 {
-		t.Errorf("CountTokens = %d, want 11", got)
+	if got := CountTokens([]byte(body)); got != 8 {
+		t.Errorf("CountTokens = %d, want 8", got)
+	}
+	// Bytes outside ASCII count one each, however they are escaped: the
+	// 10 bytes of "漢字" and "😀" and 20 ASCII bytes: ceil(20/4) + 10 = 15.
+	body = `{"messages": [ {"role": "user", "content": "\u6f22\u5b57 😀"} ]}`
+	if got := CountTokens([]byte(body)); got != 15 {
+		t.Errorf("CountTokens of CJK and emoji = %d, want 15", got)
 	}
 	if got := CountTokens([]byte(`{"model":"m"}`)); got != 1 {
 		t.Errorf("CountTokens of nothing = %d, want 1", got)

@@ -101,7 +101,10 @@
 //     prompt + candidates + thoughts + toolUsePrompt, cachedContentTokenCount,
 //     promptTokensDetails, cacheTokensDetails, toolUsePromptTokenCount,
 //     thoughtsTokenCount, serviceTier; zero counts omitted as proto3 JSON
-//     does), modelVersion and a 23-character responseId. A function call
+//     does), modelVersion and a 23-character responseId. Derived counts
+//     ([CountTokens] for the prompt) never bill more candidates plus
+//     thoughts than generationConfig.maxOutputTokens: the text is cut and
+//     finishReason is MAX_TOKENS. A function call
 //     ends with finishReason STOP (there is no tool finish reason) and
 //     finishMessage "Model generated function call(s).". A blocked prompt
 //     is HTTP 200 with no candidates and promptFeedback{blockReason,

@@ -199,19 +199,36 @@ func Echo(r Recorded) Reply {
 }
 
 // CountTokens is the fake's deterministic token count of a request body,
-// used by countTokens and as the default promptTokenCount: ceil(B/4), at
-// least 1, where B is the total byte length of the compacted camelCase JSON
-// values of "contents", "systemInstruction" and "tools" (of the body, or
-// of its "generateContentRequest"). It is not the real tokenizer; it only
-// moves in the same direction as prompt size.
+// used by countTokens and as the default promptTokenCount:
+// [fakekit.JSONTokens] of the camelCase "contents", "systemInstruction" and
+// "tools" values (of the body, or of its "generateContentRequest"): one
+// token per 4 ASCII bytes of their keys, strings and numbers, one per byte
+// outside ASCII, at least 1. It is not the real tokenizer, but never more
+// lenient than one on the texts where tokenizers differ most.
 func CountTokens(body []byte) int {
+	fields := requestFields(body)
+	if fields == nil {
+		return 1
+	}
+	var vals []json.RawMessage
+	for _, k := range []string{"contents", "systemInstruction", "tools"} {
+		if v, ok := fields[k]; ok {
+			vals = append(vals, v)
+		}
+	}
+	return max(1, fakekit.JSONTokens(vals...))
+}
+
+// requestFields returns the camelCase fields of a request body (of its
+// "generateContentRequest" when it has one); nil when it is not JSON.
+func requestFields(body []byte) map[string]json.RawMessage {
 	norm, err := normalizeBody(body)
 	if err != nil {
-		return 1
+		return nil
 	}
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(norm, &fields) != nil {
-		return 1
+		return nil
 	}
 	if inner, ok := fields["generateContentRequest"]; ok {
 		var f map[string]json.RawMessage
@@ -219,13 +236,17 @@ func CountTokens(body []byte) int {
 			fields = f
 		}
 	}
-	n := 0
-	for _, k := range []string{"contents", "systemInstruction", "tools"} {
-		if v, ok := fields[k]; ok {
-			n += len(compactJSON(v))
-		}
+	return fields
+}
+
+// maxOutputTokens is the body's generationConfig.maxOutputTokens (0 when
+// absent).
+func maxOutputTokens(body []byte) int {
+	var gc struct {
+		MaxOutputTokens int `json:"maxOutputTokens"`
 	}
-	return max(1, (n+3)/4)
+	_ = json.Unmarshal(requestFields(body)["generationConfig"], &gc)
+	return gc.MaxOutputTokens
 }
 
 func compactJSON(v json.RawMessage) []byte {

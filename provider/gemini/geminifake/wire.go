@@ -144,6 +144,17 @@ func (s *Server) resolve(reply Reply, model Model, body []byte) *resolved {
 		if res.thought != nil {
 			res.usage.Thoughts = max(1, (len(res.thought.Text)+3)/4)
 		}
+		// Generation stops at maxOutputTokens, thoughts included: a
+		// derived answer never bills more.
+		if limit := maxOutputTokens(body); limit > 0 && res.usage.Candidates+res.usage.Thoughts > limit {
+			res.usage.Thoughts = min(res.usage.Thoughts, limit)
+			if rest := limit - res.usage.Thoughts; rest > 0 {
+				res.text, res.usage.Candidates, _ = fakekit.CapOutput(res.text, res.usage.Candidates, rest)
+			} else {
+				res.text, res.usage.Candidates = "", 0
+			}
+			res.finishReason = "MAX_TOKENS"
+		}
 	}
 	return res
 }

@@ -33,10 +33,13 @@
 // count connections).
 //
 // Token counts that a reply does not script are derived ([CountTokens]):
-// prompt = ceil(bytes of the compacted "messages" and "tools" JSON / 4),
-// completion = ceil(bytes of generated text, tool names and arguments / 4),
-// each at least 1. They are not a real tokenizer's counts; they only move
-// with the size of the prompt and the reply, deterministically.
+// prompt = one token per 4 ASCII bytes of the keys, strings and numbers of
+// "messages" and "tools", one per byte outside ASCII; completion =
+// ceil(bytes of generated text, tool names and arguments / 4), at most the
+// request's max_completion_tokens (or max_tokens: the text is then cut,
+// with finish_reason "length"); each at least 1. They are not a real
+// tokenizer's counts, but never more lenient than one on CJK, emoji or
+// random bytes, and deterministic.
 //
 // # OpenAI ([FlavorOpenAI], the default)
 //

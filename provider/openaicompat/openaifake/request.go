@@ -1,7 +1,6 @@
 package openaifake
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -147,28 +146,23 @@ func Echo(r Recorded) Reply {
 
 // CountTokens is the fake's deterministic prompt-token count of a request
 // body, used when a reply's Usage is zero and for the context-window
-// checks: ceil(B/4), at least 1, where B is the total byte length of the
-// compacted JSON values of "messages" and "tools". It is not a real
-// tokenizer; it only moves in the same direction as prompt size.
+// checks:
+// [fakekit.JSONTokens] of its "messages" and "tools" values (one token per
+// 4 ASCII bytes of their keys, strings and numbers, one per byte outside
+// ASCII), at least 1. It is not the real tokenizer, but never more lenient
+// than one on the texts where tokenizers differ most.
 func CountTokens(body []byte) int {
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(body, &fields) != nil {
 		return 1
 	}
-	n := 0
+	var vals []json.RawMessage
 	for _, k := range []string{"messages", "tools"} {
-		v, ok := fields[k]
-		if !ok {
-			continue
-		}
-		var buf bytes.Buffer
-		if json.Compact(&buf, v) == nil {
-			n += buf.Len()
-		} else {
-			n += len(v)
+		if v, ok := fields[k]; ok {
+			vals = append(vals, v)
 		}
 	}
-	return max(1, (n+3)/4)
+	return max(1, fakekit.JSONTokens(vals...))
 }
 
 // completionTokens is the derived completion count: ceil(bytes/4), at

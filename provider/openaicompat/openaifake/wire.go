@@ -102,6 +102,12 @@ func (s *Server) resolve(reply Reply, req chatRequest, body []byte, promptCap in
 			prompt = min(prompt, promptCap)
 		}
 		res.usage = Usage{Prompt: prompt, Completion: completionTokens(outBytes)}
+		// The server stops at the output limit: a derived answer never
+		// bills more.
+		var capped bool
+		if res.text, res.usage.Completion, capped = fakekit.CapOutput(res.text, res.usage.Completion, cmpOr(req.maxCompletionTokens, req.maxTokens)); capped {
+			res.finish = "length"
+		}
 	}
 	return res
 }

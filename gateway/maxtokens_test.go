@@ -1,0 +1,181 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cortexbuild/cortexbuild/gateway"
+	"github.com/cortexbuild/cortexbuild/ledger"
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// rawPost sends body to path with key and returns the response and its
+// decoded JSON body.
+func rawPost(t *testing.T, w *world, key, path, body string) (*http.Response, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctxT(t), "POST", w.url+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return resp, m
+}
+
+// An output limit far above the model's (2^31 tokens, $32,212 on Sonnet
+// unclamped) is clamped to the model's own limit and said so in a header;
+// a call that still does not fit its budget is refused without pausing
+// anything, so another client of the same month is still served. Every
+// protocol's limit field is clamped; a negative one is a 400 naming it.
+func TestHugeMaxTokensIsClampedAndPausesNothing(t *testing.T) {
+	w := newWorld(t, withLedger, serveOn("claude"))
+	ctx := context.Background()
+	bound, _, err := w.keys.Create(gateway.KeySpec{Name: "bound", Project: "demo", Task: "bound"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	month, task := ledger.MonthScope(time.Now().UTC()), ledger.TaskScope("bound")
+	for sc, limit := range map[ledger.Scope]string{month: "0.50", task: "5"} {
+		if err := w.store.SetBudget(ctx, sc, provider.MustMoney(limit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	huge := `{"model":"claude-sonnet-4-6","max_tokens":2147483648,"messages":[{"role":"user","content":"hello"}]}`
+	resp, m := rawPost(t, w, bound, "/v1/messages", huge)
+	if resp.StatusCode != http.StatusPaymentRequired || !strings.Contains(jsonString(m, "error", "message"), "nothing was paused") {
+		t.Fatalf("huge max_tokens over the month's budget: %d %v", resp.StatusCode, m)
+	}
+	if got := resp.Header.Get(gateway.HeaderAdjusted); got != "max_tokens=64000" {
+		t.Errorf("%s = %q, want max_tokens=64000", gateway.HeaderAdjusted, got)
+	}
+	for _, sc := range []ledger.Scope{month, task} {
+		if _, paused, _ := w.store.Paused(ctx, sc); paused {
+			t.Errorf("%s paused by a call that did not fit", sc)
+		}
+	}
+	if n := len(w.anth.Requests()); n != 0 {
+		t.Errorf("%d upstream requests for a refused call", n)
+	}
+	// A second client, with no task, is served.
+	if resp, m := rawPost(t, w, w.key, "/v1/chat/completions", `{"model":"claude-sonnet-4-6","max_tokens":50,"messages":[{"role":"user","content":"hi"}]}`); resp.StatusCode != 200 {
+		t.Fatalf("second client: %d %v", resp.StatusCode, m)
+	}
+
+	// With room for the model's limit, the clamped call is served and the
+	// upstream gets the model's limit, in every protocol.
+	if err := w.store.SetBudget(ctx, month, provider.MustMoney("50")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ path, body string }{
+		{"/v1/messages", huge},
+		{"/v1/chat/completions", `{"model":"claude-sonnet-4-6","max_completion_tokens":99999999999,"messages":[{"role":"user","content":"hi"}]}`},
+		{"/v1/responses", `{"model":"claude-sonnet-4-6","max_output_tokens":2147483648,"input":"hi"}`},
+	} {
+		resp, m := rawPost(t, w, bound, c.path, c.body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s clamped call: %d %v", c.path, resp.StatusCode, m)
+		}
+		if got := resp.Header.Get(gateway.HeaderAdjusted); got != "max_tokens=64000" {
+			t.Errorf("%s: %s = %q", c.path, gateway.HeaderAdjusted, got)
+		}
+		reqs := w.anth.Requests()
+		if sent := string(reqs[len(reqs)-1].Body); !strings.Contains(sent, `"max_tokens":64000`) {
+			t.Errorf("%s: upstream got %s, want max_tokens 64000", c.path, sent)
+		}
+	}
+	// A limit within the model's is not adjusted.
+	if resp, _ := rawPost(t, w, bound, "/v1/messages", `{"model":"claude-sonnet-4-6","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`); resp.Header.Get(gateway.HeaderAdjusted) != "" {
+		t.Errorf("max_tokens 100 reported adjusted: %q", resp.Header.Get(gateway.HeaderAdjusted))
+	}
+	// Negative limits are refused, naming the field, in the caller's shape.
+	for _, c := range []struct{ path, body, field string }{
+		{"/v1/messages", `{"model":"claude-sonnet-4-6","max_tokens":-5,"messages":[{"role":"user","content":"hi"}]}`, "max_tokens"},
+		{"/v1/chat/completions", `{"model":"claude-sonnet-4-6","max_tokens":-5,"messages":[{"role":"user","content":"hi"}]}`, "max_completion_tokens"},
+		{"/v1/responses", `{"model":"claude-sonnet-4-6","max_output_tokens":-5,"input":"hi"}`, "max_output_tokens"},
+	} {
+		resp, m := rawPost(t, w, bound, c.path, c.body)
+		if msg := jsonString(m, "error", "message"); resp.StatusCode != 400 || !strings.Contains(msg, c.field) || !strings.Contains(msg, "negative") {
+			t.Errorf("%s negative limit: %d %v", c.path, resp.StatusCode, m)
+		}
+	}
+}
+
+func jsonString(m map[string]any, path ...string) string {
+	var v any = m
+	for _, k := range path {
+		o, _ := v.(map[string]any)
+		v = o[k]
+	}
+	s, _ := v.(string)
+	return s
+}
+
+// Eight clients sending prompts that o200k compresses well but the
+// provider does not (40,000 '=', billed by the fake as 10,000 tokens where
+// o200k counts 625) never take a task past its budget: each call holds an
+// upper bound of its cost.
+func TestAdversarialPromptsNeverOverspendATask(t *testing.T) {
+	w := newWorld(t, withLedger, serveOn("claude"))
+	ctx := context.Background()
+	key, _, err := w.keys.Create(gateway.KeySpec{Name: "eq", Project: "demo", Task: "eq"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := ledger.TaskScope("eq")
+	limit := provider.MustMoney("0.20")
+	if err := w.store.SetBudget(ctx, task, limit); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]any{"model": "claude-sonnet-4-6", "max_tokens": 100,
+		"messages": []map[string]any{{"role": "user", "content": strings.Repeat("=", 40000)}}})
+	var served, refused atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 4 {
+				req, _ := http.NewRequestWithContext(ctx, "POST", w.url+"/v1/messages", bytes.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+key)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				switch resp.StatusCode {
+				case 200:
+					served.Add(1)
+				case http.StatusPaymentRequired:
+					refused.Add(1)
+				default:
+					t.Errorf("status %d", resp.StatusCode)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b, err := w.store.Budget(ctx, task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Spent > limit || b.Held != 0 {
+		t.Errorf("task spent $%s (held $%s) of $%s after %d calls served, %d refused", b.Spent, b.Held, limit, served.Load(), refused.Load())
+	}
+	if served.Load() == 0 || refused.Load() == 0 {
+		t.Errorf("%d served, %d refused: want the budget to run out", served.Load(), refused.Load())
+	}
+}
