@@ -68,6 +68,7 @@ type Fast struct {
 	journalErr error // the last failed journal write, until one succeeds
 	storeErr   error // the last failed apply, until one succeeds
 	held       []job // settlements neither in the journal nor in the store
+	kept       int   // how many: held, and those being retried
 
 	kick    chan struct{} // wakes the retrier of held settlements
 	quit    chan struct{} // closed by Close: retries stop
@@ -486,7 +487,8 @@ func (f *Fast) Settle(ctx context.Context, s Settlement) error {
 	}
 	f.mu.Lock()
 	f.held = append(f.held, jb)
-	n := len(f.held)
+	f.kept++
+	n := f.kept
 	f.mu.Unlock()
 	f.onErr(fmt.Errorf("ledger: the settlement of %s ($%s) is kept in memory and retried: the journal cannot take it (%v), nor the store (%v); %d kept so far, new calls are refused until they are written", s.InvocationID, s.Cost, err, serr, n))
 	f.wake()
@@ -589,6 +591,11 @@ func (f *Fast) recoverJournal() bool {
 	}
 	var keep []job
 	var jerr error
+	defer func() {
+		f.mu.Lock()
+		f.kept -= len(held) - len(keep)
+		f.mu.Unlock()
+	}()
 	for _, jb := range held {
 		seg, err := f.j.append(record{Op: "settle", Settle: &jb.s})
 		if err == nil {
@@ -682,7 +689,7 @@ func (e *WriteError) Unwrap() []error { return []error{ErrUnavailable, e.Err} }
 // writeError describes why no call is admitted now.
 func (f *Fast) writeError() error {
 	f.mu.Lock()
-	e := &WriteError{Kept: len(f.held)}
+	e := &WriteError{Kept: f.kept}
 	switch {
 	case f.journalErr != nil:
 		e.Journal, e.Where, e.Err = true, f.dir, f.journalErr
@@ -1018,6 +1025,9 @@ func (f *Fast) Spend(ctx context.Context, fl Filter) (SpendReport, error) {
 	return f.Store.Spend(ctx, fl)
 }
 
+// closeWait bounds how long Close waits for pending settlements.
+var closeWait = 10 * time.Second
+
 // Close applies what is pending (for up to 10 s, retrying what the
 // journal or the store refused), gives back every lease, closes the journal
 // (deleting it when empty) and the store. Settlements that could not be
@@ -1038,7 +1048,7 @@ func (f *Fast) Close() error {
 	}
 	f.leases = map[string]*lease{}
 	f.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), closeWait)
 	defer cancel()
 	ferr := f.Flush(ctx)
 	close(f.quit)

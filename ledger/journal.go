@@ -142,7 +142,7 @@ func (j *journal) writeLocked(line []byte) (*segment, error) {
 		if s.f.Truncate(s.size) != nil {
 			j.torn = true
 		}
-		return nil, fmt.Errorf("%w: journal %s %s: %w", ErrUnavailable, op, s.path, err)
+		return nil, fmt.Errorf("%w: journal %s: %w", ErrUnavailable, op, err)
 	}
 	return s, nil
 }
