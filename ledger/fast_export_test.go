@@ -11,6 +11,14 @@ import (
 // Abandon leaves f as a killed process would: its journal files stay
 // behind, unlocked, and nothing more reaches them.
 func (f *Fast) Abandon() {
+	f.mu.Lock()
+	f.closed = true // no lease window ends any more
+	for l := range f.all {
+		if l.stop != nil {
+			l.stop()
+		}
+	}
+	f.mu.Unlock()
 	f.j.mu.Lock()
 	defer f.j.mu.Unlock()
 	for _, s := range f.j.segs {
