@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cortexbuild/cortexbuild/ledger"
+	"github.com/cortexbuild/cortexbuild/ledger/ledgertest"
 	"github.com/cortexbuild/cortexbuild/provider"
 )
 
@@ -324,4 +325,68 @@ func TestFastCloseReportsWhatItCouldNotWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkRecorded(t, site, c.answered)
+}
+
+// A lease gives back its unused part when its window ends, without
+// waiting for another call: all of it when no call is in flight, all but
+// the in-flight calls' estimates otherwise (those when they settle).
+func TestFastLeaseGivesBackWhenItsWindowEnds(t *testing.T) {
+	site := newFastSite(t)
+	clk := ledgertest.NewClock(ledgertest.Epoch)
+	f := site.fast(t, site.raw(t), ledger.FastClock(clk.Now), ledger.FastAfterFunc(clk.AfterFunc), ledger.FastLeaseWindow(2*time.Second))
+	defer f.Close()
+	ctx := context.Background()
+	if err := f.SetBudget(ctx, fastTask, mustM("10")); err != nil {
+		t.Fatal(err)
+	}
+	other := site.raw(t) // what 'cortexbuild budget show' reads
+	defer other.Close()
+	held := func() provider.Money {
+		t.Helper()
+		if err := f.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		f.WaitGiveBacks()
+		b, err := other.Budget(ctx, fastTask)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.Held
+	}
+	c := newCaller(t, f)
+	for range 3 {
+		if err := c.call(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The lease is $0.64 (64 estimates); each settled call drew its
+	// estimate off it.
+	if h := held(); h != mustM("0.61") {
+		t.Fatalf("held during the window = %s; want what is left of the lease, $0.61", h)
+	}
+	clk.Advance(1999 * time.Millisecond)
+	if h := held(); h != mustM("0.61") {
+		t.Fatalf("held just before the window ends = %s; want the lease", h)
+	}
+	clk.Advance(time.Millisecond)
+	if h := held(); h != 0 {
+		t.Fatalf("held once the window has ended, no call since = %s; want 0", h)
+	}
+
+	// A call in flight when the window ends keeps only its own estimate.
+	id, err := c.reserve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(2 * time.Second)
+	if h := held(); h != mustM("0.01") {
+		t.Fatalf("held with one call in flight after the window = %s; want its estimate, $0.01", h)
+	}
+	c.settle(id)
+	if h := held(); h != 0 {
+		t.Fatalf("held once it settled = %s; want 0", h)
+	}
+	if b, _ := other.Budget(ctx, fastTask); b.Spent != mustM("0.028") {
+		t.Errorf("spent = %s; want $0.028", b.Spent)
+	}
 }
