@@ -322,7 +322,7 @@ func (f *Fast) acquire(ctx context.Context, key string, r Reservation) (bool, er
 			// Someone took the room meanwhile: this call is decided exactly.
 			return false, f.exact(ctx, r)
 		}
-		return false, err
+		return false, f.storeRefused(err)
 	}
 	l := &lease{id: id, key: key, scopes: slices.Clone(r.Scopes), amount: size, until: f.now().Add(f.o.window), open: true, seg: seg}
 	f.mu.Lock()
@@ -365,7 +365,7 @@ func (f *Fast) exact(ctx context.Context, r Reservation) error {
 		return err
 	}
 	if err := f.Store.Reserve(ctx, r); err != nil {
-		return err
+		return f.storeRefused(err)
 	}
 	f.mu.Lock()
 	f.holds[r.InvocationID] = drawn{}
@@ -627,7 +627,7 @@ func (f *Fast) recoverJournal() bool {
 	healthy := f.journalErr == nil
 	f.mu.Unlock()
 	if healthy {
-		f.onErr(errors.New("ledger: the journal takes writes again; calls are admitted"))
+		f.onErr(errors.New("ledger: the journal takes writes again"))
 	}
 	return healthy
 }
@@ -689,21 +689,36 @@ func (e *WriteError) Unwrap() []error { return []error{ErrUnavailable, e.Err} }
 // writeError describes why no call is admitted now.
 func (f *Fast) writeError() error {
 	f.mu.Lock()
-	e := &WriteError{Kept: f.kept}
-	switch {
-	case f.journalErr != nil:
-		e.Journal, e.Where, e.Err = true, f.dir, f.journalErr
-	case f.storeErr != nil:
-		e.Err = f.storeErr
-		if sq, ok := f.Store.(*SQLite); ok {
-			e.Where = sq.path
-		}
-	default:
-		f.mu.Unlock()
-		return fmt.Errorf("%w: the ledger could not be written; retry", ErrUnavailable)
-	}
+	jerr, serr := f.journalErr, f.storeErr
 	f.mu.Unlock()
-	e.DiskFull = diskFull(e.Err)
+	switch {
+	case jerr != nil:
+		return f.newWriteError(true, jerr)
+	case serr != nil:
+		return f.newWriteError(false, serr)
+	}
+	return fmt.Errorf("%w: the ledger could not be written; retry", ErrUnavailable)
+}
+
+// storeRefused turns a reservation the store could not write into a
+// [*WriteError] saying so; other errors are returned as they are.
+func (f *Fast) storeRefused(err error) error {
+	if err == nil || !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrClosed) {
+		return err
+	}
+	return f.newWriteError(false, err)
+}
+
+func (f *Fast) newWriteError(journal bool, err error) *WriteError {
+	e := &WriteError{Journal: journal, Err: err, DiskFull: diskFull(err)}
+	if journal {
+		e.Where = f.dir
+	} else if sq, ok := f.Store.(*SQLite); ok {
+		e.Where = sq.path
+	}
+	f.mu.Lock()
+	e.Kept = f.kept
+	f.mu.Unlock()
 	f.flushMu.Lock()
 	e.Waiting = max(f.pending-e.Kept, 0)
 	f.flushMu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,10 +35,12 @@ func (s *fullStore) Settle(ctx context.Context, set ledger.Settlement) error {
 }
 
 // caller makes calls through a store and counts what reached the
-// "provider" (calls admitted) and what was answered.
+// "provider" (calls admitted) and what was answered; safe for concurrent
+// use.
 type caller struct {
 	t        *testing.T
 	st       ledger.Store
+	mu       sync.Mutex
 	n        int
 	sent     int
 	answered map[string]provider.Money
@@ -49,11 +52,15 @@ func newCaller(t *testing.T, st ledger.Store) *caller {
 
 // reserve admits one call, or returns the refusal.
 func (c *caller) reserve() (string, error) {
+	c.mu.Lock()
 	c.n++
 	id := fmt.Sprintf("call-%d", c.n)
+	c.mu.Unlock()
 	err := c.st.Reserve(context.Background(), ledger.Reservation{InvocationID: id, Amount: mustM("0.01"), Scopes: []ledger.Scope{fastTask, fastMonth}, ExpiresAt: time.Now().Add(time.Hour)})
 	if err == nil {
+		c.mu.Lock()
 		c.sent++
+		c.mu.Unlock()
 	}
 	return id, err
 }
@@ -67,7 +74,9 @@ func (c *caller) settle(id string) {
 	if err != nil {
 		c.t.Errorf("settle %s: %v", id, err)
 	}
+	c.mu.Lock()
 	c.answered[id] = cost
+	c.mu.Unlock()
 }
 
 // call makes one whole call; it reports the refusal, if any.

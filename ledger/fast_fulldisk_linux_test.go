@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -100,22 +101,35 @@ func TestFastOnAFullDisk(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	filler := fillDisk(t, dir)
-	// Calls go on until the ledger finds it cannot write; each admitted
-	// one is paid and must be kept.
-	var we *ledger.WriteError
-	refused := false
-	for range 2000 {
-		if err := c.call(); err != nil {
-			if !errors.As(err, &we) || !errors.Is(err, ledger.ErrUnavailable) {
-				t.Fatalf("refusal = %v; want a *WriteError wrapping ErrUnavailable", err)
+	// Eight callers make calls while the disk fills; each goes on until
+	// the ledger refuses it. Every call admitted is paid and must be kept.
+	filled := make(chan string)
+	go func() { filled <- fillDisk(t, dir) }()
+	var wg sync.WaitGroup
+	refusals := make(chan error, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 2000 {
+				if err := c.call(); err != nil {
+					refusals <- err
+					return
+				}
 			}
-			refused = true
-			break
+		}()
+	}
+	filler := <-filled
+	wg.Wait()
+	close(refusals)
+	var we *ledger.WriteError
+	for err := range refusals {
+		if !errors.As(err, &we) || !errors.Is(err, ledger.ErrUnavailable) {
+			t.Fatalf("refusal = %v; want a *WriteError wrapping ErrUnavailable", err)
 		}
 	}
-	if !refused {
-		t.Fatal("2000 calls admitted on a full disk")
+	if we == nil {
+		t.Fatal("2000 calls per caller admitted on a full disk")
 	}
 	if !we.DiskFull || !strings.Contains(we.Error(), "the disk is full") || !strings.Contains(we.Error(), "free space") {
 		t.Errorf("refusal = %+v\n%v", we, we)

@@ -150,11 +150,12 @@ func (j *journal) writeLocked(line []byte) (*segment, error) {
 // writeFile is the journal's write(2); tests replace it to fail writes.
 var writeFile = (*os.File).Write
 
-// probe reports whether a record of a usual size can be appended now,
-// without leaving one: it writes a blank line (replay skips those) and cuts
-// it off again.
+// probe reports whether the journal's disk has room again, without
+// leaving a record: it writes a blank line (replay skips those) of a page,
+// more than a record takes, so the write needs space the file did not
+// already have, and cuts it off again.
 func (j *journal) probe() error {
-	line := append(bytes.Repeat([]byte{' '}, 511), '\n')
+	line := append(bytes.Repeat([]byte{' '}, 4095), '\n')
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.err != nil {
