@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cortexbuild/cortexbuild/ledger"
+	"github.com/cortexbuild/cortexbuild/provider/anthropic/anthropicfake"
 )
 
 // envServeFullDisk tells the test binary it is the child of
@@ -26,32 +27,10 @@ const envServeFullDisk = "CORTEXBUILD_SERVE_FULL_DISK_CHILD"
 // and the fix; every call answered is on the record once space is freed;
 // and calls are answered again without a restart.
 func TestServeOnAFullDisk(t *testing.T) {
-	if os.Getenv(envServeFullDisk) == "" {
-		if os.Geteuid() != 0 {
-			t.Skip("needs root: the test mounts a small tmpfs in a private mount namespace to fill the disk for real")
-		}
-		cmd := exec.Command(os.Args[0], "-test.run=^TestServeOnAFullDisk$", "-test.v", "-test.count=1")
-		cmd.Env = append(os.Environ(), envServeFullDisk+"=1")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
-		out, err := cmd.CombinedOutput()
-		if m := regexp.MustCompile(`(cannot mount a tmpfs: .*)`).FindSubmatch(out); m != nil && strings.Contains(string(out), "--- SKIP") {
-			t.Skip(string(m[1]))
-		}
-		if err != nil || !strings.Contains(string(out), "--- PASS: TestServeOnAFullDisk") {
-			t.Fatalf("the child failed: %v\n%s", err, out)
-		}
-		t.Logf("child:\n%s", out)
+	if !inFullDiskChild(t, "TestServeOnAFullDisk") {
 		return
 	}
-	dir, srv := ledgerProject(t, "store:\n  path: state/state.db\n")
-	state := filepath.Join(dir, "state")
-	if err := os.MkdirAll(state, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", state, "tmpfs", 0, "size=2m,mode=0700"); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(state, 0) })
+	dir, state, srv := tmpfsProject(t)
 	base, stop := startServe(t, dir, keyEnv, "--no-auth")
 	answered, n := 0, 0
 	call := func() (int, string) {
@@ -140,6 +119,131 @@ func TestServeOnAFullDisk(t *testing.T) {
 		t.Errorf("journals left after a clean stop: %v", left)
 	}
 	t.Logf("%d calls answered and recorded, %d refused", answered, n-answered)
+}
+
+// inFullDiskChild reports whether this is the child that runs the test
+// name in a mount namespace of its own; in the parent it runs that child,
+// checks that it passed, and reports false. It skips, saying why, when the
+// test does not run as root or the child cannot mount a tmpfs.
+func inFullDiskChild(t *testing.T, name string) bool {
+	t.Helper()
+	if os.Getenv(envServeFullDisk) == name {
+		return true
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the test mounts a small tmpfs in a private mount namespace to fill the disk for real")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), envServeFullDisk+"="+name)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+	out, err := cmd.CombinedOutput()
+	if m := regexp.MustCompile(`(cannot mount a tmpfs: .*)`).FindSubmatch(out); m != nil && strings.Contains(string(out), "--- SKIP") {
+		t.Skip(string(m[1]))
+	}
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+name) {
+		t.Fatalf("the child failed: %v\n%s", err, out)
+	}
+	t.Logf("child:\n%s", out)
+	return false
+}
+
+// tmpfsProject is a ledgerProject whose store (state/state.db) and journal
+// are on a 2 MiB tmpfs, in this process's own mount namespace.
+func tmpfsProject(t *testing.T) (dir, state string, srv *anthropicfake.Server) {
+	t.Helper()
+	dir, srv = ledgerProject(t, "store:\n  path: state/state.db\n")
+	state = filepath.Join(dir, "state")
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", state, "tmpfs", 0, "size=2m,mode=0700"); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(state, 0) })
+	return dir, state, srv
+}
+
+// Stopping the gateway while the disk is still full: it tries, then exits
+// non-zero saying what it could not write; once space is back, the next
+// process to open the store has every answered call.
+func TestServeStopsLoudlyOnAFullDisk(t *testing.T) {
+	if !inFullDiskChild(t, "TestServeStopsLoudlyOnAFullDisk") {
+		return
+	}
+	dir, state, srv := tmpfsProject(t)
+	base, stop := startServe(t, dir, keyEnv, "--no-auth")
+	answered := 0
+	for n := range 20 {
+		if code, body := chat(t, base, n); code != 200 {
+			t.Fatalf("before the disk is full: %d %s", code, body)
+		}
+		answered++
+	}
+	filler := fillDisk(t, state)
+	refusal := ""
+	for n := 20; n < 2020 && refusal == ""; n++ {
+		code, body := chat(t, base, n)
+		switch {
+		case code == 200:
+			answered++
+		case code != 503 || !strings.Contains(body, "the disk is full"):
+			t.Fatalf("refusal = %d %s", code, body)
+		default:
+			refusal = body
+		}
+	}
+	if refusal == "" {
+		t.Fatal("2000 calls answered on a full disk")
+	}
+	pending := regexp.MustCompile(`\d+ settlements (of calls already paid are kept in memory|wait in the journal)`).MatchString(refusal)
+	exit, errs := stop()
+	if os.Remove(filler) != nil {
+		t.Fatal("cannot remove the filler")
+	}
+	ctx := context.Background()
+	st, err := ledger.OpenSQLite(ctx, filepath.Join(state, "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if exit == 0 && pending {
+		t.Fatalf("serve exited 0 with settlements unwritten (%s):\n%s", refusal, errs)
+	}
+	if exit == 0 {
+		// The refusal said nothing was pending (a lease the store could
+		// not reserve): nothing to report.
+		t.Logf("serve stopped cleanly: nothing was pending")
+	} else {
+		if exit != ExitFailure || !strings.Contains(errs, "cortexbuild: closing the store:") || !strings.Contains(errs, "not closed cleanly") {
+			t.Fatalf("serve exited %d:\n%s", exit, errs)
+		}
+		// Settlements lost with the process are printed as journal lines:
+		// saved as the message says, the next process applies them.
+		var lines []string
+		for _, l := range strings.Split(errs, "\n") {
+			if strings.HasPrefix(l, `{"v":`) {
+				lines = append(lines, l)
+			}
+		}
+		if len(lines) > 0 {
+			os.WriteFile(filepath.Join(state, "journal", "recovered.journal"), []byte(strings.Join(lines, "\n")+"\n"), 0o600)
+		}
+		t.Logf("serve exited %d; %d settlements printed as lines; its report:\n%s", exit, len(lines), errs[strings.Index(errs, "cortexbuild: closing the store:"):])
+	}
+	if _, err := ledger.Replay(ctx, st, filepath.Join(state, "journal")); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := st.Attempts(ctx, ledger.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != answered || len(srv.Requests()) != answered {
+		t.Errorf("%d ledger rows and %d provider requests for %d answered calls", len(rows), len(srv.Requests()), answered)
+	}
+	bs, err := st.Budgets(ctx)
+	if err != nil || len(bs) != 1 || bs[0].Held != 0 || bs[0].Spent == 0 {
+		t.Errorf("budgets after the next process's replay = %+v, %v; want the month's spend and nothing held", bs, err)
+	}
 }
 
 // fillDisk writes a file in dir until its filesystem is full and returns
