@@ -144,8 +144,10 @@ func FastLeaseFactor(n int) FastOption { return func(o *fastOptions) { o.factor 
 func FastSync() FastOption { return func(o *fastOptions) { o.sync = true } }
 
 // FastOnError receives the errors of background writes (the settlement
-// stays in the journal and is retried; an invalid one is dropped after
-// being reported). Default: none are reported.
+// stays in the journal, or in memory, and is retried; an invalid one is
+// dropped after being reported), and says when calls start being refused
+// because the journal or the store cannot be written and when those take
+// writes again. Default: none are reported.
 func FastOnError(f func(error)) FastOption { return func(o *fastOptions) { o.onErr = f } }
 
 // FastClock sets the clock for lease windows (default time.Now).
