@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cortexbuild/cortexbuild/provider"
@@ -38,7 +39,16 @@ import (
 // Durability: a settlement survives the death of the process once Settle
 // returns; it survives a power cut once it is in the store (milliseconds
 // later), or at once with [FastSync]. Lease holds count as held in
-// [Budget], so reports may show more held than the calls in flight.
+// [Budget], so reports may show more held than the calls in flight; a
+// lease's unused part goes back when its window ends, whether or not
+// another call comes.
+//
+// Failing closed: while the journal or the store cannot be written (a full
+// disk, a store that refuses writes), Reserve refuses every call with a
+// [*WriteError] (it wraps [ErrUnavailable]). A settlement that neither the
+// journal nor the store takes is kept in memory and retried; one in the
+// journal stays there until the store has it. Calls are admitted again by
+// themselves once the journal takes a write and the store applies one.
 type Fast struct {
 	Store
 	j     *journal
@@ -54,6 +64,17 @@ type Fast struct {
 	holds     map[string]drawn         // by invocation: what it drew from a lease
 	closed    bool
 	lastScan  time.Time
+	// Health: while journalErr or storeErr is set, no call is admitted.
+	journalErr error // the last failed journal write, until one succeeds
+	storeErr   error // the last failed apply, until one succeeds
+	held       []job // settlements neither in the journal nor in the store
+	kept       int   // how many: held, and those being retried
+
+	kick    chan struct{} // wakes the retrier of held settlements
+	quit    chan struct{} // closed by Close: retries stop
+	retrier sync.WaitGroup
+	qmu     sync.RWMutex // guards sends on queue against its closing
+	qclosed bool
 
 	queue   chan job
 	hurry   chan struct{} // a Flush waits: apply what is queued now
@@ -73,6 +94,7 @@ type lease struct {
 	used   provider.Money // drawn by calls admitted and not released
 	until  time.Time      // admits calls until then
 	open   bool
+	stop   func() bool // stops the timer that ends the window
 	// settled is what the applied settlements drawn on the lease took off
 	// its hold in the store.
 	settled provider.Money
@@ -106,6 +128,7 @@ type fastOptions struct {
 	workers int
 	onErr   func(error)
 	now     func() time.Time
+	after   func(time.Duration, func()) func() bool
 }
 
 // FastLeaseWindow sets how long a lease admits calls (default 2 s).
@@ -121,13 +144,24 @@ func FastLeaseFactor(n int) FastOption { return func(o *fastOptions) { o.factor 
 func FastSync() FastOption { return func(o *fastOptions) { o.sync = true } }
 
 // FastOnError receives the errors of background writes (the settlement
-// stays in the journal and is retried; an invalid one is dropped after
-// being reported), and a [KeptAside] for every journal record a replay
+// stays in the journal, or in memory, and is retried; an invalid one is
+// dropped after being reported), says when calls start being refused
+// because the journal or the store cannot be written and when those take
+// writes again, and gives a [KeptAside] for every journal record a replay
 // could not apply. Default: none are reported.
 func FastOnError(f func(error)) FastOption { return func(o *fastOptions) { o.onErr = f } }
 
 // FastClock sets the clock for lease windows (default time.Now).
 func FastClock(now func() time.Time) FastOption { return func(o *fastOptions) { o.now = now } }
+
+// FastAfterFunc sets the timer that ends lease windows (default
+// time.AfterFunc): after(d, fn) runs fn once d has passed on the clock of
+// [FastClock] and returns what stops it.
+func FastAfterFunc(after func(d time.Duration, fn func()) (stop func() bool)) FastOption {
+	return func(o *fastOptions) { o.after = after }
+}
+
+func afterFunc(d time.Duration, fn func()) func() bool { return time.AfterFunc(d, fn).Stop }
 
 // ErrNoJournal is returned by [NewFast] where file locks, which journals
 // need, are not available; use the store directly there.
@@ -141,7 +175,7 @@ func NewFast(ctx context.Context, st Store, dir string, opts ...FastOption) (*Fa
 	if !journalSupported {
 		return nil, ErrNoJournal
 	}
-	o := fastOptions{window: 2 * time.Second, factor: 64, workers: 128, now: time.Now, onErr: func(error) {}}
+	o := fastOptions{window: 2 * time.Second, factor: 64, workers: 128, now: time.Now, after: afterFunc, onErr: func(error) {}}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -161,8 +195,11 @@ func NewFast(ctx context.Context, st Store, dir string, opts ...FastOption) (*Fa
 	}
 	f := &Fast{Store: st, j: j, dir: dir, now: o.now, o: o, onErr: o.onErr,
 		all: map[*lease]bool{}, leases: map[string]*lease{}, acquiring: map[string]chan struct{}{}, holds: map[string]drawn{},
-		queue: make(chan job, 4096), hurry: make(chan struct{}, 1), lastScan: o.now()}
+		queue: make(chan job, 4096), hurry: make(chan struct{}, 1), lastScan: o.now(),
+		kick: make(chan struct{}, 1), quit: make(chan struct{})}
 	f.flushed = sync.NewCond(&f.flushMu)
+	f.retrier.Add(1)
+	go f.retry()
 	if bs, ok := st.(batchSettler); ok {
 		f.workers.Add(1)
 		go f.workBatches(bs)
@@ -202,6 +239,10 @@ func (f *Fast) Reserve(ctx context.Context, r Reservation) error {
 		if f.closed {
 			f.mu.Unlock()
 			return ErrClosed
+		}
+		if f.journalErr != nil || f.storeErr != nil {
+			f.mu.Unlock()
+			return f.writeError()
 		}
 		if _, dup := f.holds[r.InvocationID]; dup {
 			f.mu.Unlock()
@@ -278,7 +319,8 @@ func (f *Fast) acquire(ctx context.Context, key string, r Reservation) (bool, er
 	id := newLeaseID()
 	seg, err := f.j.append(record{Op: "lease", Lease: id})
 	if err != nil {
-		return false, err
+		f.journalFailed(err)
+		return false, f.writeError()
 	}
 	expires := r.ExpiresAt.Add(f.o.window)
 	if err := f.Store.Reserve(ctx, Reservation{InvocationID: id, Amount: size, Scopes: r.Scopes, ExpiresAt: expires}); err != nil {
@@ -287,14 +329,39 @@ func (f *Fast) acquire(ctx context.Context, key string, r Reservation) (bool, er
 			// Someone took the room meanwhile: this call is decided exactly.
 			return false, f.exact(ctx, r)
 		}
-		return false, err
+		return false, f.storeRefused(err)
 	}
 	l := &lease{id: id, key: key, scopes: slices.Clone(r.Scopes), amount: size, until: f.now().Add(f.o.window), open: true, seg: seg}
 	f.mu.Lock()
 	f.leases[key] = l
 	f.all[l] = true
+	f.timeLocked(l, f.o.window)
 	f.mu.Unlock()
 	return true, nil
+}
+
+// timeLocked arms the timer that ends l's window in d: its unused part
+// then goes back without waiting for another call.
+func (f *Fast) timeLocked(l *lease, d time.Duration) {
+	l.stop = f.o.after(d, func() { f.expire(l) })
+}
+
+// expire closes l once its window has ended, and gives back what it will
+// not use.
+func (f *Fast) expire(l *lease) {
+	f.mu.Lock()
+	if f.closed || !l.open {
+		f.mu.Unlock()
+		return
+	}
+	if left := l.until.Sub(f.now()); left > 0 {
+		f.timeLocked(l, left)
+		f.mu.Unlock()
+		return
+	}
+	back := f.closeLocked(l)
+	f.async(back)
+	f.mu.Unlock()
 }
 
 // exact reserves r in the store itself, once the store has every pending
@@ -305,7 +372,7 @@ func (f *Fast) exact(ctx context.Context, r Reservation) error {
 		return err
 	}
 	if err := f.Store.Reserve(ctx, r); err != nil {
-		return err
+		return f.storeRefused(err)
 	}
 	f.mu.Lock()
 	f.holds[r.InvocationID] = drawn{}
@@ -321,6 +388,9 @@ func (f *Fast) closeLocked(l *lease) func(context.Context) {
 		return nil
 	}
 	l.open = false
+	if l.stop != nil {
+		l.stop()
+	}
 	if f.leases[l.key] == l {
 		delete(f.leases, l.key)
 	}
@@ -395,21 +465,281 @@ func (f *Fast) Settle(ctx context.Context, s Settlement) error {
 		d.l.unapplied++
 	}
 	f.mu.Unlock()
-	seg, err := f.j.append(record{Op: "settle", Settle: &s})
-	if err != nil {
-		// The journal cannot take it: write it through, or say so.
-		if d.l != nil {
-			f.mu.Lock()
-			d.l.unapplied--
-			f.mu.Unlock()
-		}
-		return f.Store.Settle(ctx, s)
-	}
 	f.flushMu.Lock()
 	f.pending++
 	f.flushMu.Unlock()
-	f.queue <- job{s: s, seg: seg, l: d.l}
+	jb := job{s: s, l: d.l}
+	seg, err := f.j.append(record{Op: "settle", Settle: &s})
+	if err == nil {
+		jb.seg = seg
+		f.enqueue(jb)
+		return nil
+	}
+	if errors.Is(err, ErrClosed) {
+		// Close has run: the store is all that is left.
+		f.applied(jb)
+		return f.Store.Settle(ctx, s)
+	}
+	// The journal cannot take it: no call is admitted until it can. The
+	// settlement is written through to the store, or kept and retried.
+	f.journalFailed(err)
+	serr := f.Store.Settle(ctx, s)
+	switch {
+	case serr == nil, errors.Is(serr, ErrAlreadySettled):
+		f.applied(jb)
+		return serr
+	case errors.Is(serr, ErrInvalid):
+		f.applied(jb)
+		return serr
+	}
+	f.mu.Lock()
+	f.held = append(f.held, jb)
+	f.kept++
+	n := f.kept
+	f.mu.Unlock()
+	f.onErr(fmt.Errorf("ledger: the settlement of %s ($%s) is kept in memory and retried: the journal cannot take it (%v), nor the store (%v); %d kept so far, new calls are refused until they are written", s.InvocationID, s.Cost, err, serr, n))
+	f.wake()
 	return nil
+}
+
+// enqueue hands a journaled settlement to the workers that apply it; once
+// Close has stopped them it stays in the journal for the next process.
+func (f *Fast) enqueue(jb job) {
+	f.qmu.RLock()
+	defer f.qmu.RUnlock()
+	if f.qclosed {
+		f.left(1)
+		return
+	}
+	f.queue <- jb
+}
+
+// left counts n settlements as no longer pending for this process (they
+// stay in the journal for the next one).
+func (f *Fast) left(n int) {
+	f.flushMu.Lock()
+	f.pending -= n
+	f.flushed.Broadcast()
+	f.flushMu.Unlock()
+}
+
+func (f *Fast) wake() {
+	select {
+	case f.kick <- struct{}{}:
+	default:
+	}
+}
+
+// journalFailed records that the journal refused a write: no call is
+// admitted until it takes one again.
+func (f *Fast) journalFailed(err error) {
+	f.mu.Lock()
+	first := f.journalErr == nil
+	f.journalErr = err
+	f.mu.Unlock()
+	if first {
+		f.onErr(fmt.Errorf("ledger: new calls are refused until the journal can be written again: %w", err))
+		f.wake()
+	}
+}
+
+// storeFailed and storeOK record the outcome of applying settlements.
+func (f *Fast) storeFailed(err error) {
+	f.mu.Lock()
+	f.storeErr = err
+	f.mu.Unlock()
+}
+
+func (f *Fast) storeOK() {
+	f.mu.Lock()
+	was := f.storeErr
+	f.storeErr = nil
+	f.mu.Unlock()
+	if was != nil {
+		f.onErr(fmt.Errorf("ledger: the store takes writes again (it had failed: %v)", was))
+	}
+}
+
+// retry writes the held settlements (to the journal, else to the store)
+// and probes the journal until it takes writes again, with backoff.
+func (f *Fast) retry() {
+	defer f.retrier.Done()
+	for {
+		select {
+		case <-f.kick:
+		case <-f.quit:
+			return
+		}
+		backoff := 10 * time.Millisecond
+		for !f.recoverJournal() {
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-f.quit:
+				t.Stop()
+				return
+			}
+			backoff = min(2*backoff, time.Second)
+		}
+	}
+}
+
+// recoverJournal makes one pass over the held settlements and reports
+// whether the journal is healthy again (everything held is written and
+// the journal took a write).
+func (f *Fast) recoverJournal() bool {
+	f.mu.Lock()
+	held := f.held
+	f.held = nil
+	failing := f.journalErr != nil
+	f.mu.Unlock()
+	if !failing && len(held) == 0 {
+		return true
+	}
+	var keep []job
+	var jerr error
+	defer func() {
+		f.mu.Lock()
+		f.kept -= len(held) - len(keep)
+		f.mu.Unlock()
+	}()
+	for _, jb := range held {
+		seg, err := f.j.append(record{Op: "settle", Settle: &jb.s})
+		if err == nil {
+			jb.seg = seg
+			f.enqueue(jb)
+			continue
+		}
+		jerr = err
+		switch serr := f.Store.Settle(context.Background(), jb.s); {
+		case serr == nil, errors.Is(serr, ErrAlreadySettled):
+			f.applied(jb)
+		case errors.Is(serr, ErrInvalid):
+			f.onErr(fmt.Errorf("ledger: settlement of %s dropped: %w", jb.s.InvocationID, serr))
+			f.applied(jb)
+		default:
+			keep = append(keep, jb)
+		}
+	}
+	if len(held) == 0 {
+		jerr = f.j.probe()
+	}
+	f.mu.Lock()
+	f.held = append(keep, f.held...)
+	if jerr != nil {
+		f.journalErr = jerr
+	} else if len(f.held) == 0 {
+		f.journalErr = nil
+	}
+	healthy := f.journalErr == nil
+	f.mu.Unlock()
+	if healthy {
+		f.onErr(errors.New("ledger: the journal takes writes again"))
+	}
+	return healthy
+}
+
+// WriteError is what [Fast.Reserve] refuses calls with while the journal
+// or the store cannot be written. It wraps [ErrUnavailable] and the write's
+// error.
+type WriteError struct {
+	// Journal is true when the journal cannot be written, false when the
+	// store cannot.
+	Journal bool
+	// Where is the journal's directory, or the store's file ("" when it
+	// has none, as PostgreSQL).
+	Where string
+	// DiskFull is true when the write failed for want of space.
+	DiskFull bool
+	// Kept counts settlements held in memory (the journal refused them),
+	// Waiting those in the journal waiting for the store.
+	Kept, Waiting int
+	Err           error
+}
+
+func (e *WriteError) Error() string {
+	var b strings.Builder
+	b.WriteString("ledger: new calls are refused: ")
+	what := "the store"
+	if e.Journal {
+		what = "the journal"
+	}
+	if e.Where != "" {
+		what += " at " + e.Where
+	}
+	if e.DiskFull {
+		b.WriteString("the disk is full: ")
+	}
+	fmt.Fprintf(&b, "%s cannot be written (%v)", what, e.Err)
+	if e.Kept > 0 {
+		fmt.Fprintf(&b, "; %d settlements of calls already paid are kept in memory and retried until they are written", e.Kept)
+	}
+	if e.Waiting > 0 {
+		fmt.Fprintf(&b, "; %d settlements wait in the journal and are retried", e.Waiting)
+	}
+	switch {
+	case e.DiskFull && e.Where != "":
+		fmt.Fprintf(&b, ". To fix it, free space on the filesystem holding %s", e.Where)
+	case e.DiskFull:
+		b.WriteString(". To fix it, free space on the store's disk")
+	case e.Journal:
+		b.WriteString(". To fix it, make the journal's directory writable (space, permissions, a read-only mount)")
+	default:
+		b.WriteString(". To fix it, make the store writable again (its disk's space, the file's permissions, the database server)")
+	}
+	b.WriteString("; calls are admitted again by themselves once everything pending is written")
+	return b.String()
+}
+
+func (e *WriteError) Unwrap() []error { return []error{ErrUnavailable, e.Err} }
+
+// writeError describes why no call is admitted now.
+func (f *Fast) writeError() error {
+	f.mu.Lock()
+	jerr, serr := f.journalErr, f.storeErr
+	f.mu.Unlock()
+	switch {
+	case jerr != nil:
+		return f.newWriteError(true, jerr)
+	case serr != nil:
+		return f.newWriteError(false, serr)
+	}
+	return fmt.Errorf("%w: the ledger could not be written; retry", ErrUnavailable)
+}
+
+// storeRefused turns a reservation the store could not write into a
+// [*WriteError] saying so; other errors are returned as they are.
+func (f *Fast) storeRefused(err error) error {
+	if err == nil || !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrClosed) {
+		return err
+	}
+	return f.newWriteError(false, err)
+}
+
+func (f *Fast) newWriteError(journal bool, err error) *WriteError {
+	e := &WriteError{Journal: journal, Err: err, DiskFull: diskFull(err)}
+	if journal {
+		e.Where = f.dir
+	} else if sq, ok := f.Store.(*SQLite); ok {
+		e.Where = sq.path
+	}
+	f.mu.Lock()
+	e.Kept = f.kept
+	f.mu.Unlock()
+	f.flushMu.Lock()
+	e.Waiting = max(f.pending-e.Kept, 0)
+	f.flushMu.Unlock()
+	return e
+}
+
+// diskFull reports whether err means there is no room left on a disk.
+func diskFull(err error) bool {
+	if errors.Is(err, syscall.ENOSPC) {
+		return true
+	}
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "disk is full") || strings.Contains(msg, "no space left") ||
+		strings.Contains(msg, "disk quota") || strings.Contains(msg, "sqlstate 53100")
 }
 
 // batchSettler is implemented by stores that apply many settlements in one
@@ -471,6 +801,7 @@ func (f *Fast) applyBatch(bs batchSettler, batch []job) {
 			}
 		}
 		if retry == nil {
+			f.storeOK()
 			for i, jb := range batch {
 				if errors.Is(errs[i], ErrInvalid) {
 					f.onErr(fmt.Errorf("ledger: settlement of %s dropped: %w", jb.s.InvocationID, errs[i]))
@@ -479,18 +810,29 @@ func (f *Fast) applyBatch(bs batchSettler, batch []job) {
 			}
 			return
 		}
-		if errors.Is(retry, ErrClosed) {
+		if errors.Is(retry, ErrClosed) || !f.wait(retry, len(batch), &backoff) {
 			// They stay in the journal for the next process.
-			f.onErr(fmt.Errorf("ledger: %d settlements not applied: %w", len(batch), retry))
-			f.flushMu.Lock()
-			f.pending -= len(batch)
-			f.flushed.Broadcast()
-			f.flushMu.Unlock()
+			f.onErr(fmt.Errorf("ledger: %d settlements not applied; they stay in the journal under %s: %w", len(batch), f.dir, retry))
+			f.left(len(batch))
 			return
 		}
-		f.onErr(fmt.Errorf("ledger: %d settlements wait in the journal: %w", len(batch), retry))
-		time.Sleep(backoff)
-		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// wait records that n settlements could not be applied (no call is
+// admitted meanwhile) and waits before they are tried again; it reports
+// false once Close has stopped the retries.
+func (f *Fast) wait(err error, n int, backoff *time.Duration) bool {
+	f.storeFailed(err)
+	f.onErr(fmt.Errorf("ledger: %d settlements wait in the journal; new calls are refused until the store takes them: %w", n, err))
+	t := time.NewTimer(*backoff)
+	defer t.Stop()
+	*backoff = min(2**backoff, 2*time.Second)
+	select {
+	case <-t.C:
+		return true
+	case <-f.quit:
+		return false
 	}
 }
 
@@ -507,31 +849,28 @@ func (f *Fast) apply(jb job) {
 	for {
 		err := f.Store.Settle(context.Background(), jb.s)
 		if err == nil || errors.Is(err, ErrAlreadySettled) {
+			f.storeOK()
 			break
-		}
-		if errors.Is(err, ErrClosed) {
-			// It stays in the journal for the next process.
-			f.onErr(fmt.Errorf("ledger: settlement of %s not applied: %w", jb.s.InvocationID, err))
-			f.flushMu.Lock()
-			f.pending--
-			f.flushed.Broadcast()
-			f.flushMu.Unlock()
-			return
 		}
 		if errors.Is(err, ErrInvalid) {
 			f.onErr(fmt.Errorf("ledger: settlement of %s dropped: %w", jb.s.InvocationID, err))
 			break
 		}
-		f.onErr(fmt.Errorf("ledger: settlement of %s waits in the journal: %w", jb.s.InvocationID, err))
-		time.Sleep(backoff)
-		backoff = min(2*backoff, 2*time.Second)
+		if errors.Is(err, ErrClosed) || !f.wait(err, 1, &backoff) {
+			// It stays in the journal for the next process.
+			f.onErr(fmt.Errorf("ledger: settlement of %s not applied; it stays in the journal under %s: %w", jb.s.InvocationID, f.dir, err))
+			f.left(1)
+			return
+		}
 	}
 	f.applied(jb)
 }
 
 // applied records that jb's settlement is in the store.
 func (f *Fast) applied(jb job) {
-	f.j.done(jb.seg)
+	if jb.seg != nil {
+		f.j.done(jb.seg)
+	}
 	if jb.l != nil {
 		f.mu.Lock()
 		jb.l.unapplied--
@@ -719,9 +1058,15 @@ func (f *Fast) Spend(ctx context.Context, fl Filter) (SpendReport, error) {
 	return f.Store.Spend(ctx, fl)
 }
 
-// Close applies what is pending (for up to 10 s), gives back every lease,
-// closes the journal (deleting it when empty) and the store. Settlements
-// that could not be applied stay in the journal for the next process.
+// closeWait bounds how long Close waits for pending settlements.
+var closeWait = 10 * time.Second
+
+// Close applies what is pending (for up to 10 s, retrying what the
+// journal or the store refused), gives back every lease, closes the journal
+// (deleting it when empty) and the store. Settlements that could not be
+// applied stay in the journal for the next process; those the journal
+// could not take either are lost with the process: the error lists each
+// with its journal line.
 func (f *Fast) Close() error {
 	f.mu.Lock()
 	if f.closed {
@@ -729,12 +1074,22 @@ func (f *Fast) Close() error {
 		return nil
 	}
 	f.closed = true
+	for l := range f.all {
+		if l.stop != nil {
+			l.stop()
+		}
+	}
 	f.leases = map[string]*lease{}
 	f.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), closeWait)
 	defer cancel()
 	ferr := f.Flush(ctx)
+	close(f.quit)
+	f.retrier.Wait()
+	f.qmu.Lock()
+	f.qclosed = true
 	close(f.queue)
+	f.qmu.Unlock()
 	f.workers.Wait()
 	f.bg.Wait()
 	// Every lease still held is released: calls still drawing on one
@@ -746,10 +1101,32 @@ func (f *Fast) Close() error {
 		left = append(left, l)
 	}
 	f.all = map[*lease]bool{}
+	lost := f.held
+	f.held = nil
 	f.mu.Unlock()
 	for _, l := range left {
 		f.giveBack(ctx, l)
 	}
+	var lerr error
+	if len(lost) > 0 {
+		lerr = f.lostError(lost)
+		ferr = nil // lerr says it all
+	}
 	jerr := f.j.close()
-	return errors.Join(ferr, jerr, f.Store.Close())
+	return errors.Join(lerr, ferr, jerr, f.Store.Close())
+}
+
+// lostError lists the settlements neither the journal nor the store took,
+// each with the journal line that would apply it.
+func (f *Fast) lostError(lost []job) error {
+	var total provider.Money
+	var lines strings.Builder
+	for _, jb := range lost {
+		total += jb.s.Cost
+		lines.WriteString("\n")
+		lines.Write(appendRecord(nil, record{Op: "settle", Settle: &jb.s}))
+	}
+	return fmt.Errorf("%w: %d settlements of calls already paid ($%s) were written neither to the journal nor to the store and are lost with this process; "+
+		"to recover them, once there is room, save the lines below to a file ending in %s under %s: the next process to open the store applies them:%s",
+		ErrUnavailable, len(lost), total, journalSuffix, f.dir, lines.String())
 }

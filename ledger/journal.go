@@ -60,7 +60,11 @@ type journal struct {
 	mu   sync.Mutex
 	cur  *segment
 	segs []*segment
-	err  error // a failed append: the journal refuses further writes
+	err  error // set once closed: the journal refuses further writes
+	// torn is set when a failed append could not be cut back off the
+	// current segment: the next append starts a new one, so that no
+	// record follows the torn one.
+	torn bool
 }
 
 // openJournal creates the process's journal in dir.
@@ -104,25 +108,68 @@ func (j *journal) append(r record) (*segment, error) {
 	if j.err != nil {
 		return nil, j.err
 	}
-	if j.cur.size > segmentMaxBytes {
-		if err := j.rotate(); err != nil {
-			return nil, err
-		}
-	}
-	s := j.cur
-	if _, err := s.f.Write(line); err != nil {
-		j.err = fmt.Errorf("%w: journal write: %v", ErrUnavailable, err)
-		return nil, j.err
-	}
-	if j.sync {
-		if err := s.f.Sync(); err != nil {
-			j.err = fmt.Errorf("%w: journal sync: %v", ErrUnavailable, err)
-			return nil, j.err
-		}
+	s, err := j.writeLocked(line)
+	if err != nil {
+		return nil, err
 	}
 	s.size += int64(len(line))
 	s.pending++
 	return s, nil
+}
+
+// writeLocked writes line at the end of the current segment, starting a
+// new one first when needed. A write that fails (a full disk) is cut back
+// off the file, so the segment holds whole records only and the journal
+// takes the next append once there is room again. Called with mu held.
+func (j *journal) writeLocked(line []byte) (*segment, error) {
+	if j.torn || j.cur.size > segmentMaxBytes {
+		old := j.cur
+		if err := j.rotate(); err != nil {
+			return nil, err
+		}
+		j.torn = false
+		if old.pending == 0 {
+			j.dropLocked(old)
+		}
+	}
+	s := j.cur
+	op := "write"
+	_, err := writeFile(s.f, line)
+	if err == nil && j.sync {
+		op = "sync"
+		err = s.f.Sync()
+	}
+	if err != nil {
+		if s.f.Truncate(s.size) != nil {
+			j.torn = true
+		}
+		return nil, fmt.Errorf("%w: journal %s: %w", ErrUnavailable, op, err)
+	}
+	return s, nil
+}
+
+// writeFile is the journal's write(2); tests replace it to fail writes.
+var writeFile = (*os.File).Write
+
+// probe reports whether the journal's disk has room again, without
+// leaving a record: it writes a blank line (replay skips those) of a page,
+// more than a record takes, so the write needs space the file did not
+// already have, and cuts it off again.
+func (j *journal) probe() error {
+	line := append(bytes.Repeat([]byte{' '}, 4095), '\n')
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.err != nil {
+		return j.err
+	}
+	s, err := j.writeLocked(line)
+	if err != nil {
+		return err
+	}
+	if s.f.Truncate(s.size) != nil {
+		s.size += int64(len(line)) // a blank line stays: harmless
+	}
+	return nil
 }
 
 // done marks one record of s as applied; a segment that is not the current
@@ -136,18 +183,23 @@ func (j *journal) done(s *segment) {
 		return
 	}
 	if s != j.cur {
-		s.f.Close()
-		os.Remove(s.path)
-		for i, x := range j.segs {
-			if x == s {
-				j.segs = append(j.segs[:i], j.segs[i+1:]...)
-				break
-			}
-		}
+		j.dropLocked(s)
 		return
 	}
 	if s.size > 0 && s.f.Truncate(0) == nil {
 		s.size = 0
+	}
+}
+
+// dropLocked deletes segment s, which holds nothing pending.
+func (j *journal) dropLocked(s *segment) {
+	s.f.Close()
+	os.Remove(s.path)
+	for i, x := range j.segs {
+		if x == s {
+			j.segs = append(j.segs[:i], j.segs[i+1:]...)
+			break
+		}
 	}
 }
 

@@ -128,6 +128,7 @@ func (e *env) openFastLedger(ctx context.Context, f *config.File) (ledger.Store,
 	if f.Store.JournalSync {
 		opts = append(opts, ledger.FastSync())
 	}
+	opts = append(opts, e.fastOpts...)
 	fast, err := ledger.NewFast(ctx, st, e.journalDir(f), opts...)
 	if errors.Is(err, ledger.ErrNoJournal) {
 		return st, nil
@@ -283,7 +284,14 @@ func (e *env) engineWith(ctx context.Context, f *config.File, task string, withS
 		if st, err = e.openFastLedger(ctx, f); err != nil {
 			return nil, closer, err
 		}
-		closer = func() { st.Close() }
+		closer = func() {
+			// Settlements the store could not take are said here, loudly:
+			// they were paid for.
+			if err := st.Close(); err != nil {
+				e.storeCloseErr = err
+				fmt.Fprintln(e.stderr, "cortexbuild: closing the store:", err)
+			}
+		}
 		if err := applyBudgets(ctx, st, f, task); err != nil {
 			closer()
 			return nil, func() {}, withCode(ExitFailure, fmt.Errorf("budgets: %w", err))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cortexbuild/cortexbuild/config"
 	"github.com/cortexbuild/cortexbuild/internal/builtin"
+	"github.com/cortexbuild/cortexbuild/ledger"
 	"github.com/cortexbuild/cortexbuild/orchestrator/locality"
 	"github.com/cortexbuild/cortexbuild/provider"
 )
@@ -74,6 +75,12 @@ type env struct {
 	// logOut is where observability.logs writes (stderr or logs.file),
 	// once a command that makes calls has opened it; nil before.
 	logOut io.Writer
+	// fastOpts are added to the fast ledger's options (tests set its
+	// clock).
+	fastOpts []ledger.FastOption
+	// storeCloseErr is what closing the store of a command that makes
+	// calls reported (settlements it could not write).
+	storeCloseErr error
 }
 
 // Main runs the command line with args and returns the process exit code.

@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -30,11 +31,17 @@ import (
 // it to be closed (and its data removed) when t ends.
 type Opener func(t *testing.T, opts ...ledger.Option) ledger.Store
 
-// Clock is a settable clock for [ledger.WithClock]; it never moves by
-// itself.
+// Clock is a settable clock for [ledger.WithClock] and [ledger.FastClock]
+// (with its timers for [ledger.FastAfterFunc]); it never moves by itself.
 type Clock struct {
-	mu sync.Mutex
-	t  time.Time
+	mu     sync.Mutex
+	t      time.Time
+	timers []*clockTimer
+}
+
+type clockTimer struct {
+	at time.Time
+	fn func()
 }
 
 // NewClock returns a clock standing at t.
@@ -47,11 +54,46 @@ func (c *Clock) Now() time.Time {
 	return c.t
 }
 
-// Advance moves the clock forward by d.
+// Advance moves the clock forward by d, running (in this goroutine, in
+// order) the functions of the timers that are then due.
 func (c *Clock) Advance(d time.Duration) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.t = c.t.Add(d)
+	var due []*clockTimer
+	keep := c.timers[:0]
+	for _, tm := range c.timers {
+		if !tm.at.After(c.t) {
+			due = append(due, tm)
+		} else {
+			keep = append(keep, tm)
+		}
+	}
+	c.timers = keep
+	c.mu.Unlock()
+	slices.SortStableFunc(due, func(a, b *clockTimer) int { return a.at.Compare(b.at) })
+	for _, tm := range due {
+		tm.fn()
+	}
+}
+
+// AfterFunc runs fn once the clock has been advanced by d or more, and
+// returns what stops it (reporting whether it stopped it before it ran).
+func (c *Clock) AfterFunc(d time.Duration, fn func()) (stop func() bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tm := &clockTimer{at: c.t.Add(d), fn: fn}
+	c.timers = append(c.timers, tm)
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for i, x := range c.timers {
+			if x == tm {
+				c.timers = append(c.timers[:i], c.timers[i+1:]...)
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // Epoch is the time the suite's clocks start at: mid-May 2026, UTC.
