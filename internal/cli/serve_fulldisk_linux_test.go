@@ -103,7 +103,7 @@ func TestServeOnAFullDisk(t *testing.T) {
 		t.Errorf("the log does not say that calls were refused:\n%s", errs)
 	}
 	ctx := context.Background()
-	st, err := ledger.OpenSQLite(ctx, filepath.Join(state, "state.db"))
+	st, err := ledger.OpenSQLite(ctx, filepath.Join(state, "state.db"), projectOf(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestServeStopsLoudlyOnAFullDisk(t *testing.T) {
 		t.Fatal("cannot remove the filler")
 	}
 	ctx := context.Background()
-	st, err := ledger.OpenSQLite(ctx, filepath.Join(state, "state.db"))
+	st, err := ledger.OpenSQLite(ctx, filepath.Join(state, "state.db"), projectOf(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
