@@ -72,6 +72,11 @@ func (s *stream) Recv() (provider.Chunk, error) {
 	if s.done {
 		return provider.Chunk{}, io.EOF
 	}
+	// A caller that gave up is told so, even when the SDK already holds
+	// the rest of the answer.
+	if err := s.ctx.Err(); err != nil {
+		return provider.Chunk{}, s.fail(s.a.classify(s.ctx, err, s.model))
+	}
 	for s.sdk.Next() {
 		ev := s.sdk.Current()
 		if c, ok, err := s.handle(ev); err != nil {

@@ -45,6 +45,11 @@ type stream struct {
 // io.EOF.
 func (s *stream) Recv() (provider.Chunk, error) {
 	for {
+		// A caller that gave up is told so, even when the rest of the
+		// answer is already here.
+		if err := s.at.ctx.Err(); err != nil && s.err == nil && !s.done {
+			return provider.Chunk{}, s.fail(s.a.classify(s.at.ctx, err, s.at.model))
+		}
 		if len(s.pending) > 0 {
 			c := s.pending[0]
 			s.pending = s.pending[1:]
