@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/cortexbuild/cortexbuild/internal/testenv"
 	"github.com/cortexbuild/cortexbuild/ledger"
 )
 
@@ -54,30 +55,6 @@ func mountSmallTmpfs(t *testing.T, dir, size string) {
 	}
 }
 
-// fillDisk writes a file in dir until the filesystem is full and returns
-// its path.
-func fillDisk(t *testing.T, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, chunk := range []int{64 << 10, 4 << 10, 512, 1} {
-		buf := make([]byte, chunk)
-		for {
-			if _, err := f.Write(buf); err != nil {
-				if !errors.Is(err, syscall.ENOSPC) {
-					t.Fatal(err)
-				}
-				break
-			}
-		}
-	}
-	return path
-}
-
 // The full-disk scenario on a real filesystem: the store and its journal
 // on a 2 MiB tmpfs that fills up while calls run. No call is admitted once
 // a refusal has been seen while the disk is full; every call admitted is
@@ -104,7 +81,7 @@ func TestFastOnAFullDisk(t *testing.T) {
 	// Eight callers make calls while the disk fills; each goes on until
 	// the ledger refuses it. Every call admitted is paid and must be kept.
 	filled := make(chan string)
-	go func() { filled <- fillDisk(t, dir) }()
+	go func() { filled <- testenv.FillDisk(t, dir) }()
 	var wg sync.WaitGroup
 	refusals := make(chan error, 8)
 	for range 8 {

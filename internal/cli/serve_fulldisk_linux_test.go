@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cortexbuild/cortexbuild/internal/testenv"
 	"github.com/cortexbuild/cortexbuild/ledger"
 	"github.com/cortexbuild/cortexbuild/provider/anthropic/anthropicfake"
 )
@@ -46,7 +46,7 @@ func TestServeOnAFullDisk(t *testing.T) {
 			t.Fatalf("before the disk is full: %d %s", code, body)
 		}
 	}
-	filler := fillDisk(t, state)
+	filler := testenv.FillDisk(t, state)
 
 	var code int
 	var body string
@@ -179,7 +179,7 @@ func TestServeStopsLoudlyOnAFullDisk(t *testing.T) {
 		}
 		answered++
 	}
-	filler := fillDisk(t, state)
+	filler := testenv.FillDisk(t, state)
 	refusal := ""
 	for n := 20; n < 2020 && refusal == ""; n++ {
 		code, body := chat(t, base, n)
@@ -244,28 +244,4 @@ func TestServeStopsLoudlyOnAFullDisk(t *testing.T) {
 	if err != nil || len(bs) != 1 || bs[0].Held != 0 || bs[0].Spent == 0 {
 		t.Errorf("budgets after the next process's replay = %+v, %v; want the month's spend and nothing held", bs, err)
 	}
-}
-
-// fillDisk writes a file in dir until its filesystem is full and returns
-// its path.
-func fillDisk(t *testing.T, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, chunk := range []int{64 << 10, 4 << 10, 512, 1} {
-		buf := make([]byte, chunk)
-		for {
-			if _, err := f.Write(buf); err != nil {
-				if !errors.Is(err, syscall.ENOSPC) {
-					t.Fatal(err)
-				}
-				break
-			}
-		}
-	}
-	return path
 }
