@@ -117,6 +117,9 @@ func (e *env) openFastLedger(ctx context.Context, f *config.File) (ledger.Store,
 	if err != nil {
 		return nil, err
 	}
+	if e.wrapStore != nil {
+		st = e.wrapStore(st)
+	}
 	if !fastPath {
 		if err := e.replay(ctx, st, f); err != nil {
 			st.Close()

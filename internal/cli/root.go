@@ -79,8 +79,12 @@ type env struct {
 	// clock).
 	fastOpts []ledger.FastOption
 	// storeCloseErr is what closing the store of a command that makes
-	// calls reported (settlements it could not write).
+	// calls reported (settlements it could not write): the command then
+	// exits non-zero, whatever it did.
 	storeCloseErr error
+	// wrapStore, when set, wraps the store of a command that makes calls
+	// (tests make it fail).
+	wrapStore func(ledger.Store) ledger.Store
 }
 
 // Main runs the command line with args and returns the process exit code.
@@ -102,6 +106,11 @@ func (e *env) run(ctx context.Context, args []string) int {
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
 	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil && e.storeCloseErr != nil {
+		// The command did its work, but not all that it paid for is in
+		// the store: what is missing was printed when the store closed.
+		err = withCode(ExitFailure, errors.New("the store was not closed cleanly: see above for what it could not write"))
+	}
 	if err == nil {
 		return ExitOK
 	}

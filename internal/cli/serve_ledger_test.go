@@ -143,3 +143,37 @@ func TestServeGivesBackLeasesWhenIdle(t *testing.T) {
 		t.Errorf("serve exited %d:\n%s", code, errs)
 	}
 }
+
+// settleRefusing is a store that refuses every settlement, as a store on a
+// full disk does.
+type settleRefusing struct{ ledger.Store }
+
+func (s settleRefusing) Settle(context.Context, ledger.Settlement) error {
+	return fmt.Errorf("%w: database or disk is full", ledger.ErrUnavailable)
+}
+
+// A call whose settlement the store never took fails the command once the
+// answer is out, though the settlement waits in the journal: the exit code
+// says that not everything paid for is in the store, and the next command
+// applies it.
+func TestInvokeFailsWhenItsSettlementIsNotInTheStore(t *testing.T) {
+	dir, srv := ledgerProject(t, "")
+	code, out, errs := runWith(t, func(e *env) {
+		e.wrapStore = func(st ledger.Store) ledger.Store { return settleRefusing{st} }
+	}, dir, keyEnv, "invoke", "--agent", "builder", "hi")
+	if code != ExitFailure || !strings.Contains(errs, "closing the store:") || !strings.Contains(errs, "not closed cleanly") {
+		t.Fatalf("invoke with a store refusing settlements = %d\n%s\n%s", code, out, errs)
+	}
+	if len(srv.Requests()) != 1 || out == "" {
+		t.Fatalf("the call was not answered (%d requests): %q", len(srv.Requests()), out)
+	}
+	code, out, errs = run(t, dir, keyEnv, "spend", "--json")
+	var rep struct {
+		Total struct {
+			Attempts int `json:"attempts"`
+		} `json:"total"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil || rep.Total.Attempts != 1 {
+		t.Fatalf("spend after the journal's replay = %d %s %s; want the one attempt", code, out, errs)
+	}
+}

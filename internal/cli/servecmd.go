@@ -98,7 +98,7 @@ func (e *env) serveLogger(f *config.File) *slog.Logger {
 const sharedFileRecheck = 100 * time.Millisecond
 
 // serve runs the gateway until ctx ends or a signal arrives.
-func (e *env) serve(parent context.Context, f *config.File, listen string, noAuth bool, grace time.Duration) (rerr error) {
+func (e *env) serve(parent context.Context, f *config.File, listen string, noAuth bool, grace time.Duration) error {
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	project := e.project(f)
@@ -126,12 +126,7 @@ func (e *env) serve(parent context.Context, f *config.File, listen string, noAut
 	if err != nil {
 		return err
 	}
-	defer func() {
-		closeStore()
-		if e.storeCloseErr != nil && rerr == nil {
-			rerr = withCode(ExitFailure, errors.New("the store was not closed cleanly: see above for what it could not write"))
-		}
-	}()
+	defer closeStore() // a store that does not close cleanly fails the command (run)
 	// Budgets (a task seen for the first time gets the default task
 	// budget) and the console use the engine's store: the process opens
 	// the store once.
