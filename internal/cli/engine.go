@@ -29,9 +29,21 @@ import (
 // working directory were written.
 func (e *env) projectDir(f *config.File) string {
 	if f.Path != "" {
-		return filepath.Dir(filepath.Dir(f.Path))
+		return projectRoot(f.Path)
 	}
 	return canonicalDir(e.wd)
+}
+
+// projectRoot is the project root of the configuration file at path: the
+// directory holding its .cortexbuild/, or, for a file kept elsewhere
+// (--config sim.yaml), the file's own directory, so that two such files
+// in sibling directories are two projects, never one in their parent.
+func projectRoot(path string) string {
+	dir := filepath.Dir(path)
+	if filepath.Base(dir) == config.Dir {
+		return filepath.Dir(dir)
+	}
+	return dir
 }
 
 // canonicalDir returns dir made absolute, with its symbolic links

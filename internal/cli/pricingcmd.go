@@ -29,7 +29,7 @@ func (e *env) catalog(f *config.File) (*pricing.Catalog, error) {
 	}
 	for _, p := range f.Pricing.CatalogFiles {
 		if !filepath.IsAbs(p) && f.Path != "" {
-			p = filepath.Join(filepath.Dir(filepath.Dir(f.Path)), p)
+			p = filepath.Join(projectRoot(f.Path), p)
 		}
 		extra, err := pricing.LoadFile(p)
 		if err != nil {

@@ -65,6 +65,51 @@ func spendOf(t *testing.T, wd string, args ...string) (string, int) {
 	return rep.Total.Cost, rep.Total.Attempts
 }
 
+// A configuration kept outside .cortexbuild/ (as 'cortexbuild sim
+// --write-config sim.yaml' writes one) has its own directory as the
+// project root: two such files in sibling directories are two projects,
+// with their own ledgers and ids, never one project in their parent.
+func TestConfigOutsideItsStateDirectoryIsItsOwnProject(t *testing.T) {
+	srcDir, srv := fakeProject(t, true)
+	body, err := os.ReadFile(filepath.Join(srcDir, config.Dir, config.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := t.TempDir()
+	var dirs []string
+	for _, name := range []string{"a", "b"} {
+		d := filepath.Join(parent, name)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "sim.yaml"), body, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, d)
+	}
+	srv.Enqueue(anthropicfake.Reply{Text: "done", Usage: anthropicfake.Usage{Input: 1000, Output: 100}})
+	if code, _, errs := run(t, dirs[0], keyEnv, "--config", "sim.yaml", "invoke", "--agent", "builder", "hi"); code != 0 {
+		t.Fatalf("invoke = %d %q", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(dirs[0], config.Dir, "state.db")); err != nil {
+		t.Errorf("the ledger is not beside the file: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(parent, config.Dir)); err == nil {
+		t.Errorf("state was written in the parent directory %s", parent)
+	}
+	if cost, n := spendOf(t, dirs[0], "--config", "sim.yaml"); n != 1 {
+		t.Errorf("spend of a = $%s in %d attempts; want 1", cost, n)
+	}
+	if cost, n := spendOf(t, dirs[1], "--config", "sim.yaml"); n != 0 {
+		t.Errorf("spend of b = $%s in %d attempts; want none: it is another project", cost, n)
+	}
+	_, ra, _ := runDoctor(t, nil, dirs[0], keyEnv, "--config", "sim.yaml")
+	_, rb, _ := runDoctor(t, nil, dirs[1], keyEnv, "--config", "sim.yaml")
+	if ra.Project == rb.Project || ra.Dir != canonicalDir(dirs[0]) {
+		t.Errorf("projects: a %q in %q, b %q in %q; want two, each in its directory", ra.Project, ra.Dir, rb.Project, rb.Dir)
+	}
+}
+
 // TestProjectIdentityDoesNotDependOnThePath: however --config is written
 // (relative, absolute, through a symbolic link) or whichever directory the
 // command runs in, the project is the same: the keys created under one

@@ -172,9 +172,9 @@ func (e *env) loadConfig(required bool) (*config.File, error) {
 	if err != nil {
 		return nil, withCode(ExitConfig, err)
 	}
-	// The project root is the parent of the file's directory, whatever the
-	// spelling of the path: made absolute and with its links resolved (the
-	// file itself may be a link to a shared configuration).
+	// The project root (projectRoot) follows from the file's directory,
+	// whatever the spelling of the path: made absolute and with its links
+	// resolved (the file itself may be a link to a shared configuration).
 	f.Path = filepath.Join(canonicalDir(filepath.Dir(path)), filepath.Base(path))
 	// Credentials saved from the web console, asked after the file and
 	// the environment.
