@@ -419,6 +419,9 @@ func (e *env) requireOrchestration(f *config.File) error {
 
 // isTerminal reports whether r is an interactive terminal.
 func isTerminal(r any) bool {
+	if l, ok := r.(*lockedWriter); ok {
+		r = l.w
+	}
 	f, ok := r.(*os.File)
 	if !ok {
 		return false

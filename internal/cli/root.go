@@ -99,7 +99,11 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 func (e *env) run(ctx context.Context, args []string) int {
 	stdout := &countingWriter{w: e.stdout}
 	e.stdout = stdout
-	defer func() { e.stdout = stdout.w }()
+	// Background work (the store's write errors, the gateway's log lines)
+	// writes to standard error while the command does.
+	stderr := &lockedWriter{w: e.stderr}
+	e.stderr = stderr
+	defer func() { e.stdout, e.stderr = stdout.w, stderr.w }()
 	root := e.rootCmd()
 	root.SetArgs(args)
 	root.SetIn(e.stdin)
