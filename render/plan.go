@@ -301,6 +301,19 @@ func newPlan(src *Sources, opts Options) (*Plan, error) {
 			return nil, err
 		}
 	}
+	// Every path the plan may write or remove must stay inside the
+	// project, whatever the symbolic links on the way: checked before
+	// anything is read or written.
+	paths := []string{ManifestPath}
+	for _, f := range files {
+		paths = append(paths, f.Path)
+	}
+	for _, e := range m.Files {
+		paths = append(paths, e.Path)
+	}
+	if err := checkInside(opts.Dir, paths); err != nil {
+		return nil, err
+	}
 	inTargets := func(hs []Host) bool {
 		for _, h := range hs {
 			if slices.Contains(targets, h) {
@@ -419,6 +432,18 @@ func (p *Plan) Apply() error {
 	if c := p.Conflicts(); len(c) > 0 && !p.Force {
 		return &ConflictError{Actions: c}
 	}
+	// The links may have changed since the plan was made: check again
+	// before writing anything.
+	paths := []string{ManifestPath}
+	for _, a := range p.Actions {
+		paths = append(paths, a.Path)
+	}
+	if err := checkInside(p.Dir, paths); err != nil {
+		return err
+	}
+	if err := removeLeftovers(p.Dir, paths); err != nil {
+		return err
+	}
 	var removed []string
 	for _, a := range p.Actions {
 		full := filepath.Join(p.Dir, filepath.FromSlash(a.Path))
@@ -460,7 +485,7 @@ func writeFileAtomic(path string, data []byte) error {
 	var tmp *os.File
 	var err error
 	for range 10 {
-		name := filepath.Join(dir, "."+filepath.Base(path)+".tmp"+strconv.FormatUint(rand.Uint64(), 36))
+		name := tempName(path)
 		tmp, err = os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if !errors.Is(err, fs.ErrExist) {
 			break
@@ -479,6 +504,112 @@ func writeFileAtomic(path string, data []byte) error {
 		return fmt.Errorf("render: %w", err)
 	}
 	return nil
+}
+
+// tempName returns a name for the temporary file writeFileAtomic writes
+// before renaming it to path: ".<name>.tmp<random uint64 in base 36>"
+// beside it. A render killed between the two leaves it behind;
+// removeLeftovers removes it on the next run.
+func tempName(path string) string {
+	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp"+strconv.FormatUint(rand.Uint64(), 36))
+}
+
+// isTempOf reports whether name is a temporary file tempName makes for a
+// file called base: the exact pattern, lower-case base-36 digits that make
+// a uint64.
+func isTempOf(name, base string) bool {
+	prefix := "." + base + ".tmp"
+	suffix, ok := strings.CutPrefix(name, prefix)
+	if !ok || suffix == "" || len(suffix) > 13 || strings.Trim(suffix, "0123456789abcdefghijklmnopqrstuvwxyz") != "" {
+		return false
+	}
+	_, err := strconv.ParseUint(suffix, 36, 64)
+	return err == nil
+}
+
+// removeLeftovers removes the temporary files an interrupted render left
+// beside the files at paths (relative to dir): regular files named exactly
+// as tempName names them for one of those files, nothing else.
+func removeLeftovers(dir string, paths []string) error {
+	byDir := map[string][]string{}
+	for _, p := range paths {
+		byDir[path.Dir(p)] = append(byDir[path.Dir(p)], path.Base(p))
+	}
+	for d, bases := range byDir {
+		full := filepath.Join(dir, filepath.FromSlash(d))
+		entries, err := os.ReadDir(full)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("render: %w", err)
+		}
+		for _, e := range entries {
+			if !e.Type().IsRegular() || !slices.ContainsFunc(bases, func(b string) bool { return isTempOf(e.Name(), b) }) {
+				continue
+			}
+			if err := os.Remove(filepath.Join(full, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("render: removing the leftover of an interrupted render: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// checkInside refuses, naming the link and where it points, when writing
+// or removing one of paths (relative to dir, slash-separated) would go
+// outside the project directory because a symbolic link on the way (a
+// directory such as .claude/agents, or the file itself) resolves outside
+// it. Parts that do not exist yet are created as plain directories, so
+// they cannot lead out.
+func checkInside(dir string, paths []string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("render: %w", err)
+	}
+	root, err := resolveDir(abs)
+	if err != nil {
+		return fmt.Errorf("render: %w", err)
+	}
+	for _, rel := range paths {
+		cur := abs
+		for _, part := range strings.Split(rel, "/") {
+			cur = filepath.Join(cur, part)
+			fi, err := os.Lstat(cur)
+			if errors.Is(err, fs.ErrNotExist) {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("render: %w", err)
+			}
+			if fi.Mode()&fs.ModeSymlink == 0 {
+				continue
+			}
+			link, _ := filepath.Rel(abs, cur)
+			link = filepath.ToSlash(link)
+			target, _ := os.Readlink(cur)
+			resolved, err := filepath.EvalSymlinks(cur)
+			if err != nil {
+				return fmt.Errorf("render: %s is a symbolic link to %s, which does not resolve (%v); render never writes outside the project: remove the link (or make it a real directory) and re-run; nothing was written", link, target, err)
+			}
+			if r, err := filepath.Rel(root, resolved); err != nil || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {
+				return fmt.Errorf("render: %s is a symbolic link to %s (%s), outside the project %s; render never writes outside the project: remove the link (or make it a real directory) and re-run; nothing was written", link, target, resolved, root)
+			}
+		}
+	}
+	return nil
+}
+
+// resolveDir is filepath.EvalSymlinks for a directory that may not exist
+// yet (render creates it): its nearest existing ancestor resolved, the
+// rest appended.
+func resolveDir(abs string) (string, error) {
+	r, err := filepath.EvalSymlinks(abs)
+	if errors.Is(err, fs.ErrNotExist) && filepath.Dir(abs) != abs {
+		parent, err := resolveDir(filepath.Dir(abs))
+		return filepath.Join(parent, filepath.Base(abs)), err
+	}
+	return r, err
 }
 
 // removeEmptyDirs removes the directories of removed files that are now

@@ -92,7 +92,7 @@ func (e *env) openTelemetry(ctx context.Context, f *config.File) (*telemetry, er
 		parts = append(parts, tr)
 	}
 	if ob.MetricsOn() {
-		t.metrics = metrics.New(metrics.Settings{Runtime: true})
+		t.metrics = metrics.New(metrics.Settings{Runtime: true, Names: e.metricNames(f)})
 		srv, err := metrics.Serve(ob.Metrics.Listen, t.metrics.Handler())
 		if err != nil {
 			fmt.Fprintf(e.stderr, "cortexbuild: observability.metrics.listen: %v; this command serves no metrics\n", err)
@@ -103,6 +103,43 @@ func (e *env) openTelemetry(ctx context.Context, f *config.File) (*telemetry, er
 	}
 	t.observer = observe.Multi(parts...)
 	return t, nil
+}
+
+// metricNames are the label values metrics keep: the configured providers,
+// their tier models (the adapter's defaults included), the agents and
+// their models, the exact models of gateway.models, and the price catalog's models and aliases. Any other
+// name, such as a model a gateway client chose, is counted as "other".
+func (e *env) metricNames(f *config.File) *metrics.Names {
+	n := &metrics.Names{Providers: f.ProviderNames()}
+	for _, name := range n.Providers {
+		p := f.Providers[name]
+		if r, err := e.registry.Lookup(p.Type); err == nil {
+			for _, m := range r.DefaultModels {
+				n.Models = append(n.Models, m)
+			}
+		}
+		for _, m := range p.Models {
+			n.Models = append(n.Models, m)
+		}
+	}
+	for name, a := range f.Agents {
+		n.Agents = append(n.Agents, name)
+		if a.Model != "" {
+			n.Models = append(n.Models, a.Model)
+		}
+	}
+	for _, g := range f.Gateway.Models {
+		if g != nil && g.Model != "" {
+			n.Models = append(n.Models, g.Model)
+		}
+	}
+	if cat, err := e.catalog(f); err == nil {
+		for _, m := range cat.Models("") {
+			n.Models = append(n.Models, m.ID)
+			n.Models = append(n.Models, m.Aliases...)
+		}
+	}
+	return n
 }
 
 // close flushes the spans left, stops the metrics server and closes the log

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -234,5 +235,61 @@ func TestTraceHeaderVariableMustBeSet(t *testing.T) {
 	_, err := testEnv(t.TempDir(), io.Discard, nil).openTelemetry(context.Background(), f)
 	if err == nil || !strings.Contains(err.Error(), "UNSET_OTLP_AUTH is not set") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// The metrics the CLI builds keep the configured names (a provider's
+// tier models, an agent's model, the price catalog's models) as labels
+// and count every other name, such as models a gateway client chose,
+// under "other".
+func TestMetricLabelsAreConfiguredNames(t *testing.T) {
+	f := parseConfig(t, `orchestration: true
+providers:
+  local:
+    type: openai_compatible
+    profile: ollama
+    base_url: http://127.0.0.1:11434/v1
+    models:
+      balanced: qwen3:8b
+agents:
+  builder:
+    model: llama3.3:70b
+observability:
+  metrics:
+    listen: 127.0.0.1:0
+`)
+	tel, err := testEnv(t.TempDir(), io.Discard, nil).openTelemetry(context.Background(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.close()
+	ctx := context.Background()
+	for _, model := range []string{"qwen3:8b", "llama3.3:70b", "claude-sonnet-4-6"} {
+		tel.metrics.EndInvocation(ctx, observe.Invocation{Agent: "builder"}, observe.End{Outcome: "ok", Provider: "local", Model: model})
+	}
+	for i := range 2000 {
+		tel.metrics.EndInvocation(ctx, observe.Invocation{Agent: fmt.Sprintf("agent-%d", i)}, observe.End{Outcome: "ok", Provider: "local", Model: fmt.Sprintf("client-chosen-%d", i)})
+	}
+	mfs, err := tel.metrics.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, mf := range mfs {
+		if mf.GetName() != "cortexbuild_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				l[lp.GetName()] = lp.GetValue()
+			}
+			got = append(got, fmt.Sprintf("%s/%s/%s=%v", l["provider"], l["model"], l["agent"], m.GetCounter().GetValue()))
+		}
+	}
+	slices.Sort(got)
+	want := []string{"local/claude-sonnet-4-6/builder=1", "local/llama3.3:70b/builder=1", "local/other/other=2000", "local/qwen3:8b/builder=1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("requests_total series %q, want %q", got, want)
 	}
 }

@@ -174,3 +174,27 @@ func TestRenderCommandWarnsAboutCodexLimit(t *testing.T) {
 		t.Errorf("claude-only render warned: %d %q", code, errs)
 	}
 }
+
+// A .claude/agents linked outside the project makes render exit 1, naming
+// the link, with nothing written there.
+func TestRenderCommandRefusesLinkOutOfProject(t *testing.T) {
+	dir, outside := t.TempDir(), t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, ".claude"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, ".claude", "agents")); err != nil {
+		t.Skip("no symlinks here:", err)
+	}
+	for _, args := range [][]string{{"render"}, {"render", "--force"}} {
+		code, _, errs := run(t, dir, nil, args...)
+		if code != ExitFailure || !strings.Contains(errs, ".claude/agents is a symbolic link to "+outside) {
+			t.Errorf("%v = %d %q", args, code, errs)
+		}
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Errorf("written outside the project: %v", entries)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "AGENTS.md")); err == nil {
+		t.Error("a refused render wrote AGENTS.md")
+	}
+}

@@ -15,7 +15,9 @@
 //
 // Labels are bounded by the configuration (provider instances, their
 // models, agents) and by the outcome kinds; task ids and invocation ids
-// are never labels. Tokens and cost count every attempt, a failed one's
+// are never labels. With [Settings.Names] set, a provider, model or agent
+// name that is not among the configured ones (a model a gateway client
+// chose) is counted under [Other], so clients cannot grow the registry. Tokens and cost count every attempt, a failed one's
 // partial usage included, so they add up to what the ledger records.
 package metrics
 
@@ -52,6 +54,29 @@ type Observer struct {
 	cacheSaved      *prometheus.CounterVec
 	rejections      *prometheus.CounterVec
 	breaker         *prometheus.GaugeVec
+
+	names *labelSets
+}
+
+// Other is the label value every name outside [Settings.Names] is counted
+// under.
+const Other = "other"
+
+// Names are the label values an Observer keeps as they are: the
+// configured provider instances, the models configured for them, for the
+// agents and in the price catalog, and the agents. An empty name (no
+// provider was tried) is kept too.
+type Names struct {
+	Providers, Models, Agents []string
+}
+
+// bound returns the label value for name in set: name itself when it is
+// configured or empty, Other otherwise.
+func bound(set map[string]bool, name string) string {
+	if name == "" || set[name] {
+		return name
+	}
+	return Other
 }
 
 // Settings configure an Observer.
@@ -59,11 +84,32 @@ type Settings struct {
 	// Runtime adds the Go runtime and process collectors (goroutines,
 	// memory, open files, CPU) to the registry. Default false.
 	Runtime bool
+	// Names bounds the provider, model and agent labels to the configured
+	// names; nil keeps every name as it comes (for callers whose names are
+	// all fixed in code).
+	Names *Names
+}
+
+// labelSets is Names as sets.
+type labelSets struct{ providers, models, agents map[string]bool }
+
+func sets(n *Names) *labelSets {
+	set := func(names []string) map[string]bool {
+		m := make(map[string]bool, len(names))
+		for _, v := range names {
+			m[v] = true
+		}
+		return m
+	}
+	return &labelSets{providers: set(n.Providers), models: set(n.Models), agents: set(n.Agents)}
 }
 
 // New returns an Observer with its own registry.
 func New(s Settings) *Observer {
 	o := &Observer{reg: prometheus.NewRegistry()}
+	if s.Names != nil {
+		o.names = sets(s.Names)
+	}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "cortexbuild", Name: name, Help: help}, labels)
 		o.reg.MustRegister(c)
@@ -106,8 +152,17 @@ func (*Observer) StartInvocation(ctx context.Context, _ observe.Invocation) cont
 	return ctx
 }
 
+// label bounds a provider, model and agent to the configured names.
+func (o *Observer) label(prov, model, agent string) (string, string, string) {
+	if o.names == nil {
+		return prov, model, agent
+	}
+	return bound(o.names.providers, prov), bound(o.names.models, model), bound(o.names.agents, agent)
+}
+
 // AttemptDone counts the attempt, its latency, tokens and cost.
 func (o *Observer) AttemptDone(_ context.Context, a observe.Attempt) {
+	a.Provider, a.Model, a.Agent = o.label(a.Provider, a.Model, a.Agent)
 	o.attempts.WithLabelValues(a.Provider, a.Model, a.Outcome).Inc()
 	o.attemptDuration.WithLabelValues(a.Provider, a.Model, a.Outcome).Observe(a.Latency.Seconds())
 	u := a.Usage
@@ -130,6 +185,7 @@ func (o *Observer) AttemptDone(_ context.Context, a observe.Attempt) {
 
 // EndInvocation counts the call, and a cache hit or a budget refusal.
 func (o *Observer) EndInvocation(_ context.Context, inv observe.Invocation, end observe.End) {
+	end.Provider, end.Model, inv.Agent = o.label(end.Provider, end.Model, inv.Agent)
 	o.requests.WithLabelValues(end.Provider, end.Model, inv.Agent, end.Outcome).Inc()
 	o.requestDuration.WithLabelValues(inv.Agent, end.Outcome).Observe(end.Duration.Seconds())
 	if end.Outcome == observe.OutcomeCacheHit {
@@ -145,6 +201,7 @@ func (o *Observer) EndInvocation(_ context.Context, inv observe.Invocation, end 
 
 // BreakerChanged sets the provider's breaker gauge.
 func (o *Observer) BreakerChanged(prov string, state observe.BreakerState) {
+	prov, _, _ = o.label(prov, "", "")
 	o.breaker.WithLabelValues(prov).Set(float64(state))
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -160,5 +161,59 @@ func TestServeDefaultsToLoopback(t *testing.T) {
 	}
 	if _, err := Serve("127.0.0.1", nil); err == nil {
 		t.Error("an address without a port was accepted")
+	}
+}
+
+// TestLabelsBounded: model names a client chooses (through the gateway)
+// never become label values; only the configured names do, and the rest
+// are counted under "other", so the number of series stays bounded.
+func TestLabelsBounded(t *testing.T) {
+	o := New(Settings{Names: &Names{Providers: []string{"anthropic"}, Models: []string{"claude-sonnet-4-6"}, Agents: []string{"builder"}}})
+	ctx := context.Background()
+	for i := range 5000 {
+		model := "client-model-" + strconv.Itoa(i)
+		agent := "client-agent-" + strconv.Itoa(i)
+		o.AttemptDone(ctx, observe.Attempt{Agent: agent, Provider: "anthropic", Model: model, Outcome: "ok", Latency: time.Millisecond,
+			Usage: provider.Usage{InputTokens: 10, OutputTokens: 1}, Cost: provider.MustMoney("0.25")})
+		o.EndInvocation(ctx, observe.Invocation{Agent: agent}, observe.End{Outcome: "ok", Provider: "prov-" + strconv.Itoa(i), Model: model})
+		o.BreakerChanged("prov-"+strconv.Itoa(i), observe.BreakerClosed)
+	}
+	o.AttemptDone(ctx, observe.Attempt{Agent: "builder", Provider: "anthropic", Model: "claude-sonnet-4-6", Outcome: "ok", Latency: time.Millisecond, Usage: provider.Usage{InputTokens: 7}})
+	o.EndInvocation(ctx, observe.Invocation{Agent: "builder"}, observe.End{Outcome: "ok", Provider: "anthropic", Model: "claude-sonnet-4-6"})
+
+	if n := testutil.CollectAndCount(o.requests); n != 2 {
+		t.Errorf("requests_total has %d series, want 2 (configured and other)", n)
+	}
+	if n := testutil.CollectAndCount(o.attempts); n != 2 {
+		t.Errorf("attempts_total has %d series, want 2", n)
+	}
+	if n := testutil.CollectAndCount(o.breaker); n != 1 {
+		t.Errorf("breaker_state has %d series, want 1", n)
+	}
+	mfs, err := o.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := 0
+	for _, mf := range mfs {
+		series += len(mf.GetMetric())
+	}
+	if series > 30 {
+		t.Errorf("%d series after 5000 distinct client-chosen names, want a bounded few", series)
+	}
+	for _, c := range []struct {
+		c    prometheus.Collector
+		want float64
+	}{
+		{o.requests.WithLabelValues("other", "other", "other", "ok"), 5000},
+		{o.requests.WithLabelValues("anthropic", "claude-sonnet-4-6", "builder", "ok"), 1},
+		{o.attempts.WithLabelValues("anthropic", "other", "ok"), 5000},
+		{o.tokens.WithLabelValues("anthropic", "other", "other", "input"), 50000},
+		{o.tokens.WithLabelValues("anthropic", "claude-sonnet-4-6", "builder", "input"), 7},
+		{o.cost.WithLabelValues("anthropic", "other", "other"), 1250},
+	} {
+		if got := testutil.ToFloat64(c.c); got != c.want {
+			t.Errorf("%v = %v, want %v", c.c.(prometheus.Metric).Desc(), got, c.want)
+		}
 	}
 }
