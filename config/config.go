@@ -62,12 +62,16 @@ type File struct {
 type Gateway struct {
 	Pos yamlx.Pos `yaml:"-"`
 
-	Listen          string                   `yaml:"listen" desc:"Address to listen on; default 127.0.0.1:8787 (loopback). The --listen flag overrides it."`
-	MaxBodyBytes    int64                    `yaml:"max_body_bytes" desc:"Largest request body accepted, in bytes; larger ones get a 413. Default 33554432 (32 MiB)."`
-	MaxInFlight     int                      `yaml:"max_in_flight" desc:"Most API requests served at once; one more is answered at once with the protocol's overloaded error (OpenAI 503, Anthropic 529) and retry-after: 1, so that memory stays bounded under overload. Default 1024."`
-	StrictParams    bool                     `yaml:"strict_params" desc:"Refuse (400) requests carrying parameters the gateway does not apply, such as temperature or unknown fields. Default false: they are ignored and named in the X-CortexBuild-Ignored-Params response header."`
-	ShutdownTimeout time.Duration            `yaml:"shutdown_timeout" desc:"On SIGTERM or SIGINT, how long in-flight requests may run before they are cancelled, e.g. 30s. Default 30s."`
-	Models          map[string]*GatewayModel `yaml:"models" desc:"Model names clients may send, each mapped to an agent, a tier or an exact model (optionally on one provider). Agent names, tier names and provider/model always resolve without an entry."`
+	Listen            string                   `yaml:"listen" desc:"Address to listen on; default 127.0.0.1:8787 (loopback). The --listen flag overrides it."`
+	MaxBodyBytes      int64                    `yaml:"max_body_bytes" desc:"Largest request body accepted, in bytes; larger ones get a 413. Default 33554432 (32 MiB)."`
+	MaxInFlight       int                      `yaml:"max_in_flight" desc:"Most API requests served at once; one more is answered at once with the protocol's overloaded error (OpenAI 503, Anthropic 529) and retry-after: 1, so that memory stays bounded under overload. Default 1024."`
+	MaxInFlightPerKey int                      `yaml:"max_in_flight_per_key" desc:"Most API requests one virtual key may have in flight at once; one more is answered with the protocol's overloaded error and retry-after: 1, so that one client cannot hold every slot of gateway.max_in_flight. Default 64."`
+	HeaderTimeout     time.Duration            `yaml:"header_timeout" desc:"How long a client may take to send a request's headers before its connection is closed, e.g. 10s. Default 10s."`
+	BodyTimeout       time.Duration            `yaml:"body_timeout" desc:"How long a client may take to send a request's body once its headers are in; a slower one gets a 408 and its slot is freed. Default 60s."`
+	AllowedHosts      []string                 `yaml:"allowed_hosts" desc:"Host names (name or name:port) the gateway answers to besides its listen address (and, on loopback, localhost, 127.0.0.1 and [::1] with its port), e.g. a reverse proxy's name. A request with another Host header gets a 421."`
+	StrictParams      bool                     `yaml:"strict_params" desc:"Refuse (400) requests carrying parameters the gateway does not apply, such as temperature or unknown fields. Default false: they are ignored and named in the X-CortexBuild-Ignored-Params response header."`
+	ShutdownTimeout   time.Duration            `yaml:"shutdown_timeout" desc:"On SIGTERM or SIGINT, how long in-flight requests may run before they are cancelled, e.g. 30s. Default 30s."`
+	Models            map[string]*GatewayModel `yaml:"models" desc:"Model names clients may send, each mapped to an agent, a tier or an exact model (optionally on one provider). Agent names, tier names and provider/model always resolve without an entry."`
 }
 
 // GatewayModel is what one model name sent to the gateway resolves to.

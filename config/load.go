@@ -443,6 +443,20 @@ func (f *File) validateGateway(add func(yamlx.Pos, string, ...any), providers, a
 	if g.MaxInFlight < 0 {
 		add(g.Pos.Key("max_in_flight"), "gateway.max_in_flight must be positive, got %d", g.MaxInFlight)
 	}
+	if g.MaxInFlightPerKey < 0 {
+		add(g.Pos.Key("max_in_flight_per_key"), "gateway.max_in_flight_per_key must be positive, got %d", g.MaxInFlightPerKey)
+	}
+	if g.HeaderTimeout < 0 {
+		add(g.Pos.Key("header_timeout"), "gateway.header_timeout must not be negative, got %s", g.HeaderTimeout)
+	}
+	if g.BodyTimeout < 0 {
+		add(g.Pos.Key("body_timeout"), "gateway.body_timeout must not be negative, got %s", g.BodyTimeout)
+	}
+	for _, h := range g.AllowedHosts {
+		if strings.TrimSpace(h) == "" || strings.ContainsAny(h, " \t\n/") {
+			add(g.Pos.Key("allowed_hosts"), "gateway.allowed_hosts: %q is not a host name; write a name or name:port such as gateway.internal:8787", h)
+		}
+	}
 	if g.ShutdownTimeout < 0 {
 		add(g.Pos.Key("shutdown_timeout"), "gateway.shutdown_timeout must not be negative, got %s", g.ShutdownTimeout)
 	}

@@ -9,9 +9,14 @@
 //	  │  POST /v1/responses                POST /v1/messages/count_tokens
 //	  │  GET  /v1/models
 //	  ▼
-//	a slot of gateway.max_in_flight (else the overloaded error at once)
+//	headers within gateway.header_timeout (else the connection is closed)
+//	  → Host is the gateway's (421), no cross-site browser request (403)
+//	  → a slot of gateway.max_in_flight (else the overloaded error at once)
 //	  → virtual key (Authorization: Bearer or x-api-key, SHA-256, constant time)
-//	  → body limit (413) → strict decoding (400 naming the field)
+//	  → a slot of gateway.max_in_flight_per_key (else the overloaded error)
+//	  → Content-Type: application/json (415)
+//	  → body within gateway.body_timeout (408) and the body limit (413)
+//	  → strict decoding (400 naming the field)
 //	  → model name → Target (alias, tier, agent, provider/model)
 //	  → X-CortexBuild-Agent / X-CortexBuild-Task, key bindings
 //	  ▼

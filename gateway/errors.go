@@ -41,6 +41,9 @@ const (
 	classTimeout                  // the provider timed out
 	classUnavailable              // no provider can serve the call
 	classShutdown                 // the gateway is shutting down
+	classMisdirected              // the Host header is not one the gateway answers to
+	classMediaType                // the body is not JSON by its Content-Type
+	classBodyTimeout              // the body did not arrive within gateway.body_timeout
 )
 
 // failure is an error as the gateway reports it.
@@ -122,6 +125,9 @@ var openAIShapes = map[class]shape{
 	classTimeout:     {504, "server_error", "timeout", nil},
 	classUnavailable: {503, "server_error", "no_provider", nil},
 	classShutdown:    {503, "server_error", "shutting_down", yes},
+	classMisdirected: {421, "invalid_request_error", "misdirected_request", no},
+	classMediaType:   {415, "invalid_request_error", "unsupported_media_type", no},
+	classBodyTimeout: {408, "invalid_request_error", "request_timeout", no},
 }
 
 var anthropicShapes = map[class]shape{
@@ -141,6 +147,9 @@ var anthropicShapes = map[class]shape{
 	classTimeout:     {504, "timeout_error", "", nil},
 	classUnavailable: {503, "api_error", "", nil},
 	classShutdown:    {529, "overloaded_error", "", yes},
+	classMisdirected: {421, "invalid_request_error", "", no},
+	classMediaType:   {415, "invalid_request_error", "", no},
+	classBodyTimeout: {408, "invalid_request_error", "", no},
 }
 
 // errorHeaders sets retry-after, retry-after-ms and x-should-retry.

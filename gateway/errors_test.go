@@ -65,6 +65,7 @@ func TestAuth(t *testing.T) {
 	}
 	// x-api-key works on the OpenAI route too, Bearer on the Anthropic one.
 	req, _ := http.NewRequestWithContext(ctx, "POST", w.url+"/v1/chat/completions", strings.NewReader(`{"model":"builder","messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Api-Key", w.key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -239,6 +240,7 @@ func TestDecodingAndLimits(t *testing.T) {
 	post := func(path, body string, hdr ...string) (*http.Response, map[string]any) {
 		t.Helper()
 		req, _ := http.NewRequestWithContext(ctx, "POST", w.url+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer "+w.key)
 		for i := 0; i+1 < len(hdr); i += 2 {
 			req.Header.Set(hdr[i], hdr[i+1])
@@ -336,6 +338,7 @@ func TestNoAuthOnlyOnLoopback(t *testing.T) {
 	go srv.Serve()
 	defer srv.Shutdown(context.Background())
 	req, _ := http.NewRequest("POST", srv.URL()+"/v1/chat/completions", bytes.NewReader([]byte(`{"model":"builder","messages":[{"role":"user","content":"hi"}]}`)))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -97,6 +97,24 @@ type Options struct {
 	// an overload costs refusals, not unbounded memory and queueing.
 	// Default [DefaultMaxInFlight].
 	MaxInFlight int
+	// MaxInFlightPerKey bounds the API requests one virtual key has in
+	// flight at once, so that one client cannot hold every slot of
+	// MaxInFlight; one more gets the overloaded error with retry-after: 1.
+	// Default [DefaultMaxInFlightPerKey].
+	MaxInFlightPerKey int
+	// HeaderTimeout bounds how long a client may take to send a request's
+	// headers ([Gateway.Listen] sets it on the server). Default
+	// [DefaultHeaderTimeout].
+	HeaderTimeout time.Duration
+	// BodyTimeout bounds how long a client may take to send a request's
+	// body once its headers are in; a slower one gets a 408. Default
+	// [DefaultBodyTimeout].
+	BodyTimeout time.Duration
+	// AllowedHosts are Host header values (name, or name:port) served
+	// besides the address a request arrived on (and, when that is
+	// loopback, localhost and the loopback IPs with its port). Any other
+	// Host gets a 421.
+	AllowedHosts []string
 	// StrictParams refuses (400) requests carrying parameters the gateway
 	// does not apply; by default they are ignored and named in the
 	// X-CortexBuild-Ignored-Params response header.
@@ -125,6 +143,8 @@ type Gateway struct {
 	started time.Time
 	// slots holds a token per API request in flight.
 	slots chan struct{}
+	// perKey counts the API requests of each key in flight.
+	perKey *keySlots
 }
 
 // New returns a gateway.
@@ -144,6 +164,15 @@ func New(opts Options) (*Gateway, error) {
 	if opts.MaxInFlight <= 0 {
 		opts.MaxInFlight = DefaultMaxInFlight
 	}
+	if opts.MaxInFlightPerKey <= 0 {
+		opts.MaxInFlightPerKey = DefaultMaxInFlightPerKey
+	}
+	if opts.HeaderTimeout <= 0 {
+		opts.HeaderTimeout = DefaultHeaderTimeout
+	}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = DefaultBodyTimeout
+	}
 	if opts.CountTokens == nil {
 		opts.CountTokens = func(_ string, req *provider.Request) int64 { return countTokens(req) }
 	}
@@ -158,7 +187,8 @@ func New(opts Options) (*Gateway, error) {
 			return nil, fmt.Errorf("gateway: model %q maps to nothing: set an agent, a tier or a model", name)
 		}
 	}
-	g := &Gateway{opts: opts, mux: http.NewServeMux(), started: opts.Now(), slots: make(chan struct{}, opts.MaxInFlight)}
+	g := &Gateway{opts: opts, mux: http.NewServeMux(), started: opts.Now(), slots: make(chan struct{}, opts.MaxInFlight),
+		perKey: &keySlots{limit: opts.MaxInFlightPerKey, n: map[string]int{}}}
 	g.mux.HandleFunc("/v1/chat/completions", g.method(protoOpenAI, http.MethodPost, g.chatCompletions))
 	g.mux.HandleFunc("/v1/responses", g.method(protoOpenAI, http.MethodPost, g.responses))
 	g.mux.HandleFunc("/v1/messages", g.method(protoAnthropic, http.MethodPost, g.messages))
@@ -189,7 +219,11 @@ func (g *Gateway) NoAuth() bool { return g.opts.NoAuth }
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := g.opts.Now()
 	rec := &recorder{ResponseWriter: w}
-	g.mux.ServeHTTP(rec, r)
+	if f := g.guard(r); f != nil {
+		protocolOf(r).writeError(rec, r, f)
+	} else {
+		g.mux.ServeHTTP(rec, r)
+	}
 	status := rec.status
 	if status == 0 {
 		status = http.StatusOK
@@ -258,7 +292,23 @@ func (g *Gateway) method(p protocol, m string, h http.HandlerFunc) http.HandlerF
 			p.writeError(w, r, f)
 			return
 		}
-		h(w, r)
+		// Authenticate before reading anything more, and hold one of the
+		// key's own slots too.
+		key, af := g.authenticate(r)
+		if af != nil {
+			p.writeError(w, r, af)
+			return
+		}
+		if key != nil {
+			if !g.perKey.take(key.ID) {
+				f := fail(classOverloaded, "this key has %d requests in flight, its limit (gateway.max_in_flight_per_key): retry shortly", g.opts.MaxInFlightPerKey)
+				f.retryAfter = time.Second
+				p.writeError(w, r, f)
+				return
+			}
+			defer g.perKey.give(key.ID)
+		}
+		h(w, withKey(r, key))
 	}
 }
 
@@ -267,6 +317,9 @@ func (g *Gateway) method(p protocol, m string, h http.HandlerFunc) http.HandlerF
 func (g *Gateway) authenticate(r *http.Request) (*Key, *failure) {
 	if g.opts.NoAuth {
 		return nil, nil
+	}
+	if k, ok := r.Context().Value(authedKey{}).(*Key); ok && k != nil {
+		return k, nil
 	}
 	var tokens []string
 	if h := r.Header.Get("Authorization"); h != "" {
@@ -308,14 +361,24 @@ func (g *Gateway) authenticate(r *http.Request) (*Key, *failure) {
 	return nil, fail(classAuth, "invalid API key: send a CortexBuild virtual key ('cortexbuild serve keys list' shows the active ones)")
 }
 
-// readBody reads the request body up to the size limit.
+// readBody reads the request body up to the size limit, within the body
+// timeout.
 func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *failure) {
 	limit := g.opts.MaxBodyBytes
 	tooLarge := fail(classTooLarge, "the request body is larger than the gateway's limit of %d bytes (gateway.max_body_bytes)", limit)
 	if r.ContentLength > limit {
 		return nil, tooLarge
 	}
+	rc := http.NewResponseController(w)
+	// A writer without deadlines (not a real connection) reads unbounded.
+	if rc.SetReadDeadline(time.Now().Add(g.opts.BodyTimeout)) == nil {
+		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil && bodyTimedOut(err) {
+		w.Header().Set("Connection", "close")
+		return nil, fail(classBodyTimeout, "the request body did not arrive within %s (gateway.body_timeout)", g.opts.BodyTimeout)
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -442,6 +505,9 @@ func decodeCall[T interface{ common() *decoded }](g *Gateway, w http.ResponseWri
 	}
 	key, f := g.authenticate(r)
 	if f != nil {
+		return fail(f)
+	}
+	if f := jsonBody(r); f != nil {
 		return fail(f)
 	}
 	body, f := g.readBody(w, r)

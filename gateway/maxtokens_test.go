@@ -22,6 +22,7 @@ import (
 func rawPost(t *testing.T, w *world, key, path, body string) (*http.Response, map[string]any) {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(ctxT(t), "POST", w.url+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -148,6 +149,7 @@ func TestAdversarialPromptsNeverOverspendATask(t *testing.T) {
 			defer wg.Done()
 			for range 4 {
 				req, _ := http.NewRequestWithContext(ctx, "POST", w.url+"/v1/messages", bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("Authorization", "Bearer "+key)
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil {

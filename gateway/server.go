@@ -70,7 +70,9 @@ func (g *Gateway) Listen(addr string) (*Server, error) {
 		ln.Close()
 		return nil, fmt.Errorf("%w: %s is not one (listen on 127.0.0.1 or ::1, or keep authentication on)", ErrNoAuthNotLoopback, addr)
 	}
-	return NewServer(ln, g), nil
+	s := NewServer(ln, g)
+	s.srv.ReadHeaderTimeout = g.opts.HeaderTimeout
+	return s, nil
 }
 
 // NewServer returns a server for h on ln. Call [Server.Serve] to start it.

@@ -136,18 +136,22 @@ func (e *env) serve(parent context.Context, f *config.File, listen string, noAut
 		return err
 	}
 	opts := gateway.Options{
-		Orchestrator: o,
-		Project:      project,
-		NoAuth:       noAuth,
-		Models:       gatewayModels(f),
-		Agents:       agentNames(f),
-		Providers:    f.ProviderNames(),
-		MaxBodyBytes: f.Gateway.MaxBodyBytes,
-		MaxInFlight:  f.Gateway.MaxInFlight,
-		StrictParams: f.Gateway.StrictParams,
-		CountTokens:  tokenCounter(f, cat),
-		Prepare:      taskBudgets(budgets, f),
-		Logger:       e.serveLogger(f),
+		Orchestrator:      o,
+		Project:           project,
+		NoAuth:            noAuth,
+		Models:            gatewayModels(f),
+		Agents:            agentNames(f),
+		Providers:         f.ProviderNames(),
+		MaxBodyBytes:      f.Gateway.MaxBodyBytes,
+		MaxInFlight:       f.Gateway.MaxInFlight,
+		MaxInFlightPerKey: f.Gateway.MaxInFlightPerKey,
+		HeaderTimeout:     f.Gateway.HeaderTimeout,
+		BodyTimeout:       f.Gateway.BodyTimeout,
+		AllowedHosts:      f.Gateway.AllowedHosts,
+		StrictParams:      f.Gateway.StrictParams,
+		CountTokens:       tokenCounter(f, cat),
+		Prepare:           taskBudgets(budgets, f),
+		Logger:            e.serveLogger(f),
 	}
 	if !noAuth {
 		opts.Keys = keys
