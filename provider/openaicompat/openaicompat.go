@@ -40,7 +40,7 @@ func Registration() provider.Registration {
 		Profiles:       names,
 		Credentials: []provider.CredentialField{{
 			Name: "api_key", EnvVars: []string{"OPENAI_API_KEY"}, EnvProfiles: []string{OpenAI.Name}, Secret: true, RequiredProfiles: []string{OpenAI.Name},
-			Description: "API key (required for the openai profile, which alone reads $OPENAI_API_KEY, and only at api.openai.com; other profiles send a key only from credentials:)",
+			Description: "API key (required for the openai profile; the environment is read for it only at api.openai.com, other servers get a key only from credentials:)",
 		}},
 		DefaultModels: models,
 		Capabilities:  baseCapabilities.Union(provider.NewCapabilitySet(provider.CapPromptCaching, provider.CapVision, provider.CapLongContext200K, provider.CapLongContext1M)),
