@@ -393,7 +393,8 @@ func (f *File) Resolve(name string, reg *provider.Registry, lookup func(string) 
 			s.Credentials[field.Name] = v
 			continue
 		}
-		for _, env := range field.EnvVars {
+		envVars := r.EnvVarsFor(field, p.Profile, p.BaseURL)
+		for _, env := range envVars {
 			if v, ok := lookup(env); ok && v != "" {
 				s.Credentials[field.Name] = v
 				break
@@ -410,8 +411,10 @@ func (f *File) Resolve(name string, reg *provider.Registry, lookup func(string) 
 		}
 		if s.Credentials[field.Name] == "" && field.RequiredFor(p.Profile) {
 			hint := "set credentials." + field.Name + " in the file"
-			if len(field.EnvVars) > 0 {
-				hint = "export " + field.EnvVars[0] + " or write credentials: {" + field.Name + ": ${" + field.EnvVars[0] + "}}"
+			if len(envVars) > 0 {
+				hint = "export " + envVars[0] + " or write credentials: {" + field.Name + ": ${" + envVars[0] + "}}"
+			} else if len(field.EnvVars) > 0 {
+				hint = "write credentials: {" + field.Name + ": ${" + field.EnvVars[0] + "}} (the environment is read only for " + r.DefaultBaseURL + ", not for base_url " + p.BaseURL + ")"
 			}
 			errs = append(errs, p.Pos.Errorf("providers.%s: credential %q is required and not set: %s", name, field.Name, hint))
 		}

@@ -163,6 +163,10 @@ type CredentialState struct {
 	// names even when it is unset.
 	Source string
 	EnvVar string
+	// EnvVars are the schema's variables this provider may read: none
+	// unless it talks to the vendor's own endpoint
+	// ([provider.Registration.EnvVarsFor]).
+	EnvVars []string
 }
 
 // CredentialStates reports, for each field of a configured provider's
@@ -185,7 +189,7 @@ func (f *File) CredentialStates(name string, reg *provider.Registry, lookup func
 	var out []CredentialState
 	var srcErr error
 	for _, field := range r.Credentials {
-		st := CredentialState{Field: field, Required: field.RequiredFor(p.Profile)}
+		st := CredentialState{Field: field, Required: field.RequiredFor(p.Profile), EnvVars: r.EnvVarsFor(field, p.Profile, p.BaseURL)}
 		if sec, ok := p.Credentials[field.Name]; ok {
 			st.EnvVar = sec.EnvVar()
 			if st.EnvVar == "" {
@@ -194,7 +198,7 @@ func (f *File) CredentialStates(name string, reg *provider.Registry, lookup func
 				st.Set, st.Source = true, SourceEnv
 			}
 		} else {
-			for _, env := range field.EnvVars {
+			for _, env := range st.EnvVars {
 				if v, ok := lookup(env); ok && v != "" {
 					st.Set, st.Source, st.EnvVar = true, SourceEnv, env
 					break

@@ -13,8 +13,12 @@ type CredentialField struct {
 	// Name is the key under credentials: in the config ("api_key").
 	Name string `json:"name"`
 	// EnvVars are the environment variables consulted, in order, when the
-	// config does not set the field.
+	// config does not set the field and the provider talks to the vendor's
+	// own endpoint (see [Registration.EnvVarsFor]).
 	EnvVars []string `json:"env_vars,omitempty"`
+	// EnvProfiles, when set, limits EnvVars to these profiles (the
+	// OpenAI-compatible adapter's OPENAI_API_KEY, to "openai").
+	EnvProfiles []string `json:"env_profiles,omitempty"`
 	// Secret marks values to redact wherever they are shown.
 	Secret bool `json:"secret"`
 	// Required fields must be set for the adapter to start; an optional

@@ -593,3 +593,18 @@ func TestSpendShowsUnpricedAttempts(t *testing.T) {
 		}
 	}
 }
+
+// The keys page never suggests exporting a vendor's variable for a provider
+// that would not read it: the vllm provider on loopback is not OpenAI.
+func TestKeyHintsNameOnlyVariablesTheProviderReads(t *testing.T) {
+	fx := newFixture(t, false)
+	b := fx.browser(t).loggedIn()
+	page := b.do(http.MethodGet, "/console/keys", nil).Body.String()
+	status := regexp.MustCompile(`(?s)id="s-local-api_key">(.*?)</td>`).FindStringSubmatch(page)
+	if status == nil {
+		t.Fatal("no status cell for the vllm provider's key")
+	}
+	if strings.Contains(status[1], "OPENAI_API_KEY") || !strings.Contains(status[1], "save it here") {
+		t.Errorf("the vllm provider's key hint: %s", status[1])
+	}
+}

@@ -153,8 +153,10 @@ func (c *Console) keysData(tested string, h *Health) keysData {
 			default:
 				if st.EnvVar != "" {
 					fv.Where = "llm-config.yaml names ${" + st.EnvVar + "}, which is unset"
-				} else if len(st.Field.EnvVars) > 0 {
-					fv.Where = "export " + strings.Join(st.Field.EnvVars, " or ") + ", or save it here"
+				} else if len(st.EnvVars) > 0 {
+					fv.Where = "export " + strings.Join(st.EnvVars, " or ") + ", or save it here"
+				} else {
+					fv.Where = "save it here, or write credentials: in llm-config.yaml"
 				}
 			}
 			fv.Shadowed = fv.Saved && st.Source != config.SourceSecretsFile && st.Set

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/cortexbuild/cortexbuild/config"
 )
 
 // egress records every lookup and dial and refuses all of them: no test
@@ -101,5 +105,51 @@ providers:
 	code, _, errs := runWith(t, g.hook, dir, keyEnv, "invoke", "hi")
 	if code != ExitFailure || !strings.Contains(errs, "local-only") || len(g.dials) != 0 {
 		t.Errorf("local-only = %d %q dials %v", code, errs, g.dials)
+	}
+}
+
+// Consent is for the endpoint: after base_url moves to another host the
+// same provider name is refused, naming the endpoint and the command, and
+// `consent list` shows what each consent covers.
+func TestConsentDoesNotFollowTheProviderToAnotherHost(t *testing.T) {
+	cfg := func(host string) string {
+		return "orchestration: true\nproviders:\n  remote:\n    type: anthropic\n    base_url: https://" + host + "\n    credentials:\n      api_key: ${MY_KEY}\n"
+	}
+	dir := writeConfig(t, cfg("api.remote.test"))
+	g := &egress{}
+	if code, out, _ := runWith(t, g.hook, dir, nil, "consent", "grant", "remote", "--by", "alice"); code != 0 || !strings.Contains(out, "https://api.remote.test:443") {
+		t.Fatalf("grant = %d %q", code, out)
+	}
+	if code, out, _ := runWith(t, g.hook, dir, nil, "consent", "list"); code != 0 || !strings.Contains(out, "https://api.remote.test:443") || strings.Contains(out, "not covered") {
+		t.Fatalf("list = %d %q", code, out)
+	}
+	if code, _, _ := runWith(t, g.hook, dir, keyEnv, "invoke", "hi"); code != ExitFailure || len(g.dials) == 0 {
+		t.Fatalf("with consent = %d, dials %v", code, g.dials)
+	}
+	// The same name, another host (which resolves to a remote address).
+	write := func(name, body string) {
+		if err := os.WriteFile(filepath.Join(dir, config.Dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(config.FileName, cfg("203.0.113.9"))
+	n := len(g.dials)
+	code, _, errs := runWith(t, g.hook, dir, keyEnv, "invoke", "hi")
+	if code != ExitFailure || !strings.Contains(errs, "https://203.0.113.9:443") || !strings.Contains(errs, "cortexbuild consent grant remote") {
+		t.Fatalf("after the move = %d %q", code, errs)
+	}
+	if len(g.dials) != n {
+		t.Fatalf("dialed %v without consent for the new endpoint", g.dials[n:])
+	}
+	if code, out, _ := runWith(t, g.hook, dir, nil, "consent", "list"); code != 0 || !strings.Contains(out, "provider now at https://203.0.113.9:443, not covered: run 'cortexbuild consent grant remote'") {
+		t.Errorf("list after the move = %d %q", code, out)
+	}
+	// A consent file from before consents named an endpoint covers nothing.
+	write("consent.json", `{"version":1,"consents":[{"provider":"remote","granted_by":"bob","granted_at":"2026-01-01T00:00:00Z"}]}`)
+	if code, _, errs := runWith(t, g.hook, dir, keyEnv, "invoke", "hi"); code != ExitFailure || !strings.Contains(errs, "covers none") || len(g.dials) != n {
+		t.Errorf("an old consent = %d %q", code, errs)
+	}
+	if code, out, _ := runWith(t, g.hook, dir, nil, "consent", "list"); code != 0 || !strings.Contains(out, "covers nothing") || !strings.Contains(out, "cortexbuild consent grant remote") {
+		t.Errorf("list with an old consent = %d %q", code, out)
 	}
 }

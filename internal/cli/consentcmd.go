@@ -12,6 +12,7 @@ import (
 
 	"github.com/cortexbuild/cortexbuild/config"
 	"github.com/cortexbuild/cortexbuild/orchestrator/locality"
+	"github.com/cortexbuild/cortexbuild/provider"
 )
 
 // whoami names the person granting consent.
@@ -65,11 +66,14 @@ With locality.mode: local-only, non-loopback endpoints are refused even with con
 			if err != nil {
 				return err
 			}
+			if endpoint == "" {
+				return withCode(ExitUsage, fmt.Errorf("provider %q uses its profile's default endpoint on this machine, which needs no consent; to reach another, set providers.%s.base_url and grant again", args[0], args[0]))
+			}
 			c, err := e.gate(f).Grant(cmd.Context(), args[0], by, endpoint)
 			if err != nil {
 				return withCode(ExitFailure, err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "consent granted for %s by %s at %s\n", c.Provider, c.GrantedBy, c.GrantedAt.Format(time.RFC3339))
+			fmt.Fprintf(cmd.OutOrStdout(), "consent granted for %s by %s at %s, covering %s\n", c.Provider, c.GrantedBy, c.GrantedAt.Format(time.RFC3339), c.Endpoint)
 			if f.Locality.Mode == config.LocalityLocalOnly {
 				fmt.Fprintln(e.stderr, "note: locality.mode is local-only, so non-loopback endpoints stay refused")
 			}
@@ -118,9 +122,13 @@ With locality.mode: local-only, non-loopback endpoints are refused even with con
 				return nil
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "PROVIDER\tGRANTED BY\tGRANTED AT\tENDPOINT")
+			fmt.Fprintln(tw, "PROVIDER\tENDPOINT\tGRANTED BY\tGRANTED AT\tNOTE")
 			for _, c := range cs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Provider, c.GrantedBy, c.GrantedAt.Format(time.RFC3339), c.Endpoint)
+				ep, note := c.Endpoint, consentNote(e, f, c)
+				if ep == "" {
+					ep = "(none)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Provider, ep, c.GrantedBy, c.GrantedAt.Format(time.RFC3339), note)
 			}
 			return tw.Flush()
 		},
@@ -128,6 +136,23 @@ With locality.mode: local-only, non-loopback endpoints are refused even with con
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.AddCommand(grant, revoke, list)
 	return cmd
+}
+
+// consentNote says when c does not cover the endpoint its provider is
+// configured with now, and the command that grants consent for it.
+func consentNote(e *env, f *config.File, c locality.Consent) string {
+	fix := "run 'cortexbuild consent grant " + c.Provider + "'"
+	if c.Endpoint == "" {
+		return "covers nothing (recorded before consents named an endpoint): " + fix
+	}
+	cur, err := e.endpointOf(f, c.Provider)
+	if err != nil {
+		return "provider not configured"
+	}
+	if ep, ok := provider.Endpoint(cur); ok && !c.Covers(ep) {
+		return "provider now at " + ep + ", not covered: " + fix
+	}
+	return ""
 }
 
 // askConsent offers, on a terminal, to record consent for the provider the

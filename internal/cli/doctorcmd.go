@@ -446,7 +446,16 @@ func (d *doctor) consent(ctx context.Context, f *config.File, orchestration bool
 		case err == nil:
 			d.add(check, checkOK, shown+": "+dec.Reason, "")
 		case errors.Is(err, locality.ReasonNoConsent):
-			d.add(check, failOrWarn(orchestration), shown+" is not on this machine and has no recorded consent", "cortexbuild consent grant "+name)
+			why := " is not on this machine and has no recorded consent"
+			var le *locality.Error
+			if errors.As(err, &le) && le.Stale {
+				if le.Consented != "" {
+					why = " is not on this machine and its consent covers " + le.Consented + " only"
+				} else {
+					why = " is not on this machine and its consent was recorded without an endpoint, so it covers none"
+				}
+			}
+			d.add(check, failOrWarn(orchestration), shown+why, "cortexbuild consent grant "+name)
 		case errors.Is(err, locality.ReasonLocalOnly):
 			d.add(check, failOrWarn(orchestration), shown+" is not on this machine and locality.mode is local-only",
 				"point providers."+name+".base_url at this machine, remove the provider, or set locality.mode: consent")

@@ -60,8 +60,8 @@ func (e *env) providersListCmd() *cobra.Command {
 					st := credentialState{Field: field.Name, Set: s.Credentials[field.Name] != ""}
 					if sec, ok := p.Credentials[field.Name]; ok {
 						st.Source = sec.String()
-					} else if len(field.EnvVars) > 0 {
-						st.Source = "$" + strings.Join(field.EnvVars, " or $")
+					} else if vars := reg.EnvVarsFor(field, p.Profile, p.BaseURL); len(vars) > 0 {
+						st.Source = "$" + strings.Join(vars, " or $")
 					}
 					c.Credentials = append(c.Credentials, st)
 				}

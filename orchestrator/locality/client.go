@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	prov "github.com/cortexbuild/cortexbuild/provider"
 )
 
 // Client returns an HTTP client for provider that can reach only what the
@@ -143,17 +145,23 @@ func (t *gatedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, t.err
 	}
-	return t.generation(req.Context()).tr.RoundTrip(req)
+	ep, _ := prov.Endpoint(req.URL.Scheme + "://" + req.URL.Host)
+	ctx := context.WithValue(req.Context(), schemeKey{}, req.URL.Scheme)
+	return t.generation(ctx, ep).tr.RoundTrip(req.WithContext(ctx))
 }
 
 // generation returns the pool for the next request, retiring the current
 // one when it may hold remote connections that are no longer allowed.
-func (t *gatedTransport) generation(ctx context.Context) *generation {
+// schemeKey carries a request's URL scheme to the dial it causes, so that
+// the dial decides on the whole endpoint (scheme, host, port).
+type schemeKey struct{}
+
+func (t *gatedTransport) generation(ctx context.Context, endpoint string) *generation {
 	t.mu.Lock()
 	gen := t.cur
 	t.sweepLocked()
 	t.mu.Unlock()
-	if !gen.remote.Load() || t.gate.remoteAllowed(ctx, t.provider) {
+	if !gen.remote.Load() || t.gate.remoteAllowed(ctx, t.provider, endpoint) {
 		return gen
 	}
 	t.mu.Lock()
@@ -204,7 +212,9 @@ func (t *gatedTransport) dial(ctx context.Context, gen *generation, network, add
 	if err != nil {
 		return nil, fmt.Errorf("locality: provider %q: %w", t.provider, err)
 	}
-	d, err := t.gate.decideHost(ctx, t.provider, host)
+	scheme, _ := ctx.Value(schemeKey{}).(string)
+	endpoint, _ := prov.Endpoint(scheme + "://" + address)
+	d, err := t.gate.decideHost(ctx, t.provider, endpoint, host)
 	if err != nil {
 		return nil, err
 	}
@@ -288,7 +298,8 @@ func (t *gatedTransport) checkRedirect(req *http.Request, via []*http.Request) e
 			}
 		}
 	}
-	if _, err := t.gate.decide(ctx, t.provider, host, addrs); err != nil {
+	endpoint, _ := prov.Endpoint(req.URL.Scheme + "://" + req.URL.Host)
+	if _, err := t.gate.decide(ctx, t.provider, endpoint, host, addrs); err != nil {
 		var e *Error
 		if errors.As(err, &e) {
 			e.From = from

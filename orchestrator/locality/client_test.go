@@ -115,13 +115,16 @@ func TestClientRefusesWithoutDialing(t *testing.T) {
 }
 
 func TestClientWithConsentDialsResolvedAddresses(t *testing.T) {
-	g, r, d, _ := testGate(t, "", consentFor("cloud"))
+	g, r, d, s := testGate(t, "")
 	r.set("remote.example", "192.0.2.10", "2001:db8::10")
 	for _, tt := range []struct{ url, port string }{
 		{"http://remote.example/v1", "80"},
 		{"https://remote.example/v1", "443"},
 		{"https://remote.example:8443/v1", "8443"},
 	} {
+		if err := s.Grant(context.Background(), consentAt("cloud", tt.url)); err != nil {
+			t.Fatal(err)
+		}
 		before := len(d.Dials())
 		_, err := get(t, g.Client("cloud", nil), tt.url)
 		if !errors.Is(err, errTestRefused) {
@@ -281,21 +284,23 @@ func TestClientRedirectBetweenRemotesNeedsConsent(t *testing.T) {
 	}))
 	c := g.Client("cloud", &http.Client{Transport: &http.Transport{DisableKeepAlives: true}})
 
-	// Consent is per provider: the target is dialed at its resolved address.
-	if _, err := get(t, c, "http://remote.example/v1"); !errors.Is(err, errTestRefused) {
-		t.Fatalf("redirect with consent: %v, want a dial to the target", err)
+	// Consent is per endpoint: a redirect to another host is refused, not
+	// dialed, even though the provider has consent for remote.example.
+	_, err := get(t, c, "http://remote.example/v1")
+	if e := refusal(t, err, ReasonNoConsent); e.Host != "other.example" || e.Endpoint != "http://other.example:80" || e.Consented != "http://remote.example:80" {
+		t.Fatalf("refusal %+v", e)
 	}
-	if got, want := d.Dials(), []string{"tcp 192.0.2.10:80", "tcp 192.0.2.12:80"}; !slices.Equal(got, want) {
+	if got, want := d.Dials(), []string{"tcp 192.0.2.10:80"}; !slices.Equal(got, want) {
 		t.Errorf("dials %q, want %q", got, want)
 	}
 
 	// The redirect is decided with the consent of the moment.
 	revoke.Store(true)
-	_, err := get(t, c, "http://remote.example/v1")
+	_, err = get(t, c, "http://remote.example/v1")
 	if e := refusal(t, err, ReasonNoConsent); e.From != "remote.example" || e.Host != "other.example" {
 		t.Errorf("refusal from %q to %q, want remote.example to other.example", e.From, e.Host)
 	}
-	if got, want := d.Dials()[2:], []string{"tcp 192.0.2.10:80"}; !slices.Equal(got, want) {
+	if got, want := d.Dials()[1:], []string{"tcp 192.0.2.10:80"}; !slices.Equal(got, want) {
 		t.Errorf("dials after revocation %q, want %q", got, want)
 	}
 }
@@ -337,9 +342,12 @@ func TestClientIgnoresProxies(t *testing.T) {
 					t.Errorf("the base's dialer ran %d times", n)
 				}
 			}()
-			g, r, d, _ := testGate(t, "", consentFor("cloud"))
+			g, r, d, s := testGate(t, "")
 			r.set("remote.example", "192.0.2.10")
 			for _, u := range []string{"http://remote.example/v1", "https://remote.example/v1"} {
+				if err := s.Grant(context.Background(), consentAt("cloud", u)); err != nil {
+					t.Fatal(err)
+				}
 				if _, err := get(t, g.Client("cloud", base), u); !errors.Is(err, errTestRefused) {
 					t.Errorf("GET %s: %v, want the test dialer's refusal of the direct dial", u, err)
 				}

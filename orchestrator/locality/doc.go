@@ -14,7 +14,8 @@
 //   - Anything else, including a host that resolves to both loopback and
 //     remote addresses: TierRemote. Allowed only when the mode is
 //     ModeConsent (the default) and the project has recorded consent for
-//     the provider's name: who granted it and when. ModeLocalOnly refuses
+//     the provider covering this endpoint (scheme, host and port; see
+//     [Consent.Covers]): who granted it and when. ModeLocalOnly refuses
 //     it whatever the consent.
 //   - A host that does not resolve, or resolves to nothing, is refused
 //     (ReasonResolve); so is a remote endpoint whose consent cannot be read
@@ -44,7 +45,11 @@
 //
 // # Consent
 //
-// A [ConsentStore] keeps one [Consent] per provider name. [FileStore]
+// A [ConsentStore] keeps one [Consent] per provider name, and the consent
+// covers the one endpoint it was granted for: a provider whose base_url
+// moves to another scheme, host or port, or a redirect there, needs consent
+// again. A consent without an endpoint (written before consents named one)
+// covers nothing. [FileStore]
 // keeps them in .cortexbuild/consent.json ([DefaultConsentFile]); it
 // re-reads the file on every call, so `cortexbuild consent revoke` in
 // another terminal takes effect in a running orchestrator. [MemoryStore]
@@ -52,38 +57,6 @@
 //
 // # For the user documentation
 //
-// The following section is written for docs/ and may be copied there.
-//
-//	## Locality and consent
-//
-//	CortexBuild never sends a prompt off your machine without your say-so.
-//
-//	A provider whose base_url resolves only to loopback addresses
-//	(127.0.0.1, ::1; for example Ollama at http://127.0.0.1:11434) runs with
-//	no questions asked: nothing leaves the machine. The decision is made on
-//	the addresses the name resolves to, not on the name, and again each
-//	time a connection is opened.
-//
-//	Any other provider needs consent, recorded once per project:
-//
-//	    cortexbuild consent grant cloud     # record consent for provider "cloud"
-//	    cortexbuild consent list            # who granted what, and when
-//	    cortexbuild consent revoke cloud    # takes effect for the next request
-//
-//	On a terminal, CortexBuild asks the first time instead. Consent is kept
-//	in .cortexbuild/consent.json (mode 0600); it names the provider, who
-//	granted it and when.
-//
-//	To forbid every endpoint that is not on this machine, consent or not:
-//
-//	    locality:
-//	      mode: local-only
-//
-//	Proxy settings (HTTP_PROXY, HTTPS_PROXY) are ignored for provider
-//	traffic, and a local endpoint may not redirect to a remote one.
-//
-//	If a request is refused, the error says why and what to do, e.g.
-//
-//	    provider "cloud" (api.example.com → 203.0.113.7) is not on this machine
-//	    and this project has no consent for it: run 'cortexbuild consent grant cloud'
+// docs/locality.md describes the model for users: what needs consent, what
+// a consent covers, and the errors.
 package locality

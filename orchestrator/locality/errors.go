@@ -73,6 +73,13 @@ type Error struct {
 	From string
 	// Err is the cause for ReasonResolve and ReasonConsentUnavailable.
 	Err error
+	// Endpoint is the refused scheme://host:port, when known.
+	Endpoint string
+	// Stale is set for ReasonNoConsent when the provider has a consent
+	// that does not cover Endpoint: Consented is the endpoint it covers
+	// ("" for a consent recorded before consent named an endpoint).
+	Stale     bool
+	Consented string
 }
 
 // Error says what was refused and how to fix it, such as
@@ -87,7 +94,19 @@ func (e *Error) Error() string {
 	b.WriteString(" (" + describeEndpoint(e.Host, e.Addrs) + ")")
 	switch e.Reason {
 	case ReasonNoConsent:
-		b.WriteString(" is not on this machine and this project has no consent for it: run 'cortexbuild consent grant " + shellWord(e.Provider) + "'")
+		what := "it"
+		if e.Endpoint != "" {
+			what = "endpoint " + e.Endpoint
+		}
+		b.WriteString(" is not on this machine and this project has no consent for " + what)
+		if e.Stale {
+			if e.Consented != "" {
+				b.WriteString(" (its consent covers " + e.Consented + " only)")
+			} else {
+				b.WriteString(" (its consent was recorded without an endpoint and covers none)")
+			}
+		}
+		b.WriteString(": run 'cortexbuild consent grant " + shellWord(e.Provider) + "'")
 	case ReasonLocalOnly:
 		b.WriteString(" is not on this machine and locality mode is local-only: use a loopback endpoint or set locality.mode: consent")
 	case ReasonRedirect:

@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"net/url"
 	"time"
+
+	prov "github.com/cortexbuild/cortexbuild/provider"
 )
 
 // DefaultDialTimeout bounds each connection attempt of the default dialer.
@@ -76,31 +78,38 @@ func (g *Gate) Check(ctx context.Context, provider, baseURL string) (Decision, e
 	if host == "" {
 		return Decision{Provider: provider}, fmt.Errorf("locality: provider %q: base URL %q has no host", provider, baseURL)
 	}
-	return g.decideHost(ctx, provider, host)
+	endpoint, _ := prov.Endpoint(baseURL)
+	return g.decideHost(ctx, provider, endpoint, host)
 }
 
-// Grant records consent for provider, granted by grantedBy now, noting the
-// endpoint it had. It is what `cortexbuild consent grant` and the terminal
-// prompt call.
+// Grant records consent for provider to reach endpoint (a base URL; the
+// consent covers its scheme, host and port), granted by grantedBy now. It
+// is what `cortexbuild consent grant` and the terminal prompt call.
 func (g *Gate) Grant(ctx context.Context, provider, grantedBy, endpoint string) (Consent, error) {
 	if g.Consents == nil {
 		return Consent{}, errors.New("locality: no consent store to record consent in")
 	}
-	c := Consent{Provider: provider, GrantedBy: grantedBy, GrantedAt: g.now().UTC(), Endpoint: endpoint}
+	ep, ok := prov.Endpoint(endpoint)
+	if !ok {
+		return Consent{}, fmt.Errorf("locality: consent for %q needs the endpoint it covers, an http(s) URL; got %q", provider, endpoint)
+	}
+	c := Consent{Provider: provider, GrantedBy: grantedBy, GrantedAt: g.now().UTC(), Endpoint: ep}
 	if err := g.Consents.Grant(ctx, c); err != nil {
 		return Consent{}, err
 	}
 	return c, nil
 }
 
-// decideHost resolves host and decides on its addresses.
-func (g *Gate) decideHost(ctx context.Context, provider, host string) (Decision, error) {
+// decideHost resolves host and decides on its addresses; endpoint is the
+// normalised scheme://host:port being reached ("" when unknown, which no
+// consent covers).
+func (g *Gate) decideHost(ctx context.Context, provider, endpoint, host string) (Decision, error) {
 	addrs, err := g.resolve(ctx, host)
 	if err != nil {
 		d := Decision{Provider: provider, Host: host, Tier: TierUnknown, Reason: "the host did not resolve"}
 		return d, &Error{Provider: provider, Host: host, Reason: ReasonResolve, Err: err}
 	}
-	return g.decide(ctx, provider, host, addrs)
+	return g.decide(ctx, provider, endpoint, host, addrs)
 }
 
 // resolve returns host's addresses: the literal itself for an IP literal,
@@ -133,8 +142,9 @@ func (g *Gate) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
 }
 
 // decide applies the rule to resolved addresses: all loopback is allowed;
-// anything else needs mode consent and a recorded consent for provider.
-func (g *Gate) decide(ctx context.Context, provider, host string, addrs []netip.Addr) (Decision, error) {
+// anything else needs mode consent and a recorded consent for provider
+// that covers endpoint.
+func (g *Gate) decide(ctx context.Context, provider, endpoint, host string, addrs []netip.Addr) (Decision, error) {
 	d := Decision{Provider: provider, Host: host, Addrs: addrs, Tier: TierRemote}
 	mode, err := ParseMode(string(g.Mode))
 	if err != nil {
@@ -148,7 +158,7 @@ func (g *Gate) decide(ctx context.Context, provider, host string, addrs []netip.
 	}
 	refuse := func(r Reason, why string, cause error) (Decision, error) {
 		d.Reason = why
-		return d, &Error{Provider: provider, Host: host, Addrs: addrs, Reason: r, Err: cause}
+		return d, &Error{Provider: provider, Host: host, Addrs: addrs, Reason: r, Err: cause, Endpoint: endpoint}
 	}
 	if mode == ModeLocalOnly {
 		return refuse(ReasonLocalOnly, "not on this machine; locality mode is local-only", nil)
@@ -159,6 +169,11 @@ func (g *Gate) decide(ctx context.Context, provider, host string, addrs []netip.
 		return refuse(ReasonConsentUnavailable, "not on this machine; consent could not be read", err)
 	case !ok:
 		return refuse(ReasonNoConsent, "not on this machine; no consent", nil)
+	case !c.Covers(endpoint):
+		d, err := refuse(ReasonNoConsent, "not on this machine; consent covers another endpoint", nil)
+		err.(*Error).Consented, _ = prov.Endpoint(c.Endpoint)
+		err.(*Error).Stale = true
+		return d, err
 	}
 	d.Allowed, d.Consent = true, c
 	d.Reason = "consent granted by " + c.GrantedBy + " at " + c.GrantedAt.UTC().Format(time.RFC3339)
@@ -181,15 +196,16 @@ func (g *Gate) consent(ctx context.Context, provider string) (Consent, bool, err
 	return c, ok, nil
 }
 
-// remoteAllowed reports whether provider may use remote addresses right
-// now: the mode allows it and consent is recorded. Any doubt is false.
-func (g *Gate) remoteAllowed(ctx context.Context, provider string) bool {
+// remoteAllowed reports whether provider may use remote addresses of
+// endpoint right now: the mode allows it and a consent covering endpoint is
+// recorded. Any doubt is false.
+func (g *Gate) remoteAllowed(ctx context.Context, provider, endpoint string) bool {
 	mode, err := ParseMode(string(g.Mode))
 	if err != nil || mode != ModeConsent {
 		return false
 	}
-	_, ok, err := g.consent(ctx, provider)
-	return err == nil && ok
+	c, ok, err := g.consent(ctx, provider)
+	return err == nil && ok && c.Covers(endpoint)
 }
 
 func tierOf(addrs []netip.Addr) Tier {

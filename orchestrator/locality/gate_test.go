@@ -5,9 +5,13 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	prov "github.com/cortexbuild/cortexbuild/provider"
 )
 
 func addrs(ss ...string) []netip.Addr {
@@ -102,7 +106,7 @@ func TestCheck(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var cs []Consent
 			if tt.consent {
-				cs = append(cs, consentFor("cloud"))
+				cs = append(cs, consentAt("cloud", tt.url))
 			}
 			g, r, d, _ := testGate(t, tt.mode, cs...)
 			for h, as := range tt.hosts {
@@ -134,7 +138,7 @@ func TestCheck(t *testing.T) {
 			if dec.Provider != "cloud" || dec.Reason == "" {
 				t.Errorf("decision %+v lacks provider or reason", dec)
 			}
-			if dec.Allowed && dec.Tier == TierRemote && dec.Consent != consentFor("cloud") {
+			if dec.Allowed && dec.Tier == TierRemote && dec.Consent != consentAt("cloud", tt.url) {
 				t.Errorf("allowed remote without the consent in the decision: %+v", dec)
 			}
 			if dec.Tier == TierLoopback && dec.Consent != (Consent{}) {
@@ -239,7 +243,7 @@ func TestGateGrant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Consent{Provider: "cloud", GrantedBy: "alice", GrantedAt: testTime, Endpoint: "https://remote.example/v1"}
+	want := Consent{Provider: "cloud", GrantedBy: "alice", GrantedAt: testTime, Endpoint: "https://remote.example:443"}
 	if c != want {
 		t.Errorf("granted %+v, want %+v", c, want)
 	}
@@ -283,5 +287,48 @@ func TestMemoryStore(t *testing.T) {
 	}
 	if err := s.Grant(ctx, Consent{Provider: "c", GrantedBy: "alice"}); err == nil {
 		t.Error("grant without time accepted")
+	}
+}
+
+// Consent covers the endpoint it was granted for (scheme, host, port):
+// another host, port or scheme under the same provider name is refused
+// with the endpoint and the command to run, and a consent recorded without
+// an endpoint (an older consent file) covers nothing.
+func TestConsentIsForAnEndpoint(t *testing.T) {
+	ctx := context.Background()
+	g, r, d, _ := testGate(t, "")
+	g.Consents = NewFileStore(filepath.Join(t.TempDir(), "consent.json"))
+	r.set("a.example", "192.0.2.1").set("b.example", "192.0.2.2")
+	if _, err := g.Grant(ctx, "cloud", "alice", "https://A.example/v1"); err != nil {
+		t.Fatal(err)
+	}
+	if dec, err := g.Check(ctx, "cloud", "https://a.example:443/v2"); err != nil || !dec.Allowed {
+		t.Fatalf("the granted endpoint: %+v %v", dec, err)
+	}
+	for _, u := range []string{"https://b.example/v1", "https://a.example:8443/v1", "http://a.example/v1"} {
+		_, err := g.Check(ctx, "cloud", u)
+		e := refusal(t, err, ReasonNoConsent)
+		want, _ := prov.Endpoint(u)
+		if e.Endpoint != want || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "covers https://a.example:443 only") ||
+			!strings.Contains(err.Error(), "run 'cortexbuild consent grant cloud'") {
+			t.Errorf("%s: %v", u, err)
+		}
+		if _, err := get(t, g.Client("cloud", nil), u); !errors.Is(err, ReasonNoConsent) {
+			t.Errorf("GET %s: %v, want a refusal", u, err)
+		}
+	}
+	if n := len(d.Dials()); n != 0 {
+		t.Errorf("%d dials to endpoints without consent", n)
+	}
+
+	// A consent file written before consents named an endpoint.
+	old := filepath.Join(t.TempDir(), "consent.json")
+	if err := os.WriteFile(old, []byte(`{"version":1,"consents":[{"provider":"cloud","granted_by":"bob","granted_at":"2026-01-01T00:00:00Z"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g.Consents = NewFileStore(old)
+	_, err := g.Check(ctx, "cloud", "https://a.example/v1")
+	if e := refusal(t, err, ReasonNoConsent); !e.Stale || !strings.Contains(err.Error(), "recorded without an endpoint and covers none") {
+		t.Errorf("an old consent: %v", err)
 	}
 }

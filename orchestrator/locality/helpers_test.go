@@ -212,8 +212,12 @@ func (brokenStore) List(context.Context) ([]Consent, error)      { return nil, e
 
 var testTime = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-func consentFor(provider string) Consent {
-	return Consent{Provider: provider, GrantedBy: "alice", GrantedAt: testTime, Endpoint: "http://remote.example/v1"}
+func consentFor(provider string) Consent { return consentAt(provider, "http://remote.example/v1") }
+
+// consentAt is a consent for provider covering endpoint's scheme, host and
+// port.
+func consentAt(provider, endpoint string) Consent {
+	return Consent{Provider: provider, GrantedBy: "alice", GrantedAt: testTime, Endpoint: endpoint}
 }
 
 // testGate returns a gate wired to a fresh recording resolver and dialer.

@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"strconv"
 	"time"
+
+	prov "github.com/cortexbuild/cortexbuild/provider"
 )
 
 // Mode is the project's egress rule, the llm-config.yaml key locality.mode.
@@ -114,9 +116,21 @@ type Consent struct {
 	GrantedBy string `json:"granted_by"`
 	// GrantedAt is when.
 	GrantedAt time.Time `json:"granted_at"`
-	// Endpoint is the base URL the provider had when consent was granted,
-	// for the record; consent is for the provider name, not this URL.
+	// Endpoint is what the consent covers: the scheme://host:port of the
+	// base URL it was granted for. Connections anywhere else (another
+	// host, port or scheme) need consent again. A consent recorded before
+	// consent named an endpoint has none and covers nothing.
 	Endpoint string `json:"endpoint,omitempty"`
+}
+
+// Covers reports whether c covers endpoint, a normalised scheme://host:port
+// (see [provider.Endpoint]); a consent without an endpoint covers none.
+func (c Consent) Covers(endpoint string) bool {
+	if endpoint == "" || c.Endpoint == "" {
+		return false
+	}
+	ce, ok := prov.Endpoint(c.Endpoint)
+	return ok && ce == endpoint
 }
 
 // validate reports what is missing from c for it to be a recorded consent.

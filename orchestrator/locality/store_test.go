@@ -241,7 +241,7 @@ func TestGateSeesRevocationByAnotherStore(t *testing.T) {
 	g, r, d, _ := testGate(t, "")
 	g.Consents = NewFileStore(path)
 	r.set("remote.example", "192.0.2.10")
-	if _, err := g.Grant(ctx, "cloud", "alice", "https://remote.example/v1"); err != nil {
+	if _, err := g.Grant(ctx, "cloud", "alice", "http://remote.example/v1"); err != nil {
 		t.Fatal(err)
 	}
 	c := g.Client("cloud", nil)

@@ -39,8 +39,8 @@ func Registration() provider.Registration {
 		DefaultBaseURL: OpenAI.DefaultBaseURL,
 		Profiles:       names,
 		Credentials: []provider.CredentialField{{
-			Name: "api_key", EnvVars: []string{"OPENAI_API_KEY"}, Secret: true, RequiredProfiles: []string{OpenAI.Name},
-			Description: "API key (required for the openai profile; local servers ignore it)",
+			Name: "api_key", EnvVars: []string{"OPENAI_API_KEY"}, EnvProfiles: []string{OpenAI.Name}, Secret: true, RequiredProfiles: []string{OpenAI.Name},
+			Description: "API key (required for the openai profile; the environment is read for it only at api.openai.com, other servers get a key only from credentials:)",
 		}},
 		DefaultModels: models,
 		Capabilities:  baseCapabilities.Union(provider.NewCapabilitySet(provider.CapPromptCaching, provider.CapVision, provider.CapLongContext200K, provider.CapLongContext1M)),
