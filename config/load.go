@@ -371,7 +371,7 @@ func (f *File) Resolve(name string, reg *provider.Registry, lookup func(string) 
 	for t, m := range p.Models {
 		s.Models[t] = m
 	}
-	var errs yamlx.Errors
+	var errs, missing yamlx.Errors
 	for _, field := range r.Credentials {
 		if sec, ok := p.Credentials[field.Name]; ok {
 			v, err := sec.Resolve(lookup)
@@ -386,7 +386,7 @@ func (f *File) Resolve(name string, reg *provider.Registry, lookup func(string) 
 				var pe *yamlx.Error
 				if errors.As(err, &pe) {
 					pe.Msg = fmt.Sprintf("providers.%s.credentials.%s: %s", name, field.Name, pe.Msg)
-					errs = append(errs, pe)
+					missing = append(missing, pe)
 				}
 				continue
 			}
@@ -416,11 +416,27 @@ func (f *File) Resolve(name string, reg *provider.Registry, lookup func(string) 
 			} else if len(field.EnvVars) > 0 {
 				hint = "write credentials: {" + field.Name + ": ${" + field.EnvVars[0] + "}} (the environment is read only for " + r.DefaultBaseURL + ", not for base_url " + p.BaseURL + ")"
 			}
-			errs = append(errs, p.Pos.Errorf("providers.%s: credential %q is required and not set: %s", name, field.Name, hint))
+			missing = append(missing, p.Pos.Errorf("providers.%s: credential %q is required and not set: %s", name, field.Name, hint))
 		}
 	}
-	return s, errs.Err()
+	if len(errs) == 0 && len(missing) > 0 {
+		return s, &MissingCredentialError{Provider: name, Errs: missing.Err().(yamlx.Errors)}
+	}
+	return s, append(errs, missing...).Err()
 }
+
+// MissingCredentialError is the error of [File.Resolve] when the only
+// problem is credentials that are not set (an unset ${VAR}, a required
+// field with nothing in the environment or the secrets file): the
+// provider cannot be used until they are, while the rest of the
+// configuration can. Its Errs name the variables and their lines.
+type MissingCredentialError struct {
+	Provider string
+	Errs     yamlx.Errors
+}
+
+func (e *MissingCredentialError) Error() string { return e.Errs.Error() }
+func (e *MissingCredentialError) Unwrap() error { return e.Errs }
 
 // secret asks f.Secrets, when set, for a provider's credential field.
 func (f *File) secret(name, field string) (string, bool, error) {

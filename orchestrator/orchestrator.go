@@ -119,8 +119,8 @@ func New(s Settings) (*Orchestrator, error) {
 	o := &Orchestrator{s: s, endpoints: map[string]*Endpoint{}, notBefore: map[string]time.Time{}}
 	for i := range s.Endpoints {
 		ep := &s.Endpoints[i]
-		if ep.Name == "" || ep.Adapter == nil {
-			return nil, fmt.Errorf("orchestrator: endpoint %d needs a name and an adapter", i)
+		if ep.Name == "" || (ep.Adapter == nil) == (ep.Unavailable == "") {
+			return nil, fmt.Errorf("orchestrator: endpoint %d needs a name and either an adapter or the reason it is unavailable", i)
 		}
 		if _, dup := o.endpoints[ep.Name]; dup {
 			return nil, fmt.Errorf("orchestrator: provider %q configured twice", ep.Name)

@@ -13,6 +13,10 @@ type Endpoint struct {
 	// Name is the instance name from the configuration.
 	Name    string
 	Adapter provider.Adapter
+	// Unavailable, when set, says why the provider cannot be used (e.g. a
+	// credential that is not set); it has no Adapter, and routing drops it
+	// with this reason so calls go to the others.
+	Unavailable string
 }
 
 // AgentSettings override one agent's routing.
@@ -135,6 +139,11 @@ func (o *Orchestrator) route(c *Call, tier provider.Tier, needs provider.Capabil
 			t.Candidates = append(t.Candidates, cand)
 			continue
 		}
+		if ep.Unavailable != "" {
+			cand.Reason = "unavailable: " + ep.Unavailable
+			t.Candidates = append(t.Candidates, cand)
+			continue
+		}
 		cand.endpoint = ep
 		cand.Model = model
 		if cand.Model == "" {
@@ -187,6 +196,9 @@ func (o *Orchestrator) Estimate(providerName string, req *provider.Request) (pro
 	ep := o.endpoints[providerName]
 	if ep == nil {
 		return 0, fmt.Errorf("provider %q is not configured", providerName)
+	}
+	if ep.Unavailable != "" {
+		return 0, fmt.Errorf("provider %q is unavailable: %s", providerName, ep.Unavailable)
 	}
 	return ep.Adapter.EstimateCost(req)
 }

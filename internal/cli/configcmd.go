@@ -43,9 +43,20 @@ It exits 3 when the file is invalid.`,
 				res.File = f.Path
 				res.Warnings = append(res.Warnings, f.Warnings()...)
 				if !skipEnv {
-					var all yamlx.Errors
+					var all, missing yamlx.Errors
+					var warnings []string
+					unavailable := 0
 					for _, name := range f.ProviderNames() {
 						if _, rerr := f.Resolve(name, e.registry, e.lookupEnv); rerr != nil {
+							var mc *config.MissingCredentialError
+							if errors.As(rerr, &mc) {
+								unavailable++
+								missing = append(missing, mc.Errs...)
+								for _, x := range mc.Errs {
+									warnings = append(warnings, x.Error()+"; until then provider "+name+" is unavailable and calls go to the other providers (the key can also be saved in the console of 'cortexbuild serve')")
+								}
+								continue
+							}
 							var es yamlx.Errors
 							if errors.As(rerr, &es) {
 								all = append(all, es...)
@@ -53,6 +64,13 @@ It exits 3 when the file is invalid.`,
 								all = append(all, &yamlx.Error{Pos: yamlx.Pos{File: f.Path}, Msg: rerr.Error()})
 							}
 						}
+					}
+					// A missing credential fails only its provider: a
+					// warning, unless no provider is left to serve.
+					if unavailable > 0 && unavailable == len(f.ProviderNames()) {
+						all = append(all, missing...)
+					} else {
+						res.Warnings = append(res.Warnings, warnings...)
 					}
 					if len(all) > 0 {
 						err = withCode(ExitConfig, all.Err())

@@ -273,17 +273,27 @@ func (d *doctor) credentials(f *config.File, orchestration bool) {
 		return
 	}
 	var bad []string
+	onlyMissing := true
 	for _, name := range f.ProviderNames() {
 		if _, err := f.Resolve(name, d.e.registry, d.e.lookupEnv); err != nil {
 			first, _, _ := strings.Cut(err.Error(), "\n")
 			bad = append(bad, first)
+			if !errors.As(err, new(*config.MissingCredentialError)) {
+				onlyMissing = false
+			}
 		}
 	}
 	if len(bad) == 0 {
 		d.add("credentials", checkOK, fmt.Sprintf("every provider's credentials resolve (%s)", strings.Join(f.ProviderNames(), ", ")), "")
 		return
 	}
-	d.add("credentials", failOrWarn(orchestration), strings.Join(bad, "; "), "export the variables named (see 'cortexbuild providers list'), then 'cortexbuild config validate'")
+	status := failOrWarn(orchestration)
+	if onlyMissing && len(bad) < len(f.ProviderNames()) {
+		// The providers without their credential are unavailable; the
+		// others serve.
+		status = checkWarn
+	}
+	d.add("credentials", status, strings.Join(bad, "; "), "export the variables named (see 'cortexbuild providers list') or save the key in the console of 'cortexbuild serve', then 'cortexbuild config validate'")
 }
 
 // store checks that the ledger (and a Redis cache) can be reached,

@@ -347,6 +347,15 @@ func (e *env) buildEngine(f *config.File, st ledger.Store, c *cache.Cache, obs o
 	for _, name := range f.ProviderNames() {
 		p := f.Providers[name]
 		s, err := f.Resolve(name, e.registry, e.lookupEnv)
+		var mc *config.MissingCredentialError
+		if errors.As(err, &mc) {
+			// Only this provider needs the credential: it is unavailable,
+			// with the reason, and the others serve.
+			why := strings.ReplaceAll(mc.Error(), "\n", "; ")
+			fmt.Fprintf(e.stderr, "provider %s is unavailable: %s\n", name, why)
+			eps = append(eps, orchestrator.Endpoint{Name: name, Unavailable: why})
+			continue
+		}
 		if err != nil {
 			return nil, withCode(ExitConfig, err)
 		}

@@ -51,6 +51,9 @@ every attempt. The prompt comes from the argument or, when absent, standard inpu
 			if maxTokens < 0 {
 				return withCode(ExitUsage, fmt.Errorf("--max-tokens must not be negative, got %d: give the output token limit, or leave it out for the agent's", maxTokens))
 			}
+			if err := checkAgent(f, "--agent", agent); err != nil {
+				return err
+			}
 			call := orchestrator.Call{Agent: agent, Task: task, Request: provider.Request{System: system, Prompt: prompt, Model: model, MaxTokens: maxTokens}}
 			if err := routingFlags(&call, tier, needs); err != nil {
 				return err
@@ -250,6 +253,9 @@ func (e *env) routeCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := e.loadConfig(false)
 			if err != nil {
+				return err
+			}
+			if err := checkAgent(f, "--agent", agent); err != nil {
 				return err
 			}
 			o, closeStore, err := e.engineWith(cmd.Context(), f, "", task != "")

@@ -246,6 +246,21 @@ func agentNames(f *config.File) []string {
 	return names
 }
 
+// checkAgent refuses a flag naming an agent that is neither built in nor
+// defined under agents:, as the configuration and the gateway do, with the
+// closest name and the list; an empty value (no agent) passes.
+func checkAgent(f *config.File, flag, agent string) error {
+	names := agentNames(f)
+	if agent == "" || slices.Contains(names, agent) {
+		return nil
+	}
+	hint := ""
+	if c := provider.Closest(agent, names); c != "" {
+		hint = fmt.Sprintf(" (did you mean %q?)", c)
+	}
+	return withCode(ExitUsage, fmt.Errorf("%s %q: unknown agent%s; the agents are %s, or one defined under agents: in llm-config.yaml", flag, agent, hint, strings.Join(names, ", ")))
+}
+
 // tokenCounter counts a prompt offline for count_tokens, scaled by the
 // token factor of the serving provider's price namespace.
 func tokenCounter(f *config.File, cat *pricing.Catalog) func(string, *provider.Request) int64 {
@@ -311,8 +326,8 @@ func (e *env) serveKeysCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if agent != "" && !slices.Contains(agentNames(f), agent) {
-				return withCode(ExitUsage, fmt.Errorf("--agent %q: unknown agent; the agents are %s", agent, strings.Join(agentNames(f), ", ")))
+			if err := checkAgent(f, "--agent", agent); err != nil {
+				return err
 			}
 			ks, err := e.keyStore(f)
 			if err != nil {
