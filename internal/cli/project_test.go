@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +17,6 @@ import (
 	ooption "github.com/openai/openai-go/v3/option"
 
 	"github.com/cortexbuild/cortexbuild/config"
-	"github.com/cortexbuild/cortexbuild/internal/builtin"
 	"github.com/cortexbuild/cortexbuild/internal/testenv"
 	"github.com/cortexbuild/cortexbuild/provider/anthropic/anthropicfake"
 )
@@ -27,26 +25,7 @@ import (
 // returns its base URL, its banner and a stop function.
 func serveBanner(t *testing.T, wd string, vars map[string]string, args ...string) (string, string, func() (int, string)) {
 	t.Helper()
-	out := &lineWaiter{re: regexp.MustCompile(`listening on (http://\S+)`), found: make(chan string, 1)}
-	errs := &lineWaiter{}
-	e := &env{stdin: strings.NewReader(""), stdout: out, stderr: errs, wd: wd, registry: builtin.Registry(),
-		getenv:    func(k string) string { return vars[k] },
-		lookupEnv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok },
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() { done <- e.run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)) }()
-	select {
-	case u := <-out.found:
-		return u, out.String(), func() (int, string) {
-			cancel()
-			return <-done, errs.String()
-		}
-	case code := <-done:
-		cancel()
-		t.Fatalf("serve exited with %d before listening:\n%s\n%s", code, out.String(), errs.String())
-	}
-	return "", "", nil
+	return serveIn(t, nil, wd, vars, args...)
 }
 
 // spendOf returns the total cost and attempts 'spend --json' reports.

@@ -21,9 +21,19 @@ import (
 // first.
 func startServeWith(t *testing.T, hook func(*env), dir string, vars map[string]string, args ...string) (string, func() (int, string)) {
 	t.Helper()
+	u, _, stop := serveIn(t, hook, dir, vars, args...)
+	return u, stop
+}
+
+// serveIn runs 'cortexbuild serve' in-process in wd, after hook adjusts
+// its environment, and returns its base URL, its standard output so far
+// (the banner) and a stop function that gives its exit code and standard
+// error.
+func serveIn(t *testing.T, hook func(*env), wd string, vars map[string]string, args ...string) (string, string, func() (int, string)) {
+	t.Helper()
 	out := &lineWaiter{re: regexp.MustCompile(`listening on (http://\S+)`), found: make(chan string, 1)}
 	errs := &lineWaiter{}
-	e := &env{stdin: strings.NewReader(""), stdout: out, stderr: errs, wd: dir, registry: builtin.Registry(),
+	e := &env{stdin: strings.NewReader(""), stdout: out, stderr: errs, wd: wd, registry: builtin.Registry(),
 		getenv:    func(k string) string { return vars[k] },
 		lookupEnv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok },
 	}
@@ -35,16 +45,15 @@ func startServeWith(t *testing.T, hook func(*env), dir string, vars map[string]s
 	go func() { done <- e.run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)) }()
 	select {
 	case u := <-out.found:
-		return u, func() (int, string) {
+		return u, out.String(), func() (int, string) {
 			cancel()
-			code := <-done
-			return code, errs.String()
+			return <-done, errs.String()
 		}
 	case code := <-done:
 		cancel()
 		t.Fatalf("serve exited with %d before listening:\n%s\n%s", code, out.String(), errs.String())
 	}
-	return "", nil
+	return "", "", nil
 }
 
 // postJSON posts body to base+path and returns the status and the body.

@@ -18,7 +18,6 @@ import (
 	"github.com/openai/openai-go/v3"
 	ooption "github.com/openai/openai-go/v3/option"
 
-	"github.com/cortexbuild/cortexbuild/internal/builtin"
 	"github.com/cortexbuild/cortexbuild/provider/anthropic/anthropicfake"
 )
 
@@ -80,31 +79,12 @@ func (l *lineWaiter) String() string {
 	return l.buf.String()
 }
 
-// startServe runs 'cortexbuild serve' in-process and returns its base URL,
-// a stop function (as SIGTERM would) and the exit code channel.
+// startServe runs 'cortexbuild serve' in-process and returns its base URL
+// and a stop function (as SIGTERM would) that gives its exit code and
+// standard error.
 func startServe(t *testing.T, dir string, vars map[string]string, args ...string) (string, func() (int, string)) {
 	t.Helper()
-	out := &lineWaiter{re: regexp.MustCompile(`listening on (http://\S+)`), found: make(chan string, 1)}
-	errs := &lineWaiter{}
-	e := &env{stdin: strings.NewReader(""), stdout: out, stderr: errs, wd: dir, registry: builtin.Registry(),
-		getenv:    func(k string) string { return vars[k] },
-		lookupEnv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok },
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() { done <- e.run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)) }()
-	select {
-	case u := <-out.found:
-		return u, func() (int, string) {
-			cancel()
-			code := <-done
-			return code, errs.String()
-		}
-	case code := <-done:
-		cancel()
-		t.Fatalf("serve exited with %d before listening:\n%s\n%s", code, out.String(), errs.String())
-	}
-	return "", nil
+	return startServeWith(t, nil, dir, vars, args...)
 }
 
 func TestServeEndToEnd(t *testing.T) {
