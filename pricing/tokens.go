@@ -80,26 +80,44 @@ func countTokens(s string) int64 {
 // messages (text, reasoning, tool calls, tool results), tool definitions,
 // plus framing overheads. It is the basis of cost estimates before a call.
 func CountRequestTokens(req *provider.Request) int64 {
-	n := int64(RequestOverhead) + CountTokens(req.System)
+	n, over := walkRequest(req, CountTokens, false)
+	return over + n
+}
+
+// walkRequest adds up count over every text of req that a provider
+// tokenizes (with withIDs, the ids and names of tool calls and results
+// too), and apart the framing overheads of its messages and tools.
+func walkRequest(req *provider.Request, count func(string) int64, withIDs bool) (n, over int64) {
+	over = RequestOverhead
+	n = count(req.System)
 	for _, m := range req.Conversation() {
-		n += MessageOverhead
+		over += MessageOverhead
 		for _, p := range m.Parts {
-			n += CountTokens(p.Text)
+			n += count(p.Text)
 			if tc := p.ToolCall; tc != nil {
-				n += CountTokens(tc.Name) + CountTokens(string(tc.Arguments)) + MessageOverhead
+				over += MessageOverhead
+				n += count(tc.Name) + count(string(tc.Arguments))
+				if withIDs {
+					n += count(tc.ID)
+				}
 			}
 			if tr := p.ToolResult; tr != nil {
-				n += CountTokens(tr.Content) + MessageOverhead
+				over += MessageOverhead
+				n += count(tr.Content)
+				if withIDs {
+					n += count(tr.CallID) + count(tr.Name)
+				}
 			}
 		}
 	}
 	if len(req.Tools) > 0 {
-		n += ToolSystemOverhead
+		over += ToolSystemOverhead
 	}
 	for _, t := range req.Tools {
-		n += ToolOverhead + CountTokens(t.Name) + CountTokens(t.Description) + CountTokens(string(t.InputSchema))
+		over += ToolOverhead
+		n += count(t.Name) + count(t.Description) + count(string(t.InputSchema))
 	}
-	return n
+	return n, over
 }
 
 // The bound on a text's tokens (see [BoundRequestTokens]).
@@ -181,28 +199,6 @@ func boundPiece(s string, f *Factor) int64 {
 // results) bounded by [BoundTokens], plus the framing overheads scaled by
 // f. It is the prompt side of every estimate.
 func BoundRequestTokens(req *provider.Request, f *Factor) int64 {
-	over := int64(RequestOverhead)
-	n := BoundTokens(req.System, f)
-	for _, m := range req.Conversation() {
-		over += MessageOverhead
-		for _, p := range m.Parts {
-			n += BoundTokens(p.Text, f)
-			if tc := p.ToolCall; tc != nil {
-				over += MessageOverhead
-				n += BoundTokens(tc.ID, f) + BoundTokens(tc.Name, f) + BoundTokens(string(tc.Arguments), f)
-			}
-			if tr := p.ToolResult; tr != nil {
-				over += MessageOverhead
-				n += BoundTokens(tr.CallID, f) + BoundTokens(tr.Name, f) + BoundTokens(tr.Content, f)
-			}
-		}
-	}
-	if len(req.Tools) > 0 {
-		over += ToolSystemOverhead
-	}
-	for _, t := range req.Tools {
-		over += ToolOverhead
-		n += BoundTokens(t.Name, f) + BoundTokens(t.Description, f) + BoundTokens(string(t.InputSchema), f)
-	}
+	n, over := walkRequest(req, func(s string) int64 { return BoundTokens(s, f) }, true)
 	return f.Scale(over) + n
 }
