@@ -53,7 +53,8 @@ func largeChatBody(shape string, size int, model string) []byte {
 	b.WriteString(`{"role":"system","content":"You are a careful builder."}`)
 	switch shape {
 	case "text":
-		b.WriteString(`,{"role":"user","content":` + strconv.Quote(text(size)) + `}`)
+		// Quoting adds an escape per line break: stay within size.
+		b.WriteString(`,{"role":"user","content":` + strconv.Quote(text(size-size/16)) + `}`)
 	case "turns":
 		for i := 0; b.Len() < size; i++ {
 			role := "user"
