@@ -212,7 +212,7 @@ func anthropicTools(raw json.RawMessage, cache *cacheHint) ([]provider.ToolDef, 
 		if err := tf.take("description", &td.Description); err != nil {
 			return nil, nil, err
 		}
-		td.InputSchema = schemaOrEmpty(tf.raw("input_schema"))
+		td.InputSchema = keep(schemaOrEmpty(tf.raw("input_schema")))
 		if _, err := object(path+".input_schema", td.InputSchema); err != nil {
 			return nil, nil, err
 		}
@@ -346,7 +346,7 @@ func anthropicBlocks(path string, raw json.RawMessage, assistant bool, names map
 			if id == "" || name == "" {
 				return nil, badField(p, "a tool_use block needs an id and a name")
 			}
-			input := bf.raw("input")
+			input := keep(bf.raw("input"))
 			if input == nil {
 				input = json.RawMessage(`{}`)
 			}

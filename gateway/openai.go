@@ -188,7 +188,7 @@ func openAITools(raw json.RawMessage) ([]provider.ToolDef, error) {
 		if err := fn.take("description", &td.Description); err != nil {
 			return nil, err
 		}
-		td.InputSchema = schemaOrEmpty(fn.raw("parameters"))
+		td.InputSchema = keep(schemaOrEmpty(fn.raw("parameters")))
 		if _, err := object(path+".function.parameters", td.InputSchema); err != nil {
 			return nil, err
 		}
@@ -429,11 +429,11 @@ func argumentsObject(path, args string) (json.RawMessage, error) {
 	if strings.TrimSpace(args) == "" {
 		return json.RawMessage(`{}`), nil
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(args), &obj); err != nil || obj == nil {
+	obj := json.RawMessage(args)
+	if !json.Valid(obj) || obj[skipSpace(obj, 0)] != '{' {
 		return nil, badField(path, "must be a JSON object encoded as a string")
 	}
-	return json.RawMessage(args), nil
+	return obj, nil
 }
 
 // appendTurn adds parts as a turn of role, merged into the previous turn

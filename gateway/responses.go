@@ -109,7 +109,7 @@ func decodeResponses(body []byte) (*responsesRequest, error) {
 		if rr.req.ToolChoice, err = responsesToolChoice(raw); err != nil {
 			return nil, err
 		}
-		rr.toolChoice = raw
+		rr.toolChoice = keep(raw)
 	}
 	var instructions string
 	if err := f.take("instructions", &instructions); err != nil {
@@ -193,7 +193,7 @@ func responsesTools(raw json.RawMessage) ([]provider.ToolDef, []responsesTool, [
 		if err := tf.take("strict", &rt.Strict); err != nil {
 			return nil, nil, nil, err
 		}
-		td.InputSchema = schemaOrEmpty(tf.raw("parameters"))
+		td.InputSchema = keep(schemaOrEmpty(tf.raw("parameters")))
 		if _, err := object(path+".parameters", td.InputSchema); err != nil {
 			return nil, nil, nil, err
 		}

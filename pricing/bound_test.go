@@ -108,3 +108,31 @@ func TestEstimateClampsOutputToModelLimit(t *testing.T) {
 		t.Errorf("OutputLimit(100) = %d", got)
 	}
 }
+
+// Past BoundTokenizeBytes of a request's text, the bound charges a token
+// per byte without tokenizing, across the request's texts: still an upper
+// bound (never below the bound of the whole text tokenized), and a huge
+// request costs a scan of its bytes, not seconds of tokenizer time.
+func TestBoundRequestTokenizesAtMostALimit(t *testing.T) {
+	f := &Factor{}
+	if err := f.UnmarshalText([]byte("1.35")); err != nil {
+		t.Fatal(err)
+	}
+	prose := strings.Repeat("The estimate must bound what the provider bills for the request, whatever the text. ", 40000)
+	head, tail := prose[:BoundTokenizeBytes/2], prose[BoundTokenizeBytes/2:]
+	split := &provider.Request{System: head, Prompt: tail}
+	whole := BoundTokens(head, f) + BoundTokens(tail, f)
+	got := BoundRequestTokens(split, f)
+	if got < whole {
+		t.Fatalf("bound %d below the fully tokenized bound %d", got, whole)
+	}
+	// The system prompt and the first half of the prompt's budget are
+	// tokenized; every byte after that is charged one token.
+	limited := &provider.Request{System: head, Prompt: tail[:BoundTokenizeBytes/2]}
+	if want := BoundRequestTokens(limited, f) + int64(len(tail)-BoundTokenizeBytes/2); got != want {
+		t.Errorf("bound %d, want %d: the text past %d bytes charged by its bytes", got, want, BoundTokenizeBytes)
+	}
+	if got > whole*5 {
+		t.Errorf("bound %d more than 5× the tokenized bound %d", got, whole)
+	}
+}

@@ -1,6 +1,7 @@
 package pricing
 
 import (
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -58,7 +59,9 @@ func CountTokens(s string) int64 {
 	if counts.m == nil || len(counts.m) >= countsMaxEntries || counts.bytes+len(s) > countsMaxBytes {
 		counts.m, counts.bytes = make(map[string]int64, 256), 0
 	}
-	counts.m[s] = n
+	// A copy: s is often a piece of a much longer text (BoundTokens
+	// judges 4 KiB at a time), which the key would otherwise keep alive.
+	counts.m[strings.Clone(s)] = n
 	counts.bytes += len(s)
 	counts.Unlock()
 	return n
@@ -135,6 +138,13 @@ const (
 	// characters of English per token): ordinary ASCII text is never
 	// bounded below a token per 4 bytes, whatever o200k counts.
 	boundBytesPerToken = 4
+	// BoundTokenizeBytes is how much of one request's text
+	// [BoundRequestTokens] runs through the tokenizer (about a million
+	// bytes, some 250,000 tokens of prose: the prompt of most models'
+	// whole context window). Past it, text is charged by its bytes, the
+	// hard ceiling, without tokenizing: the bound stays a bound, and a
+	// huge request costs a scan of its bytes instead of seconds of CPU.
+	BoundTokenizeBytes = 1 << 20
 )
 
 // BoundTokens returns an upper bound of the tokens any provider's
@@ -153,6 +163,13 @@ const (
 // of UTF-8 text. Bytes outside ASCII (CJK, emoji, other scripts) are
 // charged one token each because vendor vocabularies differ most there.
 func BoundTokens(s string, f *Factor) int64 {
+	tokenize := int64(len(s))
+	return boundTokens(s, f, &tokenize)
+}
+
+// boundTokens is [BoundTokens] tokenizing at most *tokenize bytes of s
+// (less what it tokenized): every other piece is charged its bytes.
+func boundTokens(s string, f *Factor, tokenize *int64) int64 {
 	var total int64
 	for len(s) > 0 {
 		n := min(len(s), boundChunk)
@@ -162,13 +179,13 @@ func BoundTokens(s string, f *Factor) int64 {
 		if n == 0 {
 			n = min(len(s), boundChunk)
 		}
-		total += boundPiece(s[:n], f)
+		total += boundPiece(s[:n], f, tokenize)
 		s = s[n:]
 	}
 	return total
 }
 
-func boundPiece(s string, f *Factor) int64 {
+func boundPiece(s string, f *Factor, tokenize *int64) int64 {
 	var ascii, other int64
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -186,6 +203,10 @@ func boundPiece(s string, f *Factor) int64 {
 		i += size
 	}
 	b := ascii + other
+	if *tokenize < int64(len(s)) {
+		return b
+	}
+	*tokenize -= int64(len(s))
 	n := CountTokens(s)
 	if ascii > boundMaxRatio*n {
 		return b
@@ -197,8 +218,11 @@ func boundPiece(s string, f *Factor) int64 {
 // whose tokenizer counts at most f times o200k on ordinary text bills for
 // req: every text of [CountRequestTokens] (and the ids of tool calls and
 // results) bounded by [BoundTokens], plus the framing overheads scaled by
-// f. It is the prompt side of every estimate.
+// f. It is the prompt side of every estimate. At most [BoundTokenizeBytes]
+// of the request's text are tokenized; the rest is charged one token per
+// byte.
 func BoundRequestTokens(req *provider.Request, f *Factor) int64 {
-	n, over := walkRequest(req, func(s string) int64 { return BoundTokens(s, f) }, true)
+	tokenize := int64(BoundTokenizeBytes)
+	n, over := walkRequest(req, func(s string) int64 { return boundTokens(s, f, &tokenize) }, true)
 	return f.Scale(over) + n
 }

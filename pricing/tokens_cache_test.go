@@ -2,8 +2,10 @@ package pricing
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // Remembered counts are the tokenizer's, and the memory stays bounded.
@@ -28,4 +30,24 @@ func TestCountTokensRemembersWithinBounds(t *testing.T) {
 	if _, ok := counts.m[long]; ok {
 		t.Error("a text above countsMaxText was kept")
 	}
+}
+
+// Remembering the count of a piece of a long text does not keep the long
+// text alive: the cache holds a copy of the piece.
+func TestCountTokensDoesNotPinTheText(t *testing.T) {
+	long := strings.Repeat("a long pasted file ", 1<<16)
+	freed := make(chan struct{})
+	runtime.AddCleanup(unsafe.StringData(long), func(struct{}) { close(freed) }, struct{}{})
+	CountTokens(long[:4096])
+	long = ""
+	for range 50 {
+		runtime.GC()
+		select {
+		case <-freed:
+			return
+		default:
+			runtime.Gosched()
+		}
+	}
+	t.Fatal("a long text stayed alive after the count of one of its pieces was remembered")
 }
