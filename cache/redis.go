@@ -2,9 +2,11 @@ package cache
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"time"
 
@@ -24,6 +26,11 @@ type RedisOptions struct {
 	// Prefix starts every key; "" means DefaultRedisPrefix. Tests use a
 	// random prefix under the default one.
 	Prefix string
+	// Dialer, when set, opens the connections (the locality gate's
+	// ServiceDial); it is given the URL's host:port (or a unix socket's
+	// path) and resolves the name itself. For rediss:// the TLS handshake
+	// runs over its connections. nil: go-redis dials.
+	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Redis is the shared back end: each entry is a JSON value under
@@ -52,6 +59,21 @@ func OpenRedis(ctx context.Context, rawURL string, opts RedisOptions) (*Redis, e
 	opt, err := redis.ParseURL(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("cache: bad Redis URL %q: %v", shown, err)
+	}
+	if dial := opts.Dialer; dial != nil {
+		tlsConf := opt.TLSConfig
+		opt.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := dial(ctx, network, addr)
+			if err != nil || tlsConf == nil {
+				return conn, err
+			}
+			tc := tls.Client(conn, tlsConf.Clone())
+			if err := tc.HandshakeContext(ctx); err != nil {
+				conn.Close()
+				return nil, err
+			}
+			return tc, nil
+		}
 	}
 	c := redis.NewClient(opt)
 	if err := c.Ping(ctx).Err(); err != nil {

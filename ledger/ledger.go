@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"regexp"
 	"strings"
 	"time"
@@ -348,6 +349,7 @@ type options struct {
 	synchronous string
 	busyTimeout time.Duration
 	maxConns    int32
+	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 func buildOptions(opts []Option) options {
@@ -414,3 +416,12 @@ func WithBusyTimeout(d time.Duration) Option { return func(o *options) { o.busyT
 // WithMaxConns sets the size of the PostgreSQL connection pool (default:
 // pgx's, the larger of 4 and the number of CPUs). SQLite ignores it.
 func WithMaxConns(n int) Option { return func(o *options) { o.maxConns = int32(n) } }
+
+// WithDialer makes PostgreSQL connections with dial, which is given the
+// host name (or IP literal) and port of the connection string, or a unix
+// socket's path: pgx does not look names up itself then, so dial decides
+// on the addresses (the locality gate's ServiceDial). Without it pgx
+// resolves and dials. SQLite ignores it.
+func WithDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) Option {
+	return func(o *options) { o.dial = dial }
+}

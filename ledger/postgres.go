@@ -64,6 +64,12 @@ func OpenPostgres(ctx context.Context, url string, opts ...Option) (*Postgres, e
 	if o.maxConns > 0 {
 		cfg.MaxConns = o.maxConns
 	}
+	if o.dial != nil {
+		cfg.ConnConfig.DialFunc = pgconn.DialFunc(o.dial)
+		// The dialer resolves: pgx hands it the name, not addresses it
+		// looked up on its own.
+		cfg.ConnConfig.LookupFunc = func(_ context.Context, host string) ([]string, error) { return []string{host}, nil }
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, pgErr("connect", err)

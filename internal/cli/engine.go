@@ -16,6 +16,7 @@ import (
 	"github.com/cortexbuild/cortexbuild/ledger"
 
 	"github.com/cortexbuild/cortexbuild/config"
+	"github.com/cortexbuild/cortexbuild/internal/yamlx"
 	"github.com/cortexbuild/cortexbuild/observe"
 	"github.com/cortexbuild/cortexbuild/orchestrator"
 	"github.com/cortexbuild/cortexbuild/orchestrator/locality"
@@ -73,6 +74,42 @@ func (e *env) gate(f *config.File) *locality.Gate {
 		mode = locality.ModeLocalOnly
 	}
 	return &locality.Gate{Mode: mode, Consents: locality.NewFileStore(filepath.Join(e.stateDir(f), "consent.json")), Resolver: e.resolver, Dial: e.dial}
+}
+
+// The connections a project makes that are not provider calls. Each passes
+// the locality gate under its service rule: loopback (or a unix socket)
+// always; anything else only in consent mode, because the configuration
+// names it. See docs/locality.md, "What leaves the machine".
+var (
+	svcStore   = locality.Service{Name: "store postgres", Key: "store.dsn"}
+	svcCache   = locality.Service{Name: "cache redis", Key: "cache.url"}
+	svcWebhook = locality.Service{Name: "webhook", Key: "notifications.webhook_url"}
+	svcTraces  = locality.Service{Name: "trace exporter", Key: "observability.traces.endpoint"}
+)
+
+// refusal returns the locality gate's refusal inside err (a client library
+// wraps its dialer's errors in its own), so that the user reads what was
+// refused and why rather than a connect error; nil when err is none.
+func refusal(err error) *locality.Error {
+	var le *locality.Error
+	if errors.As(err, &le) {
+		return le
+	}
+	return nil
+}
+
+// checkServiceURL decides at start-up whether svc may reach the host of
+// raw, an http(s) URL, so that a refusal is reported before the first
+// connection; pos is where raw is configured.
+func (e *env) checkServiceURL(g *locality.Gate, svc locality.Service, pos yamlx.Pos, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Hostname() == "" {
+		return nil // the URL's own check reports it
+	}
+	if _, err := g.CheckService(context.Background(), svc, u.Hostname()); err != nil {
+		return withCode(ExitConfig, pos.Errorf("%s: %v", svc.Key, err))
+	}
+	return nil
 }
 
 // gateCheck adapts the locality gate to the orchestrator's Gate.
@@ -181,7 +218,11 @@ func (e *env) openRawLedger(ctx context.Context, f *config.File, opts ...ledger.
 		if err != nil {
 			return nil, withCode(ExitConfig, err)
 		}
-		st, err := ledger.OpenPostgres(ctx, dsn, append(opts, ledger.WithProject(e.project(f)))...)
+		opts = append(opts, ledger.WithProject(e.project(f)), ledger.WithDialer(e.gate(f).ServiceDial(svcStore)))
+		st, err := ledger.OpenPostgres(ctx, dsn, opts...)
+		if le := refusal(err); le != nil {
+			return nil, withCode(ExitConfig, f.Store.DSN.Pos().Errorf("%v", le))
+		}
 		if err != nil {
 			return nil, withCode(ExitFailure, fmt.Errorf("store: %w", err))
 		}
@@ -209,7 +250,10 @@ func (e *env) openCache(ctx context.Context, f *config.File) (*cache.Cache, erro
 		if err != nil {
 			return nil, withCode(ExitConfig, err)
 		}
-		r, err := cache.OpenRedis(ctx, u, cache.RedisOptions{})
+		r, err := cache.OpenRedis(ctx, u, cache.RedisOptions{Dialer: e.gate(f).ServiceDial(svcCache)})
+		if le := refusal(err); le != nil {
+			return nil, withCode(ExitConfig, f.Cache.URL.Pos().Errorf("%v", le))
+		}
 		if err != nil {
 			return nil, withCode(ExitFailure, fmt.Errorf("cache: %w", err))
 		}
@@ -387,7 +431,10 @@ func (e *env) buildEngine(f *config.File, st ledger.Store, c *cache.Cache, obs o
 		if pu, err := url.Parse(raw); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") {
 			return nil, withCode(ExitConfig, u.Pos().Errorf("notifications.webhook_url is not an http(s) URL"))
 		}
-		sinks = append(sinks, orchestrator.WebhookNotifier{URL: raw})
+		if err := e.checkServiceURL(g, svcWebhook, u.Pos(), raw); err != nil {
+			return nil, err
+		}
+		sinks = append(sinks, orchestrator.WebhookNotifier{URL: raw, Client: g.ServiceClient(svcWebhook, &http.Client{Timeout: 10 * time.Second})})
 	}
 	return orchestrator.New(orchestrator.Settings{
 		Project:         e.project(f),

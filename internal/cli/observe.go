@@ -70,7 +70,13 @@ func (e *env) openTelemetry(ctx context.Context, f *config.File) (*telemetry, er
 			}
 			headers[name] = v
 		}
-		s := tracing.OTLPSettings{Endpoint: ob.Traces.Endpoint, Headers: headers, ServiceName: ob.Traces.ServiceName, ServiceVersion: buildVersion()}
+		g := e.gate(f)
+		if err := e.checkServiceURL(g, svcTraces, ob.Traces.Pos.Key("endpoint"), ob.Traces.Endpoint); err != nil {
+			t.close()
+			return nil, err
+		}
+		s := tracing.OTLPSettings{Endpoint: ob.Traces.Endpoint, Headers: headers, ServiceName: ob.Traces.ServiceName, ServiceVersion: buildVersion(),
+			HTTPClient: g.ServiceClient(svcTraces, nil)}
 		if r := ob.Traces.SampleRatio; r != nil {
 			s.SampleRatio = *r
 		}

@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -272,6 +273,11 @@ type OTLPSettings struct {
 	ServiceVersion string
 	// Timeout bounds one export. Default 10 s.
 	Timeout time.Duration
+	// HTTPClient, when set, sends the exports (the locality gate's
+	// ServiceClient, so that they connect only where it allows); its
+	// Timeout is set to Timeout. nil: the exporter's own client, which
+	// honours proxy settings.
+	HTTPClient *http.Client
 }
 
 // NewOTLP returns a tracer provider that batches spans and exports them
@@ -300,6 +306,11 @@ func NewOTLP(ctx context.Context, s OTLPSettings) (*sdktrace.TracerProvider, err
 		timeout = 10 * time.Second
 	}
 	opts = append(opts, otlptracehttp.WithTimeout(timeout))
+	if s.HTTPClient != nil {
+		c := *s.HTTPClient
+		c.Timeout = timeout
+		opts = append(opts, otlptracehttp.WithHTTPClient(&c))
+	}
 	exp, err := otlptracehttp.New(ctx, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("tracing: %w", err)

@@ -228,15 +228,27 @@ func (t *gatedTransport) dial(ctx context.Context, gen *generation, network, add
 	if d.Tier != TierLoopback {
 		gen.remote.Store(true)
 	}
-	dial := t.gate.dialer()
+	return t.gate.dialEach(ctx, network, port, addrs, func(a netip.Addr, c net.Conn) net.Conn {
+		if a.IsLoopback() {
+			return c
+		}
+		gen.open.Add(1)
+		return &trackedConn{Conn: c, gen: gen}
+	})
+}
+
+// dialEach dials the allowed addresses in order with g's dialer until one
+// answers; opened, when set, may wrap each connection made. Every address
+// is an IP address: the dialer is never given a name.
+func (g *Gate) dialEach(ctx context.Context, network, port string, addrs []netip.Addr, opened func(netip.Addr, net.Conn) net.Conn) (net.Conn, error) {
+	dial := g.dialer()
 	var errs []error
 	for _, a := range addrs {
 		a = a.Unmap()
 		c, err := dial(ctx, network, net.JoinHostPort(a.String(), port))
 		if err == nil {
-			if !a.IsLoopback() {
-				gen.open.Add(1)
-				c = &trackedConn{Conn: c, gen: gen}
+			if opened != nil {
+				c = opened(a, c)
 			}
 			return c, nil
 		}

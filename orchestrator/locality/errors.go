@@ -60,8 +60,11 @@ func (r Reason) Error() string { return "locality: " + r.String() }
 // errors.Is(err, ErrRefused) is true for every *Error, and errors.Is(err,
 // r) for its Reason r.
 type Error struct {
-	// Provider is the provider instance name.
+	// Provider is the provider instance name; empty for a Service.
 	Provider string
+	// Service is the refused Service's name, and Key where its endpoint is
+	// configured; empty for a provider.
+	Service, Key string
 	// Host is the refused endpoint's host (a name or an IP literal).
 	Host string
 	// Addrs are the addresses Host resolved to; empty for ReasonResolve.
@@ -85,9 +88,14 @@ type Error struct {
 // Error says what was refused and how to fix it, such as
 //
 //	provider "cloud" (api.example.com → 203.0.113.7) is not on this machine and this project has no consent for it: run 'cortexbuild consent grant cloud'
+//	store postgres (db.example.com → 203.0.113.5) is not on this machine and locality mode is local-only: point store.dsn at this machine or set locality.mode: consent
 func (e *Error) Error() string {
 	var b strings.Builder
-	b.WriteString("provider " + strconv.Quote(e.Provider))
+	if e.Service != "" {
+		b.WriteString(e.Service)
+	} else {
+		b.WriteString("provider " + strconv.Quote(e.Provider))
+	}
 	if e.From != "" {
 		b.WriteString(" redirected from " + e.From + " to")
 	}
@@ -108,7 +116,13 @@ func (e *Error) Error() string {
 		}
 		b.WriteString(": run 'cortexbuild consent grant " + shellWord(e.Provider) + "'")
 	case ReasonLocalOnly:
-		b.WriteString(" is not on this machine and locality mode is local-only: use a loopback endpoint or set locality.mode: consent")
+		b.WriteString(" is not on this machine and locality mode is local-only: ")
+		if e.Key != "" {
+			b.WriteString("point " + e.Key + " at this machine")
+		} else {
+			b.WriteString("use a loopback endpoint")
+		}
+		b.WriteString(" or set locality.mode: consent")
 	case ReasonRedirect:
 		b.WriteString(" is not on this machine: a loopback endpoint may not redirect off this machine; point base_url at the final endpoint instead")
 	case ReasonResolve:

@@ -75,8 +75,12 @@ type DialFunc func(ctx context.Context, network, address string) (net.Conn, erro
 
 // Decision is the gate's verdict on one endpoint.
 type Decision struct {
-	// Provider is the provider instance name the decision is for.
+	// Provider is the provider instance name the decision is for; empty
+	// for a Service.
 	Provider string
+	// Service is the name of the Service the decision is for; empty for a
+	// provider.
+	Service string
 	// Host is the endpoint's host: a name or an IP literal.
 	Host string
 	// Addrs are the addresses Host resolved to, in the resolver's order.
