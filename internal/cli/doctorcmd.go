@@ -302,12 +302,17 @@ func (d *doctor) store(ctx context.Context, f *config.File) {
 	e := d.e
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	g := e.gate(f) // the store and the cache connect only where it allows
 	if f.Store.Backend == config.StorePostgres {
 		dsn, err := f.Store.DSN.Resolve(e.lookupEnv)
 		if err != nil {
 			d.add("store", checkFail, "store.dsn: "+err.Error(), "export the variable store.dsn names")
-		} else if st, err := ledger.OpenPostgres(ctx, dsn, ledger.WithProject(e.project(f))); err != nil {
-			d.add("store", checkFail, "PostgreSQL: "+redactDSN(err.Error(), dsn), "start PostgreSQL or correct store.dsn")
+		} else if st, err := ledger.OpenPostgres(ctx, dsn, ledger.WithProject(e.project(f)), ledger.WithDialer(g.ServiceDial(svcStore))); err != nil {
+			if r := refusedAt(f.Store.DSN.Pos(), err); r != nil {
+				d.add("store", checkFail, r.Error(), "point store.dsn at this machine or set locality.mode: consent")
+			} else {
+				d.add("store", checkFail, "PostgreSQL: "+redactDSN(err.Error(), dsn), "start PostgreSQL or correct store.dsn")
+			}
 		} else {
 			d.check(ctx, st, "PostgreSQL reachable, schema current", func(msg string) string { return redactDSN(msg, dsn) },
 				"stop the processes using the schema, take a dump of it (pg_dump), and correct or restore the rows named")
@@ -328,8 +333,12 @@ func (d *doctor) store(ctx context.Context, f *config.File) {
 		u, err := f.Cache.URL.Resolve(e.lookupEnv)
 		if err != nil {
 			d.add("cache", checkFail, "cache.url: "+err.Error(), "export the variable cache.url names")
-		} else if r, err := cache.OpenRedis(ctx, u, cache.RedisOptions{}); err != nil {
-			d.add("cache", checkFail, redactDSN(err.Error(), u), "start Redis or correct cache.url")
+		} else if r, err := cache.OpenRedis(ctx, u, cache.RedisOptions{Dialer: g.ServiceDial(svcCache)}); err != nil {
+			if r := refusedAt(f.Cache.URL.Pos(), err); r != nil {
+				d.add("cache", checkFail, r.Error(), "point cache.url at this machine or set locality.mode: consent")
+			} else {
+				d.add("cache", checkFail, redactDSN(err.Error(), u), "start Redis or correct cache.url")
+			}
 		} else {
 			r.Close()
 			d.add("cache", checkOK, "Redis reachable", "")

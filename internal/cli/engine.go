@@ -85,31 +85,40 @@ var (
 	svcCache   = locality.Service{Name: "cache redis", Key: "cache.url"}
 	svcWebhook = locality.Service{Name: "webhook", Key: "notifications.webhook_url"}
 	svcTraces  = locality.Service{Name: "trace exporter", Key: "observability.traces.endpoint"}
+	// svcPagerDuty is where providers smoke sends its PagerDuty events.
+	svcPagerDuty = locality.Service{Name: "PagerDuty events API", Key: "$" + pagerDutyURLEnv}
 )
 
-// refusal returns the locality gate's refusal inside err (a client library
-// wraps its dialer's errors in its own), so that the user reads what was
-// refused and why rather than a connect error; nil when err is none.
-func refusal(err error) *locality.Error {
+// refusedAt returns err as a configuration error at pos (where the
+// refused endpoint is configured; the zero Pos for an endpoint from the
+// environment) when it holds the locality gate's refusal, and nil
+// otherwise. A client library wraps its dialer's errors in its own; the
+// user reads what was refused and why, not a connect error.
+func refusedAt(pos yamlx.Pos, err error) error {
 	var le *locality.Error
-	if errors.As(err, &le) {
-		return le
+	if !errors.As(err, &le) {
+		return nil
 	}
-	return nil
+	if pos.File == "" {
+		return withCode(ExitConfig, le)
+	}
+	return withCode(ExitConfig, pos.Errorf("%v", le))
 }
 
 // checkServiceURL decides at start-up whether svc may reach the host of
 // raw, an http(s) URL, so that a refusal is reported before the first
-// connection; pos is where raw is configured.
-func (e *env) checkServiceURL(g *locality.Gate, svc locality.Service, pos yamlx.Pos, raw string) error {
+// connection; pos is where raw is configured. Its connections are decided
+// again when they are dialed (ServiceClient).
+func checkServiceURL(g *locality.Gate, svc locality.Service, pos yamlx.Pos, raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil || u.Hostname() == "" {
 		return nil // the URL's own check reports it
 	}
-	if _, err := g.CheckService(context.Background(), svc, u.Hostname()); err != nil {
-		return withCode(ExitConfig, pos.Errorf("%s: %v", svc.Key, err))
+	_, err = g.CheckService(context.Background(), svc, u.Hostname())
+	if r := refusedAt(pos, err); r != nil {
+		return r
 	}
-	return nil
+	return withCode(ExitConfig, err) // an unknown locality mode; nil when allowed
 }
 
 // gateCheck adapts the locality gate to the orchestrator's Gate.
@@ -220,8 +229,8 @@ func (e *env) openRawLedger(ctx context.Context, f *config.File, opts ...ledger.
 		}
 		opts = append(opts, ledger.WithProject(e.project(f)), ledger.WithDialer(e.gate(f).ServiceDial(svcStore)))
 		st, err := ledger.OpenPostgres(ctx, dsn, opts...)
-		if le := refusal(err); le != nil {
-			return nil, withCode(ExitConfig, f.Store.DSN.Pos().Errorf("%v", le))
+		if r := refusedAt(f.Store.DSN.Pos(), err); r != nil {
+			return nil, r
 		}
 		if err != nil {
 			return nil, withCode(ExitFailure, fmt.Errorf("store: %w", err))
@@ -251,8 +260,8 @@ func (e *env) openCache(ctx context.Context, f *config.File) (*cache.Cache, erro
 			return nil, withCode(ExitConfig, err)
 		}
 		r, err := cache.OpenRedis(ctx, u, cache.RedisOptions{Dialer: e.gate(f).ServiceDial(svcCache)})
-		if le := refusal(err); le != nil {
-			return nil, withCode(ExitConfig, f.Cache.URL.Pos().Errorf("%v", le))
+		if r := refusedAt(f.Cache.URL.Pos(), err); r != nil {
+			return nil, r
 		}
 		if err != nil {
 			return nil, withCode(ExitFailure, fmt.Errorf("cache: %w", err))
@@ -431,7 +440,7 @@ func (e *env) buildEngine(f *config.File, st ledger.Store, c *cache.Cache, obs o
 		if pu, err := url.Parse(raw); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") {
 			return nil, withCode(ExitConfig, u.Pos().Errorf("notifications.webhook_url is not an http(s) URL"))
 		}
-		if err := e.checkServiceURL(g, svcWebhook, u.Pos(), raw); err != nil {
+		if err := checkServiceURL(g, svcWebhook, u.Pos(), raw); err != nil {
 			return nil, err
 		}
 		sinks = append(sinks, orchestrator.WebhookNotifier{URL: raw, Client: g.ServiceClient(svcWebhook, &http.Client{Timeout: 10 * time.Second})})

@@ -71,7 +71,7 @@ func (e *env) openTelemetry(ctx context.Context, f *config.File) (*telemetry, er
 			headers[name] = v
 		}
 		g := e.gate(f)
-		if err := e.checkServiceURL(g, svcTraces, ob.Traces.Pos.Key("endpoint"), ob.Traces.Endpoint); err != nil {
+		if err := checkServiceURL(g, svcTraces, ob.Traces.Pos.Key("endpoint"), ob.Traces.Endpoint); err != nil {
 			t.close()
 			return nil, err
 		}

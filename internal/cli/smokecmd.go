@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cortexbuild/cortexbuild/config"
+	"github.com/cortexbuild/cortexbuild/internal/yamlx"
 	"github.com/cortexbuild/cortexbuild/orchestrator"
 	"github.com/cortexbuild/cortexbuild/orchestrator/locality"
 	"github.com/cortexbuild/cortexbuild/provider"
@@ -141,6 +142,13 @@ type smokeRun struct {
 	timeout time.Duration
 	pricer  provider.Pricer
 	gate    *locality.Gate // set when the project is local-only
+	// alerts is the gate of the alert sinks (webhook, PagerDuty): loopback
+	// always, anywhere else only when the project is not local-only.
+	alerts *locality.Gate
+	// webhook is the webhook sink as the gate names it, and webhookPos
+	// where its URL is configured (zero: from the environment).
+	webhook    locality.Service
+	webhookPos yamlx.Pos
 
 	mu      sync.Mutex
 	secrets []string // every credential seen, for redaction
@@ -221,20 +229,25 @@ their provider. It exits 1 when any target fails.`,
 			if err != nil {
 				return err
 			}
-			run := &smokeRun{e: e, live: live, timeout: timeout, pricer: cat}
+			run := &smokeRun{e: e, live: live, timeout: timeout, pricer: cat,
+				alerts: &locality.Gate{Mode: locality.ModeConsent, Resolver: e.resolver, Dial: e.dial}}
 			if f.Locality.Mode == config.LocalityLocalOnly {
 				run.gate = &locality.Gate{Mode: locality.ModeLocalOnly, Resolver: e.resolver, Dial: e.dial}
+				run.alerts.Mode = locality.ModeLocalOnly
 			}
 			rep := smokeReport{Live: live, RequireAll: requireAll, CheckedAt: time.Now().UTC(), Alerts: []alertOutcome{}}
 
 			// Alert sinks, read first so that their secrets are redacted
 			// from everything the targets report.
-			webhook, pdKey := "", ""
+			webhook, pdKey, pdURL := "", "", ""
+			run.webhook = svcWebhook
 			if webhookEnv != "" {
+				run.webhook.Key = "$" + webhookEnv
 				if webhook = e.getenv(webhookEnv); webhook == "" {
 					rep.Problems = append(rep.Problems, fmt.Sprintf("--webhook-url-env: $%s is empty; webhook alerts are off", webhookEnv))
 				}
 			} else if u := f.Notifications.WebhookURL; !u.IsZero() {
+				run.webhookPos = u.Pos()
 				if webhook, err = u.Resolve(e.lookupEnv); err != nil {
 					rep.Problems = append(rep.Problems, "notifications.webhook_url: "+err.Error()+"; webhook alerts are off")
 				}
@@ -244,12 +257,27 @@ their provider. It exits 1 when any target fails.`,
 				rep.Problems = append(rep.Problems, "the webhook URL is not an http(s) URL; webhook alerts are off")
 				webhook = ""
 			}
+			if webhook != "" {
+				if err := checkServiceURL(run.alerts, run.webhook, run.webhookPos, webhook); err != nil {
+					rep.Problems = append(rep.Problems, run.redact(err.Error())+"; webhook alerts are off")
+					webhook = ""
+				}
+			}
 			if pdEnv != "" {
 				if pdKey = e.getenv(pdEnv); pdKey == "" {
 					rep.Problems = append(rep.Problems, fmt.Sprintf("--pagerduty-routing-key-env: $%s is empty; PagerDuty alerts are off", pdEnv))
 				}
 			}
 			run.secret(pdKey)
+			if pdKey != "" {
+				if pdURL = e.getenv(pagerDutyURLEnv); pdURL == "" {
+					pdURL = defaultPagerDutyURL
+				}
+				if err := checkServiceURL(run.alerts, svcPagerDuty, yamlx.Pos{}, pdURL); err != nil {
+					rep.Problems = append(rep.Problems, run.redact(err.Error())+"; PagerDuty alerts are off")
+					pdKey = ""
+				}
+			}
 
 			targets := smokeTargets(e.registry)
 			rep.Results = make([]smokeResult, len(targets))
@@ -285,7 +313,7 @@ their provider. It exits 1 when any target fails.`,
 			if f.Path != "" {
 				project = e.project(f)
 			}
-			rep.Alerts = run.alert(cmd.Context(), rep.Results, project, webhook, pdKey)
+			rep.Alerts = run.alert(cmd.Context(), rep.Results, project, webhook, pdKey, pdURL)
 			for _, a := range rep.Alerts {
 				if a.Error != "" {
 					rep.Problems = append(rep.Problems, a.Sink+" alert failed: "+a.Error)
@@ -493,9 +521,10 @@ func clipText(s string, n int) string {
 }
 
 // alert tells the sinks about every failed target: the log and the
-// webhook get one notification each, PagerDuty one event; PagerDuty also
-// gets a resolve event for every healthy target.
-func (r *smokeRun) alert(ctx context.Context, results []smokeResult, project, webhook, pdKey string) []alertOutcome {
+// webhook get one notification each, PagerDuty (at pdURL) one event;
+// PagerDuty also gets a resolve event for every healthy target. The
+// webhook and PagerDuty connect only where the locality gate allows.
+func (r *smokeRun) alert(ctx context.Context, results []smokeResult, project, webhook, pdKey, pdURL string) []alertOutcome {
 	e := r.e
 	var failed []smokeResult
 	for _, res := range results {
@@ -520,7 +549,7 @@ func (r *smokeRun) alert(ctx context.Context, results []smokeResult, project, we
 			sinks = append(sinks, struct {
 				name string
 				n    orchestrator.Notifier
-			}{"webhook", orchestrator.WebhookNotifier{URL: webhook, Client: &http.Client{Timeout: 10 * time.Second}}})
+			}{"webhook", orchestrator.WebhookNotifier{URL: webhook, Client: r.alerts.ServiceClient(r.webhook, &http.Client{Timeout: 10 * time.Second})}})
 		}
 		for _, s := range sinks {
 			o := alertOutcome{Sink: s.name}
@@ -544,12 +573,8 @@ func (r *smokeRun) alert(ctx context.Context, results []smokeResult, project, we
 	if pdKey == "" {
 		return out
 	}
-	pdURL := e.getenv(pagerDutyURLEnv)
-	if pdURL == "" {
-		pdURL = defaultPagerDutyURL
-	}
 	o := alertOutcome{Sink: "pagerduty"}
-	client := &http.Client{Timeout: 10 * time.Second}
+	client := r.alerts.ServiceClient(svcPagerDuty, &http.Client{Timeout: 10 * time.Second})
 	run := e.runURL()
 	for _, res := range results {
 		ev := pdEvent{RoutingKey: pdKey, DedupKey: pdDedupKey(res.Target), Client: "CortexBuild provider smoke test", ClientURL: run}
