@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -150,6 +151,61 @@ func TestServiceClient(t *testing.T) {
 			t.Errorf("the redirect target was dialed: %q", dial)
 		}
 	}
+
+	// A loopback endpoint redirecting off this machine: not followed, and
+	// the target is neither looked up nor dialed.
+	offMachine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://hooks.remote.test/elsewhere", http.StatusFound)
+	}))
+	t.Cleanup(offMachine.Close)
+	before := len(r.Lookups())
+	if _, err = c.Get(offMachine.URL); err == nil || !strings.Contains(err.Error(), "not following the redirect to hooks.remote.test") {
+		t.Errorf("redirect off this machine: %v, want it refused", err)
+	}
+	if got := r.Lookups()[before:]; len(got) != 0 {
+		t.Errorf("the redirect target was looked up: %q", got)
+	}
+
+	// A name resolving to loopback and a remote address is remote: not
+	// even its loopback address is dialed.
+	r.set("split.test", "127.0.0.1", "203.0.113.9")
+	dials := len(d.Dials())
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(ok.URL, "http://"))
+	_, err = c.Get("http://split.test:" + port + "/")
+	if e := refusal(t, err, ReasonLocalOnly); e.Service != "webhook" {
+		t.Errorf("refusal names service %q", e.Service)
+	}
+	if got := d.Dials()[dials:]; len(got) != 0 {
+		t.Errorf("split name: dials %q, want none", got)
+	}
+	if got := d.RemoteDials(); len(got) != 0 {
+		t.Errorf("remote dials %q", got)
+	}
+}
+
+// In consent mode a service's HTTP client reaches a configured remote
+// endpoint on its resolved address, through the gate's dialer (served
+// here in memory), with no consent recorded.
+func TestServiceClientConsentMode(t *testing.T) {
+	g, r, d, _ := testGate(t, ModeConsent)
+	r.set("hooks.remote.test", "203.0.113.5")
+	srv := d.serve("203.0.113.5:80", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "delivered") }))
+	c := g.ServiceClient(Service{Name: "webhook", Key: "notifications.webhook_url"}, nil)
+	resp, err := c.Post("http://hooks.remote.test/hook", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "delivered" || srv.requests.Load() != 1 {
+		t.Errorf("answer %q, %d requests", b, srv.requests.Load())
+	}
+	if got := d.Dials(); len(got) != 1 || got[0] != "tcp 203.0.113.5:80" {
+		t.Errorf("dials %q, want the resolved address only", got)
+	}
+	if got := r.Lookups(); len(got) != 1 || got[0] != "hooks.remote.test" {
+		t.Errorf("lookups %q: the name was not resolved by the gate's resolver", got)
+	}
 }
 
 // CheckService decides ahead of time, without a connection: in local-only
@@ -166,6 +222,15 @@ func TestCheckService(t *testing.T) {
 	}
 	if dec, err := g.CheckService(context.Background(), testService, "db.local.test"); err != nil || !dec.Allowed || dec.Tier != TierLoopback {
 		t.Errorf("local-only, loopback: %+v, %v", dec, err)
+	}
+	r.set("split.test", "::1", "203.0.113.9")
+	if _, err := g.CheckService(context.Background(), testService, "split.test"); err == nil {
+		t.Error("local-only: a name resolving to loopback and a remote address passed")
+	} else if e := refusal(t, err, ReasonLocalOnly); len(e.Addrs) != 2 {
+		t.Errorf("refusal names addresses %v, want both", e.Addrs)
+	}
+	if got := r.Lookups(); !slices.Equal(got, []string{"db.remote.test", "db.local.test", "split.test"}) {
+		t.Errorf("lookups %q: the names were not resolved by the gate's resolver", got)
 	}
 	if got := d.Dials(); len(got) != 0 {
 		t.Errorf("CheckService dialed %q", got)
