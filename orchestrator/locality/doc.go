@@ -43,6 +43,19 @@
 // request on a client that has connections to remote addresses, so a
 // revocation stops the next request even in a running process.
 //
+// # Services
+//
+// The process's other connections (the ledger's PostgreSQL, the Redis
+// cache, the notification webhook, the trace exporter, an alerting API)
+// are a [Service] each and pass the same gate under the service rule:
+// loopback addresses and unix sockets always; anything else refused in
+// ModeLocalOnly and allowed in ModeConsent, because the configuration
+// names the endpoint. [Gate.ServiceDial] is the dial function to give a
+// client library (go-redis, pgx): it resolves, decides and dials an IP
+// address, on every connection. [Gate.ServiceClient] is an HTTP client that
+// dials only through it, ignores proxy settings and follows no redirect.
+// [Gate.CheckService] decides ahead of time, for start-up checks.
+//
 // # Consent
 //
 // A [ConsentStore] keeps one [Consent] per provider name, and the consent
