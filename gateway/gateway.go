@@ -352,7 +352,10 @@ func (g *Gateway) authenticate(r *http.Request) (*Key, *failure) {
 	}
 	switch {
 	case storeErr != nil:
-		return nil, &failure{class: classInternal, msg: "the gateway cannot read its key store: " + storeErr.Error(), retry: no}
+		// The reason names the file and the command that fixes it: that
+		// is for the operator's log, not for a client.
+		g.opts.Logger.Error("key store unusable: every request is refused until it is fixed", "error", storeErr.Error())
+		return nil, &failure{class: classInternal, msg: "the gateway cannot use its key store: the gateway's log says why", retry: no}
 	case otherProject != "":
 		return nil, fail(classAuth, "this key belongs to project %q, not to %q, which this gateway serves", otherProject, g.opts.Project)
 	case revoked:

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -144,13 +143,15 @@ func (s *KeyStore) load() error {
 	if err != nil {
 		return fmt.Errorf("key store: %w", err)
 	}
+	// The mode is checked on every look, before the unchanged file is
+	// skipped: a chmod changes neither its content nor its mtime.
+	if err := atomicfile.CheckPrivate(s.path, st); err != nil {
+		return fmt.Errorf("key store: %w", err)
+	}
 	if s.read && s.stamp != nil && os.SameFile(st, s.stamp) && st.ModTime().Equal(s.stamp.ModTime()) && st.Size() == s.stamp.Size() {
 		return nil
 	}
-	if runtime.GOOS != "windows" && st.Mode().Perm()&0o077 != 0 {
-		return fmt.Errorf("key store: %s has mode %04o, readable by others: run 'chmod 600 %s'", s.path, st.Mode().Perm(), s.path)
-	}
-	data, err := os.ReadFile(s.path)
+	data, st, err := atomicfile.ReadPrivate(s.path)
 	if err != nil {
 		return fmt.Errorf("key store: %w", err)
 	}
@@ -171,7 +172,7 @@ func (s *KeyStore) write(keys []storedKey) error {
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.Write(s.path, append(data, '\n'), 0o755); err != nil {
+	if err := atomicfile.Write(atomicfile.Target(s.path), append(data, '\n'), 0o755); err != nil {
 		return fmt.Errorf("key store: %w", err)
 	}
 	s.read = false // re-stat on the next refresh
