@@ -295,6 +295,9 @@ func (g *Gateway) method(p protocol, m string, h http.HandlerFunc) http.HandlerF
 		// Authenticate before reading anything more, and hold one of the
 		// key's own slots too.
 		key, af := g.authenticate(r)
+		if af == nil {
+			af = adminOnly(key)
+		}
 		if af != nil {
 			p.writeError(w, r, af)
 			return
@@ -427,6 +430,9 @@ func (g *Gateway) callFor(r *http.Request, key *Key, model string, req provider.
 	t, ok := g.resolve(model)
 	if !ok {
 		return orchestrator.Call{}, g.unknownModel(model)
+	}
+	if f := keyScope(key, model, t); f != nil {
+		return orchestrator.Call{}, f
 	}
 	agent, task := t.Agent, ""
 	if h := strings.TrimSpace(r.Header.Get(HeaderAgent)); h != "" {
