@@ -431,7 +431,7 @@ func (g *Gateway) callFor(r *http.Request, key *Key, model string, req provider.
 	if !ok {
 		return orchestrator.Call{}, g.unknownModel(model)
 	}
-	if f := keyScope(key, model, t); f != nil {
+	if f := keyScope(key, model, t, strings.TrimSpace(r.Header.Get(HeaderAgent))); f != nil {
 		return orchestrator.Call{}, f
 	}
 	agent, task := t.Agent, ""

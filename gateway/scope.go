@@ -19,13 +19,16 @@ func adminOnly(key *Key) *failure {
 // to an agent calls only as that agent, on the agent's own tier and
 // providers (no tier, model or provider override); a key with allowed
 // models sends only those names, or names resolving to exactly one of
-// those provider models. t is what name resolves to.
-func keyScope(key *Key, name string, t Target) *failure {
+// those provider models. t is what name resolves to; header is the
+// X-CortexBuild-Agent header ("" when absent).
+func keyScope(key *Key, name string, t Target, header string) *failure {
 	if key == nil {
 		return nil
 	}
 	if key.Agent != "" {
 		switch {
+		case header != "" && header != key.Agent:
+			return fail(classPermission, "this key is bound to agent %s; it cannot call as %s (%s)", key.Agent, header, HeaderAgent)
 		case t.Agent != "" && t.Agent != key.Agent:
 			return fail(classPermission, "this key is bound to agent %s; model %q routes as agent %s: send model %q", key.Agent, name, t.Agent, key.Agent)
 		case t.Tier != "" || t.Model != "" || t.Provider != "":

@@ -44,7 +44,7 @@ providers:
 type fixture struct {
 	c       *console.Console
 	keys    *gateway.KeyStore
-	key     string // an unbound project key
+	key     string // an admin key of the project
 	store   ledger.Store
 	state   *orchestrator.MemoryState
 	consent *locality.MemoryStore
@@ -69,7 +69,7 @@ func newFixture(t *testing.T, noAuth bool) *fixture {
 	env := map[string]string{}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	fx.keys = gateway.OpenKeyStore(filepath.Join(dir, gateway.KeyFileName))
-	if fx.key, _, err = fx.keys.Create(gateway.KeySpec{Name: "ops", Project: "demo"}); err != nil {
+	if fx.key, _, err = fx.keys.Create(gateway.KeySpec{Name: "ops", Project: "demo", Role: gateway.RoleAdmin}); err != nil {
 		t.Fatal(err)
 	}
 	fx.store, err = ledger.OpenSQLite(context.Background(), filepath.Join(dir, "state.db"), ledger.WithClock(func() time.Time { return fx.now }))
@@ -205,10 +205,10 @@ func TestAuthRequired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w := b.login(bound); w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "bound to an agent") {
+	if w := b.login(bound); w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "serve keys create --role admin") {
 		t.Errorf("key bound to an agent = %d", w.Code)
 	}
-	other, _, _ := fx.keys.Create(gateway.KeySpec{Project: "elsewhere"})
+	other, _, _ := fx.keys.Create(gateway.KeySpec{Project: "elsewhere", Role: gateway.RoleAdmin})
 	if w := b.login(other); w.Code != http.StatusForbidden {
 		t.Errorf("key of another project = %d", w.Code)
 	}
