@@ -608,3 +608,43 @@ func TestKeyHintsNameOnlyVariablesTheProviderReads(t *testing.T) {
 		t.Errorf("the vllm provider's key hint: %s", status[1])
 	}
 }
+
+// Only admin keys open the console: a call key, bound or not, and a key
+// written before keys had roles (a call key) are refused with the command
+// that makes an admin key, and cannot act (pause) without a session. A
+// session ends when its key is no longer an admin key in the file.
+func TestConsoleNeedsAnAdminKey(t *testing.T) {
+	fx := newFixture(t, false)
+	call, _, err := fx.keys.Create(gateway.KeySpec{Name: "claude-code", Project: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := fx.browser(t)
+	if w := b.login(call); w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "cortexbuild serve keys create --role admin") {
+		t.Errorf("call key = %d\n%s", w.Code, w.Body)
+	}
+	if w := b.do(http.MethodPost, "/console/control/project", url.Values{"action": {"pause"}, "csrf": {b.csrf}}); w.Code != http.StatusUnauthorized {
+		t.Errorf("pause after a refused login = %d", w.Code)
+	}
+	if _, paused, _ := fx.state.Paused(context.Background()); paused {
+		t.Fatal("a call key paused the project")
+	}
+	admin := fx.browser(t).loggedIn()
+	data, err := os.ReadFile(fx.keys.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := strings.ReplaceAll(string(data), `"role": "admin"`, `"role": ""`)
+	if legacy == string(data) {
+		t.Fatalf("the key file has no admin role to remove:\n%s", data)
+	}
+	if err := os.WriteFile(fx.keys.Path(), []byte(legacy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if w := admin.do(http.MethodGet, "/console/keys", nil); w.Code != http.StatusSeeOther {
+		t.Errorf("session of a key without a role = %d, want a redirect to the login", w.Code)
+	}
+	if w := fx.browser(t).login(fx.key); w.Code != http.StatusForbidden {
+		t.Errorf("login with a key without a role = %d", w.Code)
+	}
+}
