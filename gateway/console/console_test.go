@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -647,4 +648,27 @@ func TestConsoleNeedsAnAdminKey(t *testing.T) {
 	if w := fx.browser(t).login(fx.key); w.Code != http.StatusForbidden {
 		t.Errorf("login with a key without a role = %d", w.Code)
 	}
+}
+
+// A key file made readable by others while the console runs ends its
+// sessions and refuses logins (fail closed), and chmod 600 restores both.
+func TestConsoleFailsClosedOnAnOpenKeyFile(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("file modes do not describe access on Windows")
+	}
+	fx := newFixture(t, false)
+	b := fx.browser(t).loggedIn()
+	if err := os.Chmod(fx.keys.Path(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if w := b.do(http.MethodGet, "/console/keys", nil); w.Code != http.StatusSeeOther {
+		t.Errorf("session with a 0644 key file = %d, want a redirect to the login", w.Code)
+	}
+	if w := fx.browser(t).login(fx.key); w.Code != http.StatusInternalServerError || strings.Contains(w.Body.String(), "chmod") {
+		t.Errorf("login with a 0644 key file = %d, want a generic 500", w.Code)
+	}
+	if err := os.Chmod(fx.keys.Path(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fx.browser(t).loggedIn()
 }
