@@ -19,7 +19,7 @@ func adminOnly(key *Key) *failure {
 // to an agent calls only as that agent, on the agent's own tier and
 // providers (no tier, model or provider override); a key with allowed
 // models sends only those names, or names resolving to exactly one of
-// those provider models. t is what name resolves to; header is the
+// those provider/model pairs. t is what name resolves to; header is the
 // X-CortexBuild-Agent header ("" when absent).
 func keyScope(key *Key, name string, t Target, header string) *failure {
 	if key == nil {
@@ -35,8 +35,8 @@ func keyScope(key *Key, name string, t Target, header string) *failure {
 			return fail(classPermission, "this key is bound to agent %s and calls on that agent's own tier and providers; model %q routes to %s: send model %q", key.Agent, name, t.describe(), key.Agent)
 		}
 	}
-	if len(key.Models) > 0 && !slices.Contains(key.Models, name) &&
-		(t.Model == "" || !slices.Contains(key.Models, t.Model) && !slices.Contains(key.Models, t.Provider+"/"+t.Model)) {
+	pinned := t.Provider != "" && t.Model != "" && slices.Contains(key.Models, t.Provider+"/"+t.Model)
+	if len(key.Models) > 0 && !slices.Contains(key.Models, name) && !pinned {
 		return fail(classPermission, "this key may send only the models %s; %q is not one of them", strings.Join(key.Models, ", "), name)
 	}
 	return nil
