@@ -26,10 +26,16 @@ func TestServeKeyRolesSeparateCallsFromTheConsole(t *testing.T) {
 	if code != 0 || !strings.Contains(errs, "created admin key") {
 		t.Fatalf("create --role admin = %d %q", code, errs)
 	}
-	for _, args := range [][]string{{"--role", "root"}, {"--role", "admin", "--agent", "builder"}, {"--role", "admin", "--models", "cheap"}} {
+	for _, args := range [][]string{{"--role", "root"}, {"--role", "admin", "--agent", "builder"}, {"--role", "admin", "--models", "builder"}, {"--models", "biulder"}} {
 		if code, _, errs := run(t, dir, nil, append([]string{"serve", "keys", "create"}, args...)...); code != ExitUsage {
 			t.Errorf("create %v = %d %q, want a usage error", args, code, errs)
 		}
+	}
+	if code, _, errs := run(t, dir, nil, "serve", "keys", "create", "--models", "biulder"); !strings.Contains(errs, `did you mean "builder"`) {
+		t.Errorf("a misspelt --models name = %d %q, want a did-you-mean", code, errs)
+	}
+	if code, _, errs := run(t, dir, nil, "serve", "keys", "create", "--name", "ci", "--models", "builder,explore"); code != 0 || !strings.Contains(errs, "models builder, explore") {
+		t.Errorf("create --models = %d %q", code, errs)
 	}
 	if code, out, _ := run(t, dir, nil, "serve", "keys", "list"); code != 0 || !regexp.MustCompile(`claude-code\s+call\b`).MatchString(out) || !regexp.MustCompile(`ops\s+admin\b`).MatchString(out) {
 		t.Errorf("list does not show the roles:\n%s", out)

@@ -261,6 +261,32 @@ func checkAgent(f *config.File, flag, agent string) error {
 	return withCode(ExitUsage, fmt.Errorf("%s %q: unknown agent%s; the agents are %s, or one defined under agents: in llm-config.yaml", flag, agent, hint, strings.Join(names, ", ")))
 }
 
+// checkModels refuses a --models name the gateway would not resolve (so a
+// typo does not make a key that every request is refused with): each is
+// an alias of gateway.models, a tier, an agent or provider/model of a
+// configured provider.
+func checkModels(f *config.File, models []string) error {
+	names := slices.Sorted(maps.Keys(f.Gateway.Models))
+	for _, t := range provider.Tiers {
+		names = append(names, string(t))
+	}
+	names = append(names, agentNames(f)...)
+	for _, m := range models {
+		if prov, model, ok := strings.Cut(m, "/"); ok && model != "" && f.Providers[prov] != nil {
+			continue
+		}
+		if slices.Contains(names, m) {
+			continue
+		}
+		hint := ""
+		if c := provider.Closest(m, names); c != "" {
+			hint = fmt.Sprintf(" (did you mean %q?)", c)
+		}
+		return withCode(ExitUsage, fmt.Errorf("--models %q: the gateway resolves no such model name%s; use a name 'GET /v1/models' lists or PROVIDER/MODEL of a configured provider", m, hint))
+	}
+	return nil
+}
+
 // tokenCounter counts a prompt offline for count_tokens, scaled by the
 // token factor of the serving provider's price namespace.
 func tokenCounter(f *config.File, cat *pricing.Catalog) func(string, *provider.Request) int64 {
@@ -328,6 +354,9 @@ func (e *env) serveKeysCmd() *cobra.Command {
 				return err
 			}
 			if err := checkAgent(f, "--agent", agent); err != nil {
+				return err
+			}
+			if err := checkModels(f, models); err != nil {
 				return err
 			}
 			spec := gateway.KeySpec{Name: name, Project: e.project(f), Role: gateway.Role(role), Agent: agent, Task: task, Models: models}
