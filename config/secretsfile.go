@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"runtime"
 	"sort"
 	"sync"
 
@@ -52,17 +51,10 @@ func (s *SecretsFile) Path() string { return s.path }
 // read loads the file; a missing file is empty. The caller holds s.mu.
 func (s *SecretsFile) read() (secretsDoc, error) {
 	doc := secretsDoc{Version: 1, Providers: map[string]map[string]string{}}
-	st, err := os.Stat(s.path)
+	data, _, err := atomicfile.ReadPrivate(s.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return doc, nil
 	}
-	if err != nil {
-		return doc, fmt.Errorf("secrets file: %w", err)
-	}
-	if runtime.GOOS != "windows" && st.Mode().Perm()&0o077 != 0 {
-		return doc, fmt.Errorf("secrets file: %s has mode %04o, readable by others: run 'chmod 600 %s'", s.path, st.Mode().Perm(), s.path)
-	}
-	data, err := os.ReadFile(s.path)
 	if err != nil {
 		return doc, fmt.Errorf("secrets file: %w", err)
 	}
@@ -136,7 +128,7 @@ func (s *SecretsFile) Set(providerName, field, value string) error {
 	if err != nil {
 		return fmt.Errorf("secrets file: %w", err)
 	}
-	if err := atomicfile.Write(s.path, append(data, '\n'), 0o755); err != nil {
+	if err := atomicfile.Write(atomicfile.Target(s.path), append(data, '\n'), 0o755); err != nil {
 		return fmt.Errorf("secrets file: %w", err)
 	}
 	return nil

@@ -3,6 +3,7 @@ package config_test
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -74,7 +75,7 @@ func TestSecretsFileIsACredentialSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = f.Resolve("gpt", reg, lookup)
-	if err == nil || !strings.Contains(err.Error(), "readable by others") || strings.Contains(err.Error(), "sk-from-file") {
+	if err == nil || !strings.Contains(err.Error(), "chmod 600 "+sf.Path()) || strings.Contains(err.Error(), "sk-from-file") {
 		t.Errorf("group-readable file = %v", err)
 	}
 	if _, _, err := sf.Credential("gpt", "api_key"); err == nil {
@@ -95,5 +96,44 @@ func TestSecretsFileIsACredentialSource(t *testing.T) {
 	}
 	if _, _, err := sf.Credential("gpt", "api_key"); err == nil || strings.Contains(err.Error(), "sk-half") {
 		t.Errorf("malformed file = %v", err)
+	}
+}
+
+// The secrets file's mode is checked on every read: a long-running serve
+// or console that read it once refuses it after a chmod, and a symbolic
+// link is judged by its target and kept on writes.
+func TestSecretsFileModeIsCheckedOnEveryRead(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("file modes do not describe access on Windows")
+	}
+	target := filepath.Join(t.TempDir(), "secrets.json")
+	if err := os.WriteFile(target, []byte(`{"version":1,"providers":{}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), config.SecretsFileName)
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	sf := config.OpenSecretsFile(link)
+	if err := sf.Set("gpt", "api_key", "sk-from-file"); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("Set replaced the link: %v, %v", st, err)
+	}
+	if v, ok, err := sf.Credential("gpt", "api_key"); err != nil || !ok || v != "sk-from-file" {
+		t.Fatalf("Credential = %q %v %v", v, ok, err)
+	}
+	if err := os.Chmod(target, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	for _, use := range []func() error{
+		func() error { _, _, err := sf.Credential("gpt", "api_key"); return err },
+		func() error { _, err := sf.Fields("gpt"); return err },
+		func() error { return sf.Set("gpt", "api_key", "sk-other") },
+	} {
+		if err := use(); err == nil || !strings.Contains(err.Error(), "run 'chmod 600 "+link+"'") || strings.Contains(err.Error(), "sk-from-file") {
+			t.Errorf("a 0640 secrets file after a first read = %v, want a refusal naming chmod 600", err)
+		}
 	}
 }

@@ -295,6 +295,9 @@ func (g *Gateway) method(p protocol, m string, h http.HandlerFunc) http.HandlerF
 		// Authenticate before reading anything more, and hold one of the
 		// key's own slots too.
 		key, af := g.authenticate(r)
+		if af == nil {
+			af = adminOnly(key)
+		}
 		if af != nil {
 			p.writeError(w, r, af)
 			return
@@ -352,7 +355,10 @@ func (g *Gateway) authenticate(r *http.Request) (*Key, *failure) {
 	}
 	switch {
 	case storeErr != nil:
-		return nil, &failure{class: classInternal, msg: "the gateway cannot read its key store: " + storeErr.Error(), retry: no}
+		// The reason names the file and the command that fixes it: that
+		// is for the operator's log, not for a client.
+		g.opts.Logger.Error("key store unusable: every request is refused until it is fixed", "error", storeErr.Error())
+		return nil, &failure{class: classInternal, msg: "the gateway cannot use its key store: the gateway's log says why", retry: no}
 	case otherProject != "":
 		return nil, fail(classAuth, "this key belongs to project %q, not to %q, which this gateway serves", otherProject, g.opts.Project)
 	case revoked:
@@ -424,6 +430,9 @@ func (g *Gateway) callFor(r *http.Request, key *Key, model string, req provider.
 	t, ok := g.resolve(model)
 	if !ok {
 		return orchestrator.Call{}, g.unknownModel(model)
+	}
+	if f := keyScope(key, model, t, strings.TrimSpace(r.Header.Get(HeaderAgent))); f != nil {
+		return orchestrator.Call{}, f
 	}
 	agent, task := t.Agent, ""
 	if h := strings.TrimSpace(r.Header.Get(HeaderAgent)); h != "" {

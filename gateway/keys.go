@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -11,7 +12,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -40,6 +40,22 @@ var (
 	ErrNoSuchKey = errors.New("no such key")
 )
 
+// Role is what a key may do.
+type Role string
+
+// The roles. A key's role is fixed when it is created.
+const (
+	// RoleCall keys make model calls (the /v1/ routes) and nothing else.
+	RoleCall Role = "call"
+	// RoleAdmin keys open the web console, which replaces provider keys,
+	// grants and revokes consent, and pauses and resumes; they make no
+	// model calls.
+	RoleAdmin Role = "admin"
+)
+
+// Roles are the roles a key can be created with.
+var Roles = []Role{RoleCall, RoleAdmin}
+
 // Key is a virtual key as the store describes it: everything but the
 // secret, which is kept only as a SHA-256 hash and shown once, when the key
 // is created.
@@ -54,6 +70,14 @@ type Key struct {
 	// agent and that task: a request naming another is refused.
 	Agent string `json:"agent,omitempty"`
 	Task  string `json:"task,omitempty"`
+	// Role is what the key may do. A key written without one (by a
+	// version that had no roles) is a call key: it keeps making model
+	// calls and no longer opens the console.
+	Role Role `json:"role,omitempty"`
+	// Models, when set, are the only model names the key may send (names
+	// as GET /v1/models lists them, or the exact provider/model one
+	// resolves to).
+	Models []string `json:"models,omitempty"`
 	// CreatedAt is when the key was created; RevokedAt when it was
 	// revoked (nil while it is active).
 	CreatedAt time.Time  `json:"created_at"`
@@ -66,6 +90,10 @@ func (k Key) Hint() string { return keyPrefix + k.ID + "_…" }
 
 // Active reports whether the key is not revoked.
 func (k Key) Active() bool { return k.RevokedAt == nil }
+
+// Admin reports whether the key has the admin role. Any other value
+// (none, or one this version does not know) is a call key.
+func (k Key) Admin() bool { return k.Role == RoleAdmin }
 
 // storedKey is a key as written to the file.
 type storedKey struct {
@@ -83,8 +111,29 @@ type keyFile struct {
 type KeySpec struct {
 	Name    string
 	Project string
-	Agent   string
-	Task    string
+	// Role defaults to [RoleCall]. An admin key takes no Agent, Task or
+	// Models: those scope model calls, which it does not make.
+	Role   Role
+	Agent  string
+	Task   string
+	Models []string
+}
+
+// Check refuses a spec that cannot make a usable key; an empty Role is
+// the default, call.
+func (spec KeySpec) Check() error {
+	if spec.Role == "" {
+		spec.Role = RoleCall
+	}
+	switch {
+	case !slices.Contains(Roles, spec.Role):
+		return fmt.Errorf("unknown key role %q: the roles are call (model calls) and admin (the console)", spec.Role)
+	case spec.Role == RoleAdmin && (spec.Agent != "" || spec.Task != "" || len(spec.Models) > 0):
+		return errors.New("an admin key makes no model calls: it takes no agent, task or models")
+	case slices.Contains(spec.Models, ""):
+		return errors.New("an allowed model name is empty")
+	}
+	return nil
 }
 
 // KeyStore keeps virtual keys in a JSON file with mode 0600, hashed. Every
@@ -144,13 +193,15 @@ func (s *KeyStore) load() error {
 	if err != nil {
 		return fmt.Errorf("key store: %w", err)
 	}
+	// The mode is checked on every look, before the unchanged file is
+	// skipped: a chmod changes neither its content nor its mtime.
+	if err := atomicfile.CheckPrivate(s.path, st); err != nil {
+		return fmt.Errorf("key store: %w", err)
+	}
 	if s.read && s.stamp != nil && os.SameFile(st, s.stamp) && st.ModTime().Equal(s.stamp.ModTime()) && st.Size() == s.stamp.Size() {
 		return nil
 	}
-	if runtime.GOOS != "windows" && st.Mode().Perm()&0o077 != 0 {
-		return fmt.Errorf("key store: %s has mode %04o, readable by others: run 'chmod 600 %s'", s.path, st.Mode().Perm(), s.path)
-	}
-	data, err := os.ReadFile(s.path)
+	data, st, err := atomicfile.ReadPrivate(s.path)
 	if err != nil {
 		return fmt.Errorf("key store: %w", err)
 	}
@@ -171,7 +222,7 @@ func (s *KeyStore) write(keys []storedKey) error {
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.Write(s.path, append(data, '\n'), 0o755); err != nil {
+	if err := atomicfile.Write(atomicfile.Target(s.path), append(data, '\n'), 0o755); err != nil {
 		return fmt.Errorf("key store: %w", err)
 	}
 	s.read = false // re-stat on the next refresh
@@ -181,6 +232,9 @@ func (s *KeyStore) write(keys []storedKey) error {
 // Create makes a key and returns its token, the only time the secret is
 // available, with the key's description.
 func (s *KeyStore) Create(spec KeySpec) (string, Key, error) {
+	if err := spec.Check(); err != nil {
+		return "", Key{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.refresh(); err != nil {
@@ -197,7 +251,8 @@ func (s *KeyStore) Create(spec KeySpec) (string, Key, error) {
 	id := hex.EncodeToString(idb[:])
 	token := keyPrefix + id + "_" + base64.RawURLEncoding.EncodeToString(secret[:])
 	sum := sha256.Sum256([]byte(token))
-	k := Key{ID: id, Name: spec.Name, Project: spec.Project, Agent: spec.Agent, Task: spec.Task, CreatedAt: s.now().UTC().Truncate(time.Second)}
+	k := Key{ID: id, Name: spec.Name, Project: spec.Project, Agent: spec.Agent, Task: spec.Task,
+		Role: cmp.Or(spec.Role, RoleCall), Models: slices.Clone(spec.Models), CreatedAt: s.now().UTC().Truncate(time.Second)}
 	keys := append(slices.Clone(s.keys), storedKey{Key: k, SHA256: hex.EncodeToString(sum[:])})
 	if err := s.write(keys); err != nil {
 		return "", Key{}, err

@@ -121,3 +121,76 @@ func TestKeyStoreRecheck(t *testing.T) {
 		}
 	}
 }
+
+// The mode is checked on every look at the file, not only when its
+// content changed: a chmod after the store read the file (which changes
+// neither content nor mtime) is refused from the next check on, with the
+// command that fixes it, and a chmod back makes the key work again.
+func TestKeyFileModeIsCheckedOnEveryLook(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("file modes do not describe access on Windows")
+	}
+	path := filepath.Join(t.TempDir(), gateway.KeyFileName)
+	s := gateway.OpenKeyStore(path)
+	token, _, err := s.Create(gateway.KeySpec{Name: "ci"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Check(token); err != nil {
+		t.Fatalf("fresh key = %v", err)
+	}
+	for _, mode := range []os.FileMode{0o644, 0o640, 0o604, 0o620} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Check(token); err == nil || !strings.Contains(err.Error(), "run 'chmod 600 "+path+"'") {
+			t.Errorf("mode %04o after the file was read: Check = %v, want a refusal naming chmod 600", mode, err)
+		}
+		if _, err := s.List(); err == nil {
+			t.Errorf("mode %04o: List read the file", mode)
+		}
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Check(token); err != nil {
+		t.Errorf("after chmod 600: %v", err)
+	}
+}
+
+// A symbolic link as the key file is followed, as ssh follows one to a key:
+// the target's mode is what is checked, and writes (create, revoke)
+// replace the target and keep the link.
+func TestKeyFileSymlinkIsJudgedByItsTarget(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("symbolic links need privileges on Windows")
+	}
+	target := filepath.Join(t.TempDir(), "keys.json")
+	link := filepath.Join(t.TempDir(), gateway.KeyFileName)
+	if err := os.WriteFile(target, []byte(`{"version":1,"keys":[]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	s := gateway.OpenKeyStore(link)
+	token, k, err := s.Create(gateway.KeySpec{Name: "ci"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("Create replaced the link: %v, %v", st, err)
+	}
+	if data, _ := os.ReadFile(target); !strings.Contains(string(data), k.ID) {
+		t.Errorf("the target does not hold the new key:\n%s", data)
+	}
+	if _, err := s.Check(token); err != nil {
+		t.Errorf("key through the link = %v", err)
+	}
+	if err := os.Chmod(target, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Check(token); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Errorf("link to a 0644 file = %v, want a refusal naming chmod 600", err)
+	}
+}

@@ -9,8 +9,8 @@
 // JavaScript there is and the charts (inline SVG) are embedded in the
 // binary, nothing is loaded from elsewhere.
 //
-// Security: a login form exchanges a gateway virtual key (one bound to
-// neither an agent nor a task) for a session cookie (random token, kept
+// Security: a login form exchanges a gateway virtual key with the admin
+// role (call keys are refused) for a session cookie (random token, kept
 // server-side as a hash, HttpOnly, SameSite=Strict, Secure over TLS,
 // expiring). Every POST must carry the session's synchronizer token and
 // come from the console's own origin (Sec-Fetch-Site, else Origin, else
@@ -81,8 +81,9 @@ type Options struct {
 	// Project names the project; a key bound to another is refused.
 	Project string
 	// Keys checks the virtual keys people log in with. Required unless
-	// NoAuth. When it also has a List method (as *gateway.KeyStore does),
-	// a session ends as soon as its key is revoked.
+	// NoAuth; only admin keys log in. When it also has a List method (as
+	// *gateway.KeyStore does), a session ends as soon as its key is
+	// revoked or is no longer an admin key.
 	Keys gateway.Authenticator
 	// NoAuth serves the console without a login (the gateway must then
 	// listen on loopback; requests naming another host are refused, which
@@ -375,7 +376,7 @@ func (c *Console) keyActive(id string) bool {
 	}
 	for _, k := range keys {
 		if k.ID == id {
-			return k.Active()
+			return k.Active() && k.Admin()
 		}
 	}
 	return false
@@ -462,8 +463,8 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	case c.opts.Project != "" && k.Project != "" && k.Project != c.opts.Project:
 		c.renderLogin(w, r, http.StatusForbidden, "This key belongs to another project.")
 		return
-	case k.Agent != "" || k.Task != "":
-		c.renderLogin(w, r, http.StatusForbidden, "This key is bound to an agent or a task: the console needs a project key (created without --agent or --task).")
+	case !k.Admin():
+		c.renderLogin(w, r, http.StatusForbidden, "This is a call key: it makes model calls only. The console needs an admin key: create one with 'cortexbuild serve keys create --role admin'.")
 		return
 	}
 	if _, err := c.newSession(w, r, k.ID); err != nil {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -44,7 +45,7 @@ providers:
 type fixture struct {
 	c       *console.Console
 	keys    *gateway.KeyStore
-	key     string // an unbound project key
+	key     string // an admin key of the project
 	store   ledger.Store
 	state   *orchestrator.MemoryState
 	consent *locality.MemoryStore
@@ -69,7 +70,7 @@ func newFixture(t *testing.T, noAuth bool) *fixture {
 	env := map[string]string{}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	fx.keys = gateway.OpenKeyStore(filepath.Join(dir, gateway.KeyFileName))
-	if fx.key, _, err = fx.keys.Create(gateway.KeySpec{Name: "ops", Project: "demo"}); err != nil {
+	if fx.key, _, err = fx.keys.Create(gateway.KeySpec{Name: "ops", Project: "demo", Role: gateway.RoleAdmin}); err != nil {
 		t.Fatal(err)
 	}
 	fx.store, err = ledger.OpenSQLite(context.Background(), filepath.Join(dir, "state.db"), ledger.WithClock(func() time.Time { return fx.now }))
@@ -205,10 +206,10 @@ func TestAuthRequired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w := b.login(bound); w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "bound to an agent") {
+	if w := b.login(bound); w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "serve keys create --role admin") {
 		t.Errorf("key bound to an agent = %d", w.Code)
 	}
-	other, _, _ := fx.keys.Create(gateway.KeySpec{Project: "elsewhere"})
+	other, _, _ := fx.keys.Create(gateway.KeySpec{Project: "elsewhere", Role: gateway.RoleAdmin})
 	if w := b.login(other); w.Code != http.StatusForbidden {
 		t.Errorf("key of another project = %d", w.Code)
 	}
@@ -607,4 +608,67 @@ func TestKeyHintsNameOnlyVariablesTheProviderReads(t *testing.T) {
 	if strings.Contains(status[1], "OPENAI_API_KEY") || !strings.Contains(status[1], "save it here") {
 		t.Errorf("the vllm provider's key hint: %s", status[1])
 	}
+}
+
+// Only admin keys open the console: a call key, bound or not, and a key
+// written before keys had roles (a call key) are refused with the command
+// that makes an admin key, and cannot act (pause) without a session. A
+// session ends when its key is no longer an admin key in the file.
+func TestConsoleNeedsAnAdminKey(t *testing.T) {
+	fx := newFixture(t, false)
+	call, _, err := fx.keys.Create(gateway.KeySpec{Name: "claude-code", Project: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := fx.browser(t)
+	if w := b.login(call); w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "cortexbuild serve keys create --role admin") {
+		t.Errorf("call key = %d\n%s", w.Code, w.Body)
+	}
+	if w := b.do(http.MethodPost, "/console/control/project", url.Values{"action": {"pause"}, "csrf": {b.csrf}}); w.Code != http.StatusUnauthorized {
+		t.Errorf("pause after a refused login = %d", w.Code)
+	}
+	if _, paused, _ := fx.state.Paused(context.Background()); paused {
+		t.Fatal("a call key paused the project")
+	}
+	admin := fx.browser(t).loggedIn()
+	data, err := os.ReadFile(fx.keys.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := strings.ReplaceAll(string(data), `"role": "admin"`, `"role": ""`)
+	if legacy == string(data) {
+		t.Fatalf("the key file has no admin role to remove:\n%s", data)
+	}
+	if err := os.WriteFile(fx.keys.Path(), []byte(legacy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if w := admin.do(http.MethodGet, "/console/keys", nil); w.Code != http.StatusSeeOther {
+		t.Errorf("session of a key without a role = %d, want a redirect to the login", w.Code)
+	}
+	if w := fx.browser(t).login(fx.key); w.Code != http.StatusForbidden {
+		t.Errorf("login with a key without a role = %d", w.Code)
+	}
+}
+
+// A key file made readable by others while the console runs ends its
+// sessions and refuses logins (fail closed), and chmod 600 restores both.
+func TestConsoleFailsClosedOnAnOpenKeyFile(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("file modes do not describe access on Windows")
+	}
+	fx := newFixture(t, false)
+	b := fx.browser(t).loggedIn()
+	if err := os.Chmod(fx.keys.Path(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if w := b.do(http.MethodGet, "/console/keys", nil); w.Code != http.StatusSeeOther {
+		t.Errorf("session with a 0644 key file = %d, want a redirect to the login", w.Code)
+	}
+	if w := fx.browser(t).login(fx.key); w.Code != http.StatusInternalServerError || strings.Contains(w.Body.String(), "chmod") {
+		t.Errorf("login with a 0644 key file = %d, want a generic 500", w.Code)
+	}
+	if err := os.Chmod(fx.keys.Path(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fx.browser(t).loggedIn()
 }

@@ -64,14 +64,19 @@ routing:
 budgets:
   confirm_above: "100"
 `, anth.URL(), local.URL()))
-	code, out, errs := run(t, dir, nil, "serve", "keys", "create", "--name", "console")
+	code, out, errs := run(t, dir, nil, "serve", "keys", "create", "--name", "console", "--role", "admin")
 	key := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("keys create = %d %s", code, errs)
+	}
+	code, out, errs = run(t, dir, nil, "serve", "keys", "create", "--name", "client")
+	callKey := strings.TrimSpace(out)
 	if code != 0 {
 		t.Fatalf("keys create = %d %s", code, errs)
 	}
 	base, stop := startServe(t, dir, keyEnv)
 	defer func() {
-		if code, errs := stop(); code != 0 || strings.Contains(errs, localKey) || strings.Contains(errs, key) {
+		if code, errs := stop(); code != 0 || strings.Contains(errs, localKey) || strings.Contains(errs, key) || strings.Contains(errs, callKey) {
 			t.Errorf("serve exited with %d, or logged a key:\n%s", code, errs)
 		}
 	}()
@@ -187,7 +192,7 @@ budgets:
 	anth.Enqueue(anthropicfake.TextReply("Hello through the gateway."))
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chat/completions",
 		strings.NewReader(`{"model":"builder","messages":[{"role":"user","content":"hi"}]}`))
-	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Authorization", "Bearer "+callKey)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -261,6 +261,32 @@ func checkAgent(f *config.File, flag, agent string) error {
 	return withCode(ExitUsage, fmt.Errorf("%s %q: unknown agent%s; the agents are %s, or one defined under agents: in llm-config.yaml", flag, agent, hint, strings.Join(names, ", ")))
 }
 
+// checkModels refuses a --models name the gateway would not resolve (so a
+// typo does not make a key that every request is refused with): each is
+// an alias of gateway.models, a tier, an agent or provider/model of a
+// configured provider.
+func checkModels(f *config.File, models []string) error {
+	names := slices.Sorted(maps.Keys(f.Gateway.Models))
+	for _, t := range provider.Tiers {
+		names = append(names, string(t))
+	}
+	names = append(names, agentNames(f)...)
+	for _, m := range models {
+		if prov, model, ok := strings.Cut(m, "/"); ok && model != "" && f.Providers[prov] != nil {
+			continue
+		}
+		if slices.Contains(names, m) {
+			continue
+		}
+		hint := ""
+		if c := provider.Closest(m, names); c != "" {
+			hint = fmt.Sprintf(" (did you mean %q?)", c)
+		}
+		return withCode(ExitUsage, fmt.Errorf("--models %q: the gateway resolves no such model name%s; use a name 'GET /v1/models' lists or PROVIDER/MODEL of a configured provider", m, hint))
+	}
+	return nil
+}
+
 // tokenCounter counts a prompt offline for count_tokens, scaled by the
 // token factor of the serving provider's price namespace.
 func tokenCounter(f *config.File, cat *pricing.Catalog) func(string, *provider.Request) int64 {
@@ -315,10 +341,11 @@ func taskBudgets(st ledger.Store, f *config.File) func(context.Context, *orchest
 
 func (e *env) serveKeysCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "keys", Short: "Manage the gateway's virtual keys (stored hashed in .cortexbuild/" + gateway.KeyFileName + ")"}
-	var name, agent, task string
+	var name, agent, task, role string
+	var models []string
 	var asJSON bool
 	create := &cobra.Command{
-		Use:   "create [--name N] [--agent A] [--task T]",
+		Use:   "create [--name N] [--role call|admin] [--agent A] [--task T] [--models M,...]",
 		Short: "Create a key and print it once (only its hash is kept)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -329,11 +356,18 @@ func (e *env) serveKeysCmd() *cobra.Command {
 			if err := checkAgent(f, "--agent", agent); err != nil {
 				return err
 			}
+			if err := checkModels(f, models); err != nil {
+				return err
+			}
+			spec := gateway.KeySpec{Name: name, Project: e.project(f), Role: gateway.Role(role), Agent: agent, Task: task, Models: models}
+			if err := spec.Check(); err != nil {
+				return withCode(ExitUsage, err)
+			}
 			ks, err := e.keyStore(f)
 			if err != nil {
 				return withCode(ExitFailure, err)
 			}
-			token, k, err := ks.Create(gateway.KeySpec{Name: name, Project: e.project(f), Agent: agent, Task: task})
+			token, k, err := ks.Create(spec)
 			if err != nil {
 				return withCode(ExitFailure, err)
 			}
@@ -344,11 +378,17 @@ func (e *env) serveKeysCmd() *cobra.Command {
 				}{k, token})
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), token)
-			fmt.Fprintf(e.stderr, "created key %s%s; this is the only time it is shown: store it now (e.g. ANTHROPIC_API_KEY or OPENAI_API_KEY of the client)\n", k.ID, bound(k))
+			if k.Admin() {
+				fmt.Fprintf(e.stderr, "created admin key %s; this is the only time it is shown: store it now; it logs in to the console at /console/ and makes no model calls\n", k.ID)
+				return nil
+			}
+			fmt.Fprintf(e.stderr, "created call key %s%s; this is the only time it is shown: store it now (e.g. ANTHROPIC_API_KEY or OPENAI_API_KEY of the client)\n", k.ID, bound(k))
 			return nil
 		},
 	}
 	create.Flags().StringVar(&name, "name", "", "a label for the key (who or what uses it)")
+	create.Flags().StringVar(&role, "role", string(gateway.RoleCall), "call: model calls (the /v1/ routes) only; admin: the web console only (provider keys, consent, pause)")
+	create.Flags().StringSliceVar(&models, "models", nil, "allow the key only these model names (comma-separated, as 'GET /v1/models' lists them)")
 	create.Flags().StringVar(&agent, "agent", "", "bind the key to this agent: its calls are made as it, and no other")
 	create.Flags().StringVar(&task, "task", "", "bind the key to this task: its calls count against it, and no other")
 	create.Flags().BoolVar(&asJSON, "json", false, "print the key and its description as JSON")
@@ -382,13 +422,17 @@ func (e *env) serveKeysCmd() *cobra.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "KEY\tNAME\tAGENT\tTASK\tCREATED\tSTATUS")
+			fmt.Fprintln(tw, "KEY\tNAME\tROLE\tAGENT\tTASK\tMODELS\tCREATED\tSTATUS")
 			for _, k := range keys {
 				status := "active"
 				if !k.Active() {
 					status = "revoked " + k.RevokedAt.Format(time.DateOnly)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.Hint(), orDash(k.Name), orDash(k.Agent), orDash(k.Task), k.CreatedAt.Format(time.DateOnly), status)
+				role := gateway.RoleCall
+				if k.Admin() {
+					role = gateway.RoleAdmin
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.Hint(), orDash(k.Name), role, orDash(k.Agent), orDash(k.Task), orDash(strings.Join(k.Models, ",")), k.CreatedAt.Format(time.DateOnly), status)
 			}
 			return tw.Flush()
 		},
@@ -426,6 +470,9 @@ func bound(k gateway.Key) string {
 	}
 	if k.Task != "" {
 		parts = append(parts, "task "+k.Task)
+	}
+	if len(k.Models) > 0 {
+		parts = append(parts, "models "+strings.Join(k.Models, ", "))
 	}
 	if len(parts) == 0 {
 		return ""
