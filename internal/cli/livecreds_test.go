@@ -105,6 +105,8 @@ providers:
   alpha:
     type: anthropic
     base_url: %s
+    credentials:
+      api_key: ${ALPHA_KEY}
   local:
     type: openai_compatible
     profile: vllm
@@ -144,7 +146,7 @@ budgets:
 	}
 
 	// A fresh install: alpha has no key, its calls fail saying why.
-	if code, body := call("builder"); code != http.StatusServiceUnavailable || !strings.Contains(body, "unavailable") || !strings.Contains(body, `credential \"api_key\" is required and not set`) {
+	if code, body := call("builder"); code != http.StatusServiceUnavailable || !strings.Contains(body, "unavailable") || !strings.Contains(body, "providers.alpha.credentials.api_key: environment variable ALPHA_KEY is not set") || !strings.Contains(body, "llm-config.yaml:7:16: ") {
 		t.Fatalf("call to alpha without a key = %d %s", code, body)
 	}
 	if got := unavailableNow(t, base); !slices.Equal(got, []string{"alpha"}) {
@@ -270,5 +272,83 @@ budgets:
 	}
 	if n := len(local.Requests()); n < 4 {
 		t.Errorf("local got %d calls", n)
+	}
+}
+
+// A secrets file that cannot be read is not an error of the whole
+// configuration: config validate warns (exit 0) naming the provider that
+// needed it and the file, doctor warns, and serve starts, its other
+// providers serving, the one that needed the file unavailable with the
+// reason in its 503 and /healthz.
+func TestBadSecretsFileFailsOnlyItsProviders(t *testing.T) {
+	const localKey = "sk-local-Qa8r"
+	alpha := anthropicfake.New()
+	t.Cleanup(alpha.Close)
+	local := openaifake.New(openaifake.WithFlavor(openaifake.FlavorVLLM), openaifake.WithAPIKey(localKey))
+	t.Cleanup(local.Close)
+	dir := writeConfig(t, fmt.Sprintf(`orchestration: true
+providers:
+  alpha:
+    type: anthropic
+    base_url: %s
+  local:
+    type: openai_compatible
+    profile: vllm
+    base_url: %s/v1
+    credentials:
+      api_key: ${LOCAL_KEY}
+agents:
+  builder:
+    providers: [alpha]
+  explore:
+    providers: [local]
+budgets:
+  confirm_above: "100"
+`, alpha.URL(), local.URL()))
+	secrets := filepath.Join(dir, config.Dir, config.SecretsFileName)
+	if err := os.MkdirAll(filepath.Dir(secrets), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(secrets, []byte(`{"version":1,"providers":{"alpha":{"api_key":"sk-ant-Zz9`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{"LOCAL_KEY": localKey}
+
+	code, out, errs := run(t, dir, vars, "config", "validate")
+	if code != 0 || !strings.Contains(out, "valid") {
+		t.Errorf("validate with an invalid secrets file = %d %q %q", code, out, errs)
+	}
+	for _, want := range []string{"warning:", "llm-config.yaml:4:5: providers.alpha", secrets + " is not valid JSON", "provider alpha is unavailable"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("validate's warning lacks %q:\n%s", want, errs)
+		}
+	}
+	if strings.Contains(errs, "provider local is unavailable") {
+		t.Errorf("validate says local, whose key is in the environment, is unavailable:\n%s", errs)
+	}
+	code, out, errs = run(t, dir, vars, "doctor")
+	if !regexp.MustCompile(`warn\s+credentials\s+.*providers\.alpha: secrets file: .* is not valid JSON`).MatchString(out) {
+		t.Errorf("doctor with an invalid secrets file = %d\n%s\n%s", code, out, errs)
+	}
+
+	base, stop := startServe(t, dir, vars, "--no-auth")
+	if got := unavailableNow(t, base); !slices.Equal(got, []string{"alpha"}) {
+		t.Errorf("/healthz unavailable = %v, want [alpha]", got)
+	}
+	if code, body := postJSON(t, base, "/v1/chat/completions", `{"model":"explore","messages":[{"role":"user","content":"hi"}]}`); code != http.StatusOK || !strings.Contains(body, "echo") {
+		t.Errorf("call to local = %d %s", code, body)
+	}
+	if code, body := postJSON(t, base, "/v1/chat/completions", `{"model":"builder","messages":[{"role":"user","content":"hi"}]}`); code != http.StatusServiceUnavailable || !strings.Contains(body, "is not valid JSON") {
+		t.Errorf("call to alpha = %d %s", code, body)
+	}
+	code, errs = stop()
+	if code != 0 || !strings.Contains(errs, "provider alpha is unavailable") || strings.Contains(errs, "provider local is unavailable") {
+		t.Errorf("serve exited %d:\n%s", code, errs)
+	}
+	if n := len(alpha.Requests()); n != 0 {
+		t.Errorf("alpha got %d requests", n)
+	}
+	if strings.Contains(errs, "sk-ant-Zz9") || strings.Contains(errs, localKey) {
+		t.Error("serve logged a credential")
 	}
 }
