@@ -297,6 +297,10 @@ providers:
     base_url: %s/v1
     credentials:
       api_key: ${LOCAL_KEY}
+  nokey:
+    type: openai_compatible
+    profile: ollama
+    base_url: %s/v1
 agents:
   builder:
     providers: [alpha]
@@ -304,7 +308,7 @@ agents:
     providers: [local]
 budgets:
   confirm_above: "100"
-`, alpha.URL(), local.URL()))
+`, alpha.URL(), local.URL(), local.URL()))
 	secrets := filepath.Join(dir, config.Dir, config.SecretsFileName)
 	if err := os.MkdirAll(filepath.Dir(secrets), 0o700); err != nil {
 		t.Fatal(err)
@@ -323,6 +327,11 @@ budgets:
 			t.Errorf("validate's warning lacks %q:\n%s", want, errs)
 		}
 	}
+	// nokey needs no key, but may keep an optional one in the file: it
+	// is not called with a key missing either.
+	if !strings.Contains(errs, "provider nokey is unavailable") {
+		t.Errorf("validate does not say nokey, which would read the file, is unavailable:\n%s", errs)
+	}
 	if strings.Contains(errs, "provider local is unavailable") {
 		t.Errorf("validate says local, whose key is in the environment, is unavailable:\n%s", errs)
 	}
@@ -332,8 +341,8 @@ budgets:
 	}
 
 	base, stop := startServe(t, dir, vars, "--no-auth")
-	if got := unavailableNow(t, base); !slices.Equal(got, []string{"alpha"}) {
-		t.Errorf("/healthz unavailable = %v, want [alpha]", got)
+	if got := unavailableNow(t, base); !slices.Equal(got, []string{"alpha", "nokey"}) {
+		t.Errorf("/healthz unavailable = %v, want [alpha nokey]", got)
 	}
 	if code, body := postJSON(t, base, "/v1/chat/completions", `{"model":"explore","messages":[{"role":"user","content":"hi"}]}`); code != http.StatusOK || !strings.Contains(body, "echo") {
 		t.Errorf("call to local = %d %s", code, body)
