@@ -419,17 +419,19 @@ func (f *File) Resolve(name string, reg *provider.Registry, lookup func(string) 
 			missing = append(missing, p.Pos.Errorf("providers.%s: credential %q is required and not set: %s", name, field.Name, hint))
 		}
 	}
-	if len(errs) == 0 && len(missing) > 0 {
-		return s, &MissingCredentialError{Provider: name, Errs: missing.Err().(yamlx.Errors)}
+	if all := append(errs, missing...); len(all) > 0 {
+		return s, &MissingCredentialError{Provider: name, Errs: all}
 	}
-	return s, append(errs, missing...).Err()
+	return s, nil
 }
 
-// MissingCredentialError is the error of [File.Resolve] when the only
-// problem is credentials that are not set (an unset ${VAR}, a required
-// field with nothing in the environment or the secrets file): the
+// MissingCredentialError is the error of [File.Resolve] when credentials
+// are not set (an unset ${VAR}, a required field with nothing in the
+// environment or the secrets file) or the secrets file, which the
+// provider needed, cannot be read (readable by others, not JSON): the
 // provider cannot be used until they are, while the rest of the
-// configuration can. Its Errs name the variables and their lines.
+// configuration can. Its Errs name the variables or the file, the lines
+// and the fix.
 type MissingCredentialError struct {
 	Provider string
 	Errs     yamlx.Errors

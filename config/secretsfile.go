@@ -8,10 +8,12 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/cortexbuild/cortexbuild/provider"
 
 	"github.com/cortexbuild/cortexbuild/internal/atomicfile"
+	"github.com/cortexbuild/cortexbuild/internal/filepoll"
 )
 
 // SecretsFileName is the file, in the project's .cortexbuild/ directory,
@@ -35,6 +37,27 @@ type CredentialSource interface {
 type SecretsFile struct {
 	path string
 	mu   sync.Mutex
+
+	// What [SecretsFile.Changed] compares with; guarded by mu.
+	poll    filepoll.Throttle
+	stamp   fileStamp
+	stamped bool
+	wrote   bool // Set wrote the file since Changed last looked
+}
+
+// fileStamp is what tells one version of the file from another without
+// reading it: the file itself (a replacement is a new inode), its size,
+// modification time and mode, or the error of looking at it.
+type fileStamp struct {
+	info os.FileInfo
+	err  string
+}
+
+func (a fileStamp) same(b fileStamp) bool {
+	if a.info == nil || b.info == nil {
+		return a.info == nil && b.info == nil && a.err == b.err
+	}
+	return os.SameFile(a.info, b.info) && a.info.ModTime().Equal(b.info.ModTime()) && a.info.Size() == b.info.Size() && a.info.Mode() == b.info.Mode()
 }
 
 type secretsDoc struct {
@@ -44,6 +67,41 @@ type secretsDoc struct {
 
 // OpenSecretsFile returns the secrets file at path; it need not exist yet.
 func OpenSecretsFile(path string) *SecretsFile { return &SecretsFile{path: path} }
+
+// SetRecheck bounds how often [SecretsFile.Changed] looks at the file: a
+// change another process (or an editor) makes is seen at most d later.
+// Zero (the default) looks on every call; 'cortexbuild serve' uses a
+// fraction of a second. Changes made through s are seen at once.
+func (s *SecretsFile) SetRecheck(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.poll.Every = d
+}
+
+// Changed reports whether the file may hold other credentials than when
+// Changed last looked: saved through s, or written, replaced, removed or
+// made readable by others outside this process. The first call records
+// the file's state and reports false. It reads no credential.
+func (s *SecretsFile) Changed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.wrote && s.stamped && !s.poll.Due() {
+		return false
+	}
+	s.wrote = false
+	var st fileStamp
+	if info, err := os.Stat(s.path); err == nil {
+		st.info = info
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		st.err = err.Error()
+	}
+	if s.stamped && st.same(s.stamp) {
+		return false
+	}
+	first := !s.stamped
+	s.stamp, s.stamped = st, true
+	return !first
+}
 
 // Path is the file's path.
 func (s *SecretsFile) Path() string { return s.path }
@@ -131,6 +189,7 @@ func (s *SecretsFile) Set(providerName, field, value string) error {
 	if err := atomicfile.Write(atomicfile.Target(s.path), append(data, '\n'), 0o755); err != nil {
 		return fmt.Errorf("secrets file: %w", err)
 	}
+	s.wrote = true
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -199,13 +200,27 @@ func New(opts Options) (*Gateway, error) {
 	g.mux.HandleFunc("/v1/models/{id}", g.method(protoAuto, http.MethodGet, func(w http.ResponseWriter, r *http.Request) {
 		g.serveModel(w, r, protocolOf(r))
 	}))
-	g.mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
+	g.mux.HandleFunc("/healthz", g.healthz)
 	g.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		protocolOf(r).writeError(w, r, fail(classNotFound, "no route %s %s: the gateway serves POST /v1/chat/completions, POST /v1/responses, GET /v1/models, POST /v1/messages and POST /v1/messages/count_tokens", r.Method, r.URL.Path))
 	})
 	return g, nil
+}
+
+// healthz answers {"status":"ok"}, with the names of the providers that
+// cannot be used now (a credential not set, say) under "unavailable";
+// the reasons are for the console and the log, not for callers without a
+// key.
+func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) {
+	body := map[string]any{"status": "ok"}
+	if u, ok := g.opts.Orchestrator.(interface {
+		Unavailable(context.Context) map[string]string
+	}); ok {
+		if names := slices.Sorted(maps.Keys(u.Unavailable(r.Context()))); len(names) > 0 {
+			body["unavailable"] = names
+		}
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 // Handle mounts another handler on the gateway's mux (the web console,

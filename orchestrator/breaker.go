@@ -225,7 +225,7 @@ func (o *Orchestrator) syncBreakers(ctx context.Context) {
 	o.brk.mu.Lock()
 	defer o.brk.mu.Unlock()
 	for _, r := range recs {
-		if _, ok := o.endpoints[r.Provider]; !ok || (r.State != BreakerOpen && r.State != BreakerClosed) {
+		if _, ok := o.endpoints()[r.Provider]; !ok || (r.State != BreakerOpen && r.State != BreakerClosed) {
 			continue
 		}
 		cur := o.brk.getLocked(r.Provider)

@@ -95,7 +95,7 @@ func (o *Orchestrator) knownID(id string) bool {
 			return true
 		}
 	}
-	for _, ep := range o.endpoints {
+	for _, ep := range o.endpoints() {
 		if tm, ok := ep.Adapter.(provider.TierMapper); ok {
 			for _, t := range provider.Tiers {
 				if critic.SameModel(tm.ModelFor(t), id) {

@@ -110,6 +110,7 @@ func (o *Orchestrator) run(ctx context.Context, c Call, attempt try) (any, []Att
 	}
 	tier := o.tierFor(&c)
 	needs := c.Needs.Union(c.Request.RequiredCapabilities())
+	o.updateEndpoints(ctx)
 	o.syncBreakers(ctx)
 	trace := o.route(&c, tier, needs)
 	cands := trace.Kept()
@@ -311,7 +312,7 @@ func largerContext(have provider.CapabilitySet) (provider.Capability, bool) {
 // noCandidate explains why nothing could serve a call: a capability no
 // configured provider has, or no provider at all.
 func (o *Orchestrator) noCandidate(t Trace) error {
-	if len(o.endpoints) == 0 {
+	if len(o.endpoints()) == 0 {
 		return &Error{Err: ErrNoCandidate, Summary: "no providers are configured: add one under providers: in llm-config.yaml", Trace: t}
 	}
 	for _, c := range t.Needs.List() {

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"github.com/cortexbuild/cortexbuild/cache"
 	"github.com/cortexbuild/cortexbuild/ledger"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cortexbuild/cortexbuild/observe"
@@ -100,14 +102,31 @@ type Settings struct {
 	// Headroom configures proactive rate-limit routing (with
 	// AllowAlternates; see Headroom).
 	Headroom Headroom
+	// Updates, when set, replaces endpoints while the orchestrator runs
+	// (a credential saved in the web console); nil keeps Endpoints as
+	// they are.
+	Updates EndpointUpdater
+}
+
+// EndpointUpdater supplies new versions of configured endpoints: an
+// endpoint whose credentials changed, one that became available or
+// unavailable.
+type EndpointUpdater interface {
+	// Updates returns the endpoints to put in place of the configured
+	// ones of the same names (other names are ignored), or nil when none
+	// changed since the last call. It is called before every routing
+	// decision, one call at a time, and must be cheap when nothing
+	// changed.
+	Updates(ctx context.Context) []Endpoint
 }
 
 // Orchestrator routes calls to providers and applies the failure policy.
 // It is safe for concurrent use.
 type Orchestrator struct {
-	s         Settings
-	endpoints map[string]*Endpoint
-	order     []string
+	s     Settings
+	eps   atomic.Pointer[map[string]*Endpoint] // by name; replaced whole, never changed in place
+	epsMu sync.Mutex                           // serialises updates
+	order []string
 
 	mu        sync.Mutex
 	notBefore map[string]time.Time // per-provider rate-limit queue
@@ -116,19 +135,21 @@ type Orchestrator struct {
 
 // New validates settings and returns an orchestrator.
 func New(s Settings) (*Orchestrator, error) {
-	o := &Orchestrator{s: s, endpoints: map[string]*Endpoint{}, notBefore: map[string]time.Time{}}
+	o := &Orchestrator{s: s, notBefore: map[string]time.Time{}}
+	eps := map[string]*Endpoint{}
 	for i := range s.Endpoints {
 		ep := &s.Endpoints[i]
-		if ep.Name == "" || (ep.Adapter == nil) == (ep.Unavailable == "") {
+		if !ep.valid() {
 			return nil, fmt.Errorf("orchestrator: endpoint %d needs a name and either an adapter or the reason it is unavailable", i)
 		}
-		if _, dup := o.endpoints[ep.Name]; dup {
+		if _, dup := eps[ep.Name]; dup {
 			return nil, fmt.Errorf("orchestrator: provider %q configured twice", ep.Name)
 		}
-		o.endpoints[ep.Name] = ep
+		eps[ep.Name] = ep
 	}
+	o.eps.Store(&eps)
 	for _, name := range s.Preference {
-		if _, ok := o.endpoints[name]; !ok {
+		if _, ok := eps[name]; !ok {
 			return nil, fmt.Errorf("orchestrator: preference names unknown provider %q", name)
 		}
 		o.order = append(o.order, name)
@@ -171,6 +192,46 @@ func New(s Settings) (*Orchestrator, error) {
 	o.breakerDefaults()
 	o.headroomDefaults()
 	return o, nil
+}
+
+// endpoints returns the current endpoints by name. Callers must not
+// change the map: a replacement stores a new one.
+func (o *Orchestrator) endpoints() map[string]*Endpoint { return *o.eps.Load() }
+
+// updateEndpoints puts in place the endpoints Settings.Updates says
+// changed. A call already routed keeps the endpoint it started with.
+func (o *Orchestrator) updateEndpoints(ctx context.Context) {
+	if o.s.Updates == nil {
+		return
+	}
+	// Held across Updates, so that updates are put in place in the
+	// order they were made, and a call waits for one being made.
+	o.epsMu.Lock()
+	defer o.epsMu.Unlock()
+	ups := o.s.Updates.Updates(ctx)
+	if len(ups) == 0 {
+		return
+	}
+	next := maps.Clone(o.endpoints())
+	for _, ep := range ups {
+		if _, ok := next[ep.Name]; ok && ep.valid() {
+			next[ep.Name] = &ep
+		}
+	}
+	o.eps.Store(&next)
+}
+
+// Unavailable returns, by provider name, why the providers that cannot
+// be used now are unavailable (none: an empty map).
+func (o *Orchestrator) Unavailable(ctx context.Context) map[string]string {
+	o.updateEndpoints(ctx)
+	out := map[string]string{}
+	for name, ep := range o.endpoints() {
+		if ep.Unavailable != "" {
+			out[name] = ep.Unavailable
+		}
+	}
+	return out
 }
 
 // DefaultBackoff is 500 ms × 2ⁿ⁻¹ capped at 8 s, minus up to 25% jitter.

@@ -19,6 +19,12 @@ type Endpoint struct {
 	Unavailable string
 }
 
+// valid reports whether ep has a name and exactly one of an adapter and
+// a reason it is unavailable.
+func (ep *Endpoint) valid() bool {
+	return ep.Name != "" && (ep.Adapter == nil) != (ep.Unavailable == "")
+}
+
 // AgentSettings override one agent's routing.
 type AgentSettings struct {
 	// Tier replaces the agent's default tier.
@@ -131,8 +137,9 @@ func (o *Orchestrator) route(c *Call, tier provider.Tier, needs provider.Capabil
 	if model == "" {
 		model = agent.Model
 	}
+	eps := o.endpoints()
 	for _, name := range order {
-		ep := o.endpoints[name]
+		ep := eps[name]
 		cand := Candidate{Provider: name, Tier: tier}
 		if ep == nil {
 			cand.Reason = "not configured"
@@ -185,6 +192,7 @@ func capabilitiesOf(a provider.Adapter, model string) provider.CapabilitySet {
 
 // Route explains where c would go, without calling anything.
 func (o *Orchestrator) Route(ctx context.Context, c Call) Trace {
+	o.updateEndpoints(ctx)
 	o.syncBreakers(ctx)
 	_ = o.loadGate(ctx, &c) // an unreadable task fails the call itself, with the reason
 	tier := o.tierFor(&c)
@@ -193,7 +201,7 @@ func (o *Orchestrator) Route(ctx context.Context, c Call) Trace {
 
 // Estimate asks the named provider for an upper bound of req's cost.
 func (o *Orchestrator) Estimate(providerName string, req *provider.Request) (provider.Money, error) {
-	ep := o.endpoints[providerName]
+	ep := o.endpoints()[providerName]
 	if ep == nil {
 		return 0, fmt.Errorf("provider %q is not configured", providerName)
 	}

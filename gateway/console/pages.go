@@ -36,7 +36,7 @@ type page struct {
 // flashes are the messages a redirect may ask for, by code: nothing from
 // the request is ever reflected into a page.
 var flashes = map[string]string{
-	"saved":          "Saved to the secrets file.",
+	"saved":          "Saved to the secrets file: the gateway's next call uses it.",
 	"nochange":       "Nothing to save: every field was left empty.",
 	"paused":         "Project paused.",
 	"resumed":        "Project resumed.",

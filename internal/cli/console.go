@@ -19,6 +19,16 @@ func (e *env) secretsPath(f *config.File) string {
 	return filepath.Join(e.stateDir(f), config.SecretsFileName)
 }
 
+// secretsFile is f's secrets file: the one the configuration reads (and
+// a running gateway watches, so that a key the console saves is used by
+// the next call), or the project's.
+func (e *env) secretsFile(f *config.File) *config.SecretsFile {
+	if sf, ok := f.Secrets.(*config.SecretsFile); ok && sf != nil {
+		return sf
+	}
+	return config.OpenSecretsFile(e.secretsPath(f))
+}
+
 // mountConsole mounts the web console on the gateway: it serves under
 // /console/ with the same keys (or none, on loopback with --no-auth).
 func (e *env) mountConsole(g *gateway.Gateway, f *config.File, o *orchestrator.Orchestrator, keys gateway.Authenticator, project string, logger *slog.Logger) error {
@@ -36,7 +46,7 @@ func (e *env) mountConsole(g *gateway.Gateway, f *config.File, o *orchestrator.O
 		Config:    f,
 		Registry:  e.registry,
 		LookupEnv: e.lookupEnv,
-		Secrets:   config.OpenSecretsFile(e.secretsPath(f)),
+		Secrets:   e.secretsFile(f),
 		Health: func(ctx context.Context, name string) console.Health {
 			cat, catErr := e.catalog(f)
 			r := e.checkOne(ctx, f, gate, cat, catErr, name)

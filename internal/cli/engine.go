@@ -396,29 +396,29 @@ func (e *env) buildEngine(f *config.File, st ledger.Store, c *cache.Cache, obs o
 		return nil, err
 	}
 	g := e.gate(f)
+	build := func(name string) (orchestrator.Endpoint, credentialSum, error) {
+		return e.buildEndpoint(f, name, cat, g)
+	}
+	// The secrets file's state is taken before the endpoints are built,
+	// so that a change made while they are is seen by the first request.
+	live := e.liveCredentials(f, build)
 	var eps []orchestrator.Endpoint
 	for _, name := range f.ProviderNames() {
-		p := f.Providers[name]
-		s, err := f.Resolve(name, e.registry, e.lookupEnv)
-		var mc *config.MissingCredentialError
-		if errors.As(err, &mc) {
-			// Only this provider needs the credential: it is unavailable,
-			// with the reason, and the others serve.
-			why := strings.ReplaceAll(mc.Error(), "\n", "; ")
-			fmt.Fprintf(e.stderr, "provider %s is unavailable: %s\n", name, why)
-			eps = append(eps, orchestrator.Endpoint{Name: name, Unavailable: why})
-			continue
-		}
+		ep, sum, err := build(name)
 		if err != nil {
 			return nil, withCode(ExitConfig, err)
 		}
-		s.Pricer = cat
-		s.HTTPClient = g.Client(name, providerClient())
-		a, err := e.registry.New(p.Type, s)
-		if err != nil {
-			return nil, withCode(ExitConfig, fmt.Errorf("providers.%s: %w", name, err))
+		if ep.Unavailable != "" {
+			fmt.Fprintf(e.stderr, "provider %s is unavailable: %s\n", name, ep.Unavailable)
 		}
-		eps = append(eps, orchestrator.Endpoint{Name: name, Adapter: a})
+		eps = append(eps, ep)
+		if live != nil {
+			live.seen(ep, sum)
+		}
+	}
+	var updates orchestrator.EndpointUpdater
+	if live != nil {
+		updates = live
 	}
 	agents := map[string]orchestrator.AgentSettings{}
 	budgets := map[string]orchestrator.AgentBudget{}
@@ -465,7 +465,33 @@ func (e *env) buildEngine(f *config.File, st ledger.Store, c *cache.Cache, obs o
 		Critic:          orchestrator.CriticSettings{RequireDifferentVendor: f.Critic.RequireDifferentVendor},
 		Breaker:         e.breakerSettings(f),
 		Headroom:        f.Routing.RateLimitHeadroom.Settings(),
+		Updates:         updates,
 	})
+}
+
+// buildEndpoint builds one configured provider's endpoint through the
+// locality gate: its adapter, or, when its credentials are not set or the
+// secrets file it needs cannot be read, the reason it is unavailable
+// (only this provider needs them: the others serve). sum identifies the
+// credentials it was built with. An error is a configuration the adapter
+// cannot be built from.
+func (e *env) buildEndpoint(f *config.File, name string, cat provider.Pricer, g *locality.Gate) (orchestrator.Endpoint, credentialSum, error) {
+	p := f.Providers[name]
+	s, err := f.Resolve(name, e.registry, e.lookupEnv)
+	var mc *config.MissingCredentialError
+	if errors.As(err, &mc) {
+		return orchestrator.Endpoint{Name: name, Unavailable: strings.ReplaceAll(mc.Error(), "\n", "; ")}, credentialSum{}, nil
+	}
+	if err != nil {
+		return orchestrator.Endpoint{}, credentialSum{}, err
+	}
+	s.Pricer = cat
+	s.HTTPClient = g.Client(name, providerClient())
+	a, err := e.registry.New(p.Type, s)
+	if err != nil {
+		return orchestrator.Endpoint{}, credentialSum{}, fmt.Errorf("providers.%s: %w", name, err)
+	}
+	return orchestrator.Endpoint{Name: name, Adapter: a}, sumCredentials(s.Credentials), nil
 }
 
 // renderedModeHelp explains why invoke refuses outside orchestration mode.
