@@ -553,6 +553,9 @@ type decoded struct {
 	stream  bool
 	req     provider.Request
 	ignored []string
+	// tools maps the provider's function names to the client's tools
+	// (custom and namespaced ones); nil when the names are the same.
+	tools *toolMap
 }
 
 func (d *decoded) common() *decoded { return d }
