@@ -200,6 +200,7 @@ func New(opts Options) (*Gateway, error) {
 	}
 	for name, t := range DefaultFamilies {
 		if _, ok := opts.Models[name]; !ok {
+			t.family = true
 			patterns = append(patterns, newPattern(name, t))
 		}
 	}
@@ -491,6 +492,9 @@ func (g *Gateway) callFor(r *http.Request, key *Key, model string, req provider.
 		task = key.Task
 	}
 	req.Tier = t.Tier
+	if t.family && agent != "" {
+		req.Tier = "" // the agent's own
+	}
 	if t.Model != "" {
 		req.Model = t.Model
 	}

@@ -150,10 +150,18 @@ func TestPersonaMarkerNamesTheAgent(t *testing.T) {
 			t.Errorf("%s: %s = %q", c.name, gateway.HeaderAgent, h.Get(gateway.HeaderAgent))
 		}
 	}
-	// Without a marker the header names the agent, the host's name the tier.
-	st, h, body := w.post(t, "/v1/messages", `{"model":"claude-opus-5-5","max_tokens":10,"system":"You are Claude Code.","messages":[{"role":"user","content":"plan"}]}`, gateway.HeaderAgent, "planner")
-	if got := s.last(t); st != http.StatusOK || got.Agent != "planner" || got.Request.Tier != provider.TierReasoningHeavy || h.Get(gateway.HeaderAgent) != "planner" {
-		t.Errorf("main session: %d %s, served as %q %q", st, body, got.Agent, got.Request.Tier)
+	// Without a marker the header names the agent, which runs on its own
+	// tier whatever family the host's model name is of; a configured name
+	// still sets the tier.
+	for _, model := range []string{"claude-opus-5-5", "claude-haiku-5-5", "gpt-6.2-sol"} {
+		st, h, body := w.post(t, "/v1/messages", `{"model":`+jsonQuote(model)+`,"max_tokens":10,"system":"You are Claude Code.","messages":[{"role":"user","content":"plan"}]}`, gateway.HeaderAgent, "planner")
+		if got := s.last(t); st != http.StatusOK || got.Agent != "planner" || got.Request.Tier != "" || h.Get(gateway.HeaderAgent) != "planner" {
+			t.Errorf("main session on %s: %d %s, served as %q %q", model, st, body, got.Agent, got.Request.Tier)
+		}
+	}
+	st, _, body := w.post(t, "/v1/messages", `{"model":"cheap","max_tokens":10,"messages":[{"role":"user","content":"plan"}]}`, gateway.HeaderAgent, "planner")
+	if got := s.last(t); st != http.StatusOK || got.Agent != "planner" || got.Request.Tier != provider.TierFastCheap {
+		t.Errorf("configured tier with an agent header: %d %s, served as %q %q", st, body, got.Agent, got.Request.Tier)
 	}
 	// A marker in a user turn (a pasted persona) names nothing.
 	st, _, _ = w.post(t, "/v1/messages", `{"model":"claude-haiku-5-5","max_tokens":10,"messages":[{"role":"user","content":`+jsonQuote(persona)+`}]}`)

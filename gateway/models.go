@@ -24,6 +24,10 @@ type Target struct {
 	Model string
 	// Provider is the only provider instance that may serve the call.
 	Provider string
+
+	// family: the target of one of DefaultFamilies, whose tier applies
+	// only when nothing names the agent.
+	family bool
 }
 
 // describe says what t routes to, for the model listing.
@@ -47,7 +51,10 @@ func (t Target) describe() string {
 // DefaultFamilies map the model names host tools send by default to tiers,
 // by family, so that Claude Code or Codex pointed at the gateway work
 // without a hand-written map. A gateway.models entry with the same pattern
-// (or an exact name) takes precedence.
+// (or an exact name) takes precedence. A family's tier applies only when
+// nothing names the agent: a request of a session whose agent is known
+// (X-CortexBuild-Agent, a bound key, a persona's line) runs on that
+// agent's tier, whatever model name its host sends.
 var DefaultFamilies = map[string]Target{
 	"claude-opus-*":   {Tier: provider.TierReasoningHeavy},
 	"claude-sonnet-*": {Tier: provider.TierBalanced},

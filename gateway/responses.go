@@ -100,8 +100,12 @@ func decodeResponses(body []byte) (*responsesRequest, error) {
 		}
 	}
 	var toolsIgnored []string
-	if raw := f.raw("tools"); raw != nil {
-		if rr.req.Tools, rr.decoded.tools, rr.echoTools, toolsIgnored, err = responsesTools(raw); err != nil {
+	groups, err := toolGroups(f.raw("tools"), f.raw("input"))
+	if err != nil {
+		return nil, err
+	}
+	if len(groups) > 0 {
+		if rr.req.Tools, rr.decoded.tools, rr.echoTools, toolsIgnored, err = responsesTools(groups); err != nil {
 			return nil, err
 		}
 	}
@@ -146,6 +150,51 @@ type responsesTool struct {
 	Strict      *bool           `json:"strict"`
 }
 
+// toolGroup is a list of tools at path: the request's tools, or an
+// additional_tools input item's.
+type toolGroup struct {
+	path string
+	raw  json.RawMessage
+}
+
+// toolGroups are the request's tools and those of its additional_tools
+// input items (Codex declares its tools that way for some models): the
+// gateway is stateless, so every tool declared anywhere in the
+// conversation is offered.
+func toolGroups(tools, input json.RawMessage) ([]toolGroup, error) {
+	var groups []toolGroup
+	if tools != nil {
+		groups = append(groups, toolGroup{"tools", tools})
+	}
+	if input == nil || input[skipSpace(input, 0)] != '[' {
+		return groups, nil
+	}
+	items, err := array("input", input)
+	if err != nil {
+		return nil, err
+	}
+	for i, it := range items {
+		path := fmt.Sprintf("input[%d]", i)
+		mf, err := object(path, it)
+		if err != nil {
+			return nil, err
+		}
+		var typ string
+		if err := mf.take("type", &typ); err != nil {
+			return nil, err
+		}
+		if typ != "additional_tools" {
+			continue
+		}
+		raw := mf.raw("tools")
+		if raw == nil {
+			return nil, badField(path+".tools", "required")
+		}
+		groups = append(groups, toolGroup{path + ".tools", raw})
+	}
+	return groups, nil
+}
+
 // responsesTools decodes tools: function tools, [{type: function, name,
 // description, parameters, strict}] (flat, unlike Chat Completions);
 // custom tools, [{type: custom, name, description, format}]; and
@@ -154,11 +203,7 @@ type responsesTool struct {
 // tool types (hosted tools such as web_search) are dropped and named as
 // ignored: the model simply does not see them. echo is what the response
 // object repeats of the tools it took.
-func responsesTools(raw json.RawMessage) (defs []provider.ToolDef, names *toolMap, echo []any, ignored []string, err error) {
-	items, err := array("tools", raw)
-	if err != nil {
-		return nil, nil, nil, nil, err
-	}
+func responsesTools(groups []toolGroup) (defs []provider.ToolDef, names *toolMap, echo []any, ignored []string, err error) {
 	var declared []clientTool
 	type custom struct {
 		at        int // index in defs
@@ -217,8 +262,20 @@ func responsesTools(raw json.RawMessage) (defs []provider.ToolDef, names *toolMa
 		}
 		return true, nil
 	}
+	var items []json.RawMessage
+	var paths []string
+	for _, g := range groups {
+		list, err := array(g.path, g.raw)
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		for i, it := range list {
+			items = append(items, it)
+			paths = append(paths, fmt.Sprintf("%s[%d]", g.path, i))
+		}
+	}
 	for i, it := range items {
-		path := fmt.Sprintf("tools[%d]", i)
+		path := paths[i]
 		tf, err := object(path, it)
 		if err != nil {
 			return nil, nil, nil, nil, err
@@ -420,7 +477,7 @@ func responsesInput(raw json.RawMessage, tools *toolMap) (string, []provider.Mes
 			}
 			res := provider.ToolResult{CallID: callID, Name: names[callID], Content: joinText(parts, "\n")}
 			out = appendTurn(out, provider.RoleUser, []provider.Part{{Type: provider.PartToolResult, ToolResult: &res}})
-		case "reasoning":
+		case "reasoning", "additional_tools": // the tools are read with the request's (toolGroups)
 		case "item_reference":
 			return "", nil, badField(path+".type", "item references point at stored items, which the stateless gateway does not keep: send the items themselves")
 		default:

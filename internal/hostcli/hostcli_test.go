@@ -293,3 +293,88 @@ func TestClaudeCode(t *testing.T) {
 	}
 	checkCriticSpawn(t, w.rows(t))
 }
+
+func TestCodex(t *testing.T) {
+	need(t)
+	w := newWorld(t)
+	bin := binary(t, "codex")
+	codexHome := filepath.Join(w.home, ".codex")
+	if err := os.MkdirAll(codexHome, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// The recipe's model is a gateway name: Codex then offers its
+	// general tools, whose spawn_agent takes the rendered role.
+	config := fmt.Sprintf(`model = "planner"
+model_provider = "cortexbuild"
+
+[model_providers.cortexbuild]
+name = "CortexBuild gateway"
+base_url = "%s/v1"
+env_key = "CORTEXBUILD_GATEWAY_KEY"
+wire_api = "responses"
+http_headers = { "X-CortexBuild-Agent" = "planner", "X-CortexBuild-Task" = %q }
+
+[analytics]
+enabled = false
+
+[projects.%q]
+trust_level = "trusted"
+`, w.base, taskID, w.dir)
+	if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"CODEX_HOME=" + codexHome, "CORTEXBUILD_GATEWAY_KEY=" + w.key}
+	run := func(prompt string, args ...string) string {
+		return w.host(t, bin, env, append(append([]string{"exec", "--skip-git-repo-check"}, args...), prompt)...)
+	}
+	if out := run("Say hello."); !strings.Contains(out, plainAnswer) {
+		t.Errorf("plain turn: %s\n%s", out, w.upstream())
+	}
+	if out := run(askTool + ": print the word."); !strings.Contains(out, toolOutput) {
+		t.Errorf("tool loop: %s\n%s", out, w.upstream())
+	}
+	// With a model Codex knows, it declares its tools in an
+	// additional_tools item and runs commands through its custom exec
+	// tool (JavaScript).
+	if out := run(askTool+": print the word.", "-m", "gpt-6.2-sol"); !strings.Contains(out, toolOutput) {
+		t.Errorf("tool loop in code mode: %s\n%s", out, w.upstream())
+	}
+	out := run(askSpawn + ": plan adding hello.txt and have the critic review the plan.")
+	t.Logf("transcript:\n%s", out)
+	if !strings.Contains(out, criticAnswer) {
+		t.Errorf("critic spawn: %s\n%s", out, w.upstream())
+	}
+	checkCriticSpawn(t, w.rows(t))
+}
+
+func TestCopilot(t *testing.T) {
+	need(t)
+	w := newWorld(t)
+	bin := binary(t, "copilot")
+	// Copilot sends no custom headers: a key bound to the task ties the
+	// session's calls to it.
+	key := strings.TrimSpace(w.cortexbuild(t, "serve", "keys", "create", "--name", "copilot", "--task", taskID))
+	env := []string{
+		"COPILOT_PROVIDER_BASE_URL=" + w.base + "/v1",
+		"COPILOT_PROVIDER_TYPE=openai",
+		"COPILOT_PROVIDER_WIRE_API=completions",
+		"COPILOT_PROVIDER_API_KEY=" + key,
+		"COPILOT_MODEL=planner",
+		"XDG_CONFIG_HOME=" + filepath.Join(w.home, ".config"),
+	}
+	run := func(prompt string) string {
+		return w.host(t, bin, env, "-p", prompt, "--allow-all-tools")
+	}
+	if out := run("Say hello."); !strings.Contains(out, plainAnswer) {
+		t.Errorf("plain turn: %s\n%s", out, w.upstream())
+	}
+	if out := run(askTool + ": print the word."); !strings.Contains(out, toolOutput) {
+		t.Errorf("tool loop: %s\n%s", out, w.upstream())
+	}
+	out := run(askSpawn + ": plan adding hello.txt and have the critic review the plan.")
+	t.Logf("transcript:\n%s", out)
+	if !strings.Contains(out, criticAnswer) {
+		t.Errorf("critic spawn: %s\n%s", out, w.upstream())
+	}
+	checkCriticSpawn(t, w.rows(t))
+}

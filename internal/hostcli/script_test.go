@@ -3,6 +3,7 @@ package hostcli_test
 import (
 	"encoding/json"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/cortexbuild/cortexbuild/internal/agentmark"
@@ -56,6 +57,9 @@ var shellTools = map[string]map[string]any{
 	"exec_command": {"cmd": toolCommand},
 	"bash":         {"command": toolCommand, "description": "Print a word"},
 	"shell":        {"command": []string{"bash", "-lc", toolCommand}},
+	// Codex's code mode: a custom tool taking JavaScript that calls the
+	// nested tools.
+	"exec": {"input": "const r = await tools.exec_command({cmd: " + strconv.Quote(toolCommand) + "});\ntext(r);"},
 }
 
 var spawnTools = map[string]map[string]any{
