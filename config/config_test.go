@@ -342,10 +342,15 @@ gateway:
     claude-sonnet-4-6: {agent: builder}
     cheap: {agent: builder, tier: fast_cheap}
     pinned: {model: claude-opus-4-7, provider: anthropic}
+    "GPT-5 (copilot)": {agent: builder}
+    "claude-opus-*": {tier: balanced}
 `
 	f, err := Parse("cfg.yaml", []byte(ok), testRegistry(t))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if f.Gateway.Models["GPT-5 (copilot)"] == nil || f.Gateway.Models["claude-opus-*"] == nil {
+		t.Errorf("a display name with spaces or a pattern was not kept: %v", f.Gateway.Models)
 	}
 	if m := f.Gateway.Models["pinned"]; m == nil || m.Provider != "anthropic" || f.Gateway.Listen != "127.0.0.1:9000" || f.Gateway.MaxBodyBytes != 1<<20 {
 		t.Errorf("gateway = %+v", f.Gateway)
@@ -361,6 +366,7 @@ gateway:
     c: {provider: anthropc, tier: fast_cheap}
     d: {}
     e: {tier: fastest}
+    " padded": {tier: balanced}
 `
 	_, err = Parse("cfg.yaml", []byte(bad), testRegistry(t))
 	if err == nil {
@@ -368,7 +374,9 @@ gateway:
 	}
 	for _, want := range []string{"gateway.listen: \"nowhere\" is not host:port", `gateway.models.a.agent: unknown agent "buidler" (did you mean "builder"?)`,
 		"gateway.models.b: model overrides tier", `gateway.models.c.provider: provider "anthropc" is not defined under providers: (did you mean "anthropic"?)`,
-		"gateway.models.d: write agent:, tier: or model:", "fastest"} {
+		"gateway.models.d: write agent:, tier: or model:", "fastest",
+		// the entry's own line, not the first entry's
+		`cfg.yaml:12:16: gateway.models." padded": a model name must be non-empty, without leading or trailing spaces`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}

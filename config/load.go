@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/cortexbuild/cortexbuild/internal/yamlx"
 	"github.com/cortexbuild/cortexbuild/ledger"
@@ -484,11 +485,15 @@ func (f *File) validateGateway(add func(yamlx.Pos, string, ...any), providers, a
 	for _, name := range slices.Sorted(maps.Keys(g.Models)) {
 		m := g.Models[name]
 		where := "gateway.models." + name
-		if strings.TrimSpace(name) == "" || strings.ContainsAny(name, " \t\n") {
-			add(g.Pos.Key("models"), "%s: a model name must be non-empty and have no spaces", where)
+		at := g.Pos.Key("models")
+		if m != nil {
+			at = m.Pos
+		}
+		if strings.TrimSpace(name) != name || name == "" || strings.IndexFunc(name, unicode.IsControl) >= 0 {
+			add(at, "gateway.models.%q: a model name must be non-empty, without leading or trailing spaces or control characters (inner spaces, as in \"GPT-5 (copilot)\", are fine)", name)
 		}
 		if m == nil {
-			add(g.Pos.Key("models"), "%s is empty: write agent:, tier: or model:", where)
+			add(at, "%s is empty: write agent:, tier: or model:", where)
 			continue
 		}
 		if m.Agent == "" && m.Tier == "" && m.Model == "" {

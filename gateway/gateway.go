@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/cortexbuild/cortexbuild/internal/agentmark"
 	"github.com/cortexbuild/cortexbuild/orchestrator"
 	"github.com/cortexbuild/cortexbuild/provider"
 )
@@ -146,6 +147,10 @@ type Gateway struct {
 	slots chan struct{}
 	// perKey counts the API requests of each key in flight.
 	perKey *keySlots
+	// exact holds the Models that are plain names; patterns the ones with
+	// '*' and DefaultFamilies, most specific first.
+	exact    map[string]Target
+	patterns []pattern
 }
 
 // New returns a gateway.
@@ -183,13 +188,26 @@ func New(opts Options) (*Gateway, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	exact, patterns := map[string]Target{}, []pattern{}
 	for name, t := range opts.Models {
 		if t.Agent == "" && t.Tier == "" && t.Model == "" {
 			return nil, fmt.Errorf("gateway: model %q maps to nothing: set an agent, a tier or a model", name)
 		}
+		if IsPattern(name) {
+			patterns = append(patterns, newPattern(name, t))
+		} else {
+			exact[name] = t
+		}
 	}
+	for name, t := range DefaultFamilies {
+		if _, ok := opts.Models[name]; !ok {
+			t.family = true
+			patterns = append(patterns, newPattern(name, t))
+		}
+	}
+	sortPatterns(patterns)
 	g := &Gateway{opts: opts, mux: http.NewServeMux(), started: opts.Now(), slots: make(chan struct{}, opts.MaxInFlight),
-		perKey: &keySlots{limit: opts.MaxInFlightPerKey, n: map[string]int{}}}
+		perKey: &keySlots{limit: opts.MaxInFlightPerKey, n: map[string]int{}}, exact: exact, patterns: patterns}
 	g.mux.HandleFunc("/v1/chat/completions", g.method(protoOpenAI, http.MethodPost, g.chatCompletions))
 	g.mux.HandleFunc("/v1/responses", g.method(protoOpenAI, http.MethodPost, g.responses))
 	g.mux.HandleFunc("/v1/messages", g.method(protoAnthropic, http.MethodPost, g.messages))
@@ -442,9 +460,24 @@ func (g *Gateway) callFor(r *http.Request, key *Key, model string, req provider.
 	if model == "" {
 		return orchestrator.Call{}, &failure{class: classBadRequest, param: "model", msg: "model: required: send an agent name, a tier or a name from GET /v1/models"}
 	}
-	t, ok := g.resolve(model)
-	if !ok {
-		return orchestrator.Call{}, g.unknownModel(model)
+	marked, err := agentmark.Find(req.System)
+	if err != nil {
+		return orchestrator.Call{}, fail(classBadRequest, "%v", err)
+	}
+	if marked != "" && !slices.Contains(g.opts.Agents, marked) {
+		return orchestrator.Call{}, fail(classBadRequest, "the system prompt is agent %q's persona (%s), but this project has no such agent; the agents are %s: run 'cortexbuild render' after changing agents", marked, agentmark.Line(marked), strings.Join(g.opts.Agents, ", "))
+	}
+	var t Target
+	if marked != "" {
+		// A rendered persona says which agent it is; the model name is the
+		// host's (a family alias, a vendor model, a display name) and the
+		// agent's own route decides the model.
+		t = Target{Agent: marked}
+	} else {
+		var ok bool
+		if t, ok = g.resolve(model); !ok {
+			return orchestrator.Call{}, g.unknownModel(model)
+		}
 	}
 	if f := keyScope(key, model, t, strings.TrimSpace(r.Header.Get(HeaderAgent))); f != nil {
 		return orchestrator.Call{}, f
@@ -454,10 +487,15 @@ func (g *Gateway) callFor(r *http.Request, key *Key, model string, req provider.
 		if !slices.Contains(g.opts.Agents, h) {
 			return orchestrator.Call{}, fail(classBadRequest, "%s: unknown agent %q; the agents are %s", HeaderAgent, h, strings.Join(g.opts.Agents, ", "))
 		}
-		if agent != "" && agent != h {
+		switch {
+		case marked != "":
+			// The header is the session's agent, sent on every request of a
+			// host, its sub-agents' too: the persona's marker wins.
+		case agent != "" && agent != h:
 			return orchestrator.Call{}, fail(classBadRequest, "model %q routes as agent %s but %s says %s: send one of them", model, agent, HeaderAgent, h)
+		default:
+			agent = h
 		}
-		agent = h
 	}
 	if h := strings.TrimSpace(r.Header.Get(HeaderTask)); h != "" {
 		if len(h) > 200 || strings.IndexFunc(h, unicode.IsControl) >= 0 {
@@ -478,6 +516,9 @@ func (g *Gateway) callFor(r *http.Request, key *Key, model string, req provider.
 		task = key.Task
 	}
 	req.Tier = t.Tier
+	if t.family && agent != "" {
+		req.Tier = "" // the agent's own
+	}
 	if t.Model != "" {
 		req.Model = t.Model
 	}
@@ -540,6 +581,9 @@ type decoded struct {
 	stream  bool
 	req     provider.Request
 	ignored []string
+	// tools maps the provider's function names to the client's tools
+	// (custom and namespaced ones); nil when the names are the same.
+	tools *toolMap
 }
 
 func (d *decoded) common() *decoded { return d }
@@ -575,6 +619,9 @@ func decodeCall[T interface{ common() *decoded }](g *Gateway, w http.ResponseWri
 	call, f := g.callFor(r, key, d.model, d.req)
 	if f != nil {
 		return fail(f)
+	}
+	if call.Agent != "" {
+		w.Header().Set(HeaderAgent, call.Agent)
 	}
 	return v, call, true
 }

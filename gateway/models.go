@@ -24,6 +24,10 @@ type Target struct {
 	Model string
 	// Provider is the only provider instance that may serve the call.
 	Provider string
+
+	// family: the target of one of DefaultFamilies, whose tier applies
+	// only when nothing names the agent.
+	family bool
 }
 
 // describe says what t routes to, for the model listing.
@@ -44,11 +48,77 @@ func (t Target) describe() string {
 	return strings.Join(parts, ", ")
 }
 
-// resolve maps a model name to its target: a configured alias first, then
-// a tier name, an agent name, and "provider/model" for a configured
-// provider instance.
+// DefaultFamilies map the model names host tools send by default to tiers,
+// by family, so that Claude Code or Codex pointed at the gateway work
+// without a hand-written map. A gateway.models entry with the same pattern
+// (or an exact name) takes precedence. A family's tier applies only when
+// nothing names the agent: a request of a session whose agent is known
+// (X-CortexBuild-Agent, a bound key, a persona's line) runs on that
+// agent's tier, whatever model name its host sends.
+var DefaultFamilies = map[string]Target{
+	"claude-opus-*":   {Tier: provider.TierReasoningHeavy},
+	"claude-sonnet-*": {Tier: provider.TierBalanced},
+	"claude-haiku-*":  {Tier: provider.TierFastCheap},
+	"gpt-*-astra":     {Tier: provider.TierReasoningHeavy},
+	"gpt-*-sol":       {Tier: provider.TierBalanced},
+	"gpt-*-terra":     {Tier: provider.TierBalanced},
+	"gpt-*-luna":      {Tier: provider.TierFastCheap},
+	"gpt-*-codex":     {Tier: provider.TierBalanced},
+	"gpt-5*":          {Tier: provider.TierBalanced},
+}
+
+// IsPattern reports whether a gateway.models name is a pattern: it holds a
+// '*', which matches any run of characters.
+func IsPattern(name string) bool { return strings.Contains(name, "*") }
+
+// pattern is a gateway.models name with '*' wildcards.
+type pattern struct {
+	name   string
+	parts  []string // the literal runs between the stars
+	target Target
+}
+
+func newPattern(name string, t Target) pattern {
+	return pattern{name: name, parts: strings.Split(name, "*"), target: t}
+}
+
+// literal is how many characters of a name the pattern fixes: the more,
+// the more specific.
+func (p pattern) literal() int { return len(p.name) - strings.Count(p.name, "*") }
+
+func (p pattern) match(s string) bool {
+	first, last := p.parts[0], p.parts[len(p.parts)-1]
+	if !strings.HasPrefix(s, first) {
+		return false
+	}
+	s = s[len(first):]
+	for _, mid := range p.parts[1 : len(p.parts)-1] {
+		i := strings.Index(s, mid)
+		if i < 0 {
+			return false
+		}
+		s = s[i+len(mid):]
+	}
+	return strings.HasSuffix(s, last)
+}
+
+// sortPatterns orders patterns most specific first (then by name), the
+// order resolve tries them in.
+func sortPatterns(ps []pattern) {
+	slices.SortFunc(ps, func(a, b pattern) int {
+		if d := b.literal() - a.literal(); d != 0 {
+			return d
+		}
+		return strings.Compare(a.name, b.name)
+	})
+}
+
+// resolve maps a model name to its target: a configured name first, then
+// a tier name, an agent name, "provider/model" for a configured provider
+// instance, and last the patterns (the configured ones and
+// DefaultFamilies), most specific first.
 func (g *Gateway) resolve(name string) (Target, bool) {
-	if t, ok := g.opts.Models[name]; ok {
+	if t, ok := g.exact[name]; ok {
 		return t, true
 	}
 	if t := provider.Tier(name); t.Valid() {
@@ -59,6 +129,11 @@ func (g *Gateway) resolve(name string) (Target, bool) {
 	}
 	if prov, model, ok := strings.Cut(name, "/"); ok && model != "" && slices.Contains(g.opts.Providers, prov) {
 		return Target{Provider: prov, Model: model}, true
+	}
+	for _, p := range g.patterns {
+		if p.match(name) {
+			return p.target, true
+		}
 	}
 	return Target{}, false
 }
@@ -74,8 +149,8 @@ func (g *Gateway) modelNames() []modelEntry {
 			out = append(out, modelEntry{id: id, desc: desc})
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(g.opts.Models)) {
-		add(name, g.opts.Models[name].describe())
+	for _, name := range slices.Sorted(maps.Keys(g.exact)) {
+		add(name, g.exact[name].describe())
 	}
 	for _, t := range provider.Tiers {
 		add(string(t), "tier "+string(t))
@@ -154,7 +229,7 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, p protocol)
 
 func (g *Gateway) unknownModel(name string) *failure {
 	return &failure{class: classNotFound, param: "model", code: "model_not_found",
-		msg: "model " + quote(name) + " is not known to this gateway: send an agent name (builder, planner, …), a tier (reasoning_heavy, balanced, fast_cheap), provider/model, or a name from gateway.models in llm-config.yaml; GET /v1/models lists them"}
+		msg: "model " + quote(name) + " is not known to this CortexBuild gateway: send an agent name (builder, planner, …), a tier (reasoning_heavy, balanced, fast_cheap), provider/model, or a name or pattern from gateway.models in llm-config.yaml (e.g. " + quote(name) + ": {tier: balanced}); GET /v1/models lists them"}
 }
 
 func quote(s string) string {

@@ -70,13 +70,14 @@ func decodeChat(body []byte) (*chatRequest, error) {
 	if err := refuseOpenAIFeatures(f); err != nil {
 		return nil, err
 	}
+	var toolsIgnored []string
 	if raw := f.raw("tools"); raw != nil {
-		if cr.req.Tools, err = openAITools(raw); err != nil {
+		if cr.req.Tools, cr.tools, toolsIgnored, err = openAITools(raw); err != nil {
 			return nil, err
 		}
 	}
 	if raw := f.raw("tool_choice"); raw != nil {
-		if cr.req.ToolChoice, err = openAIToolChoice(raw); err != nil {
+		if cr.req.ToolChoice, err = openAIToolChoice(raw, cr.tools); err != nil {
 			return nil, err
 		}
 	}
@@ -84,11 +85,11 @@ func decodeChat(body []byte) (*chatRequest, error) {
 	if raw == nil {
 		return nil, badField("messages", "required: send at least one message")
 	}
-	if cr.req.System, cr.req.Messages, err = openAIMessages(raw); err != nil {
+	if cr.req.System, cr.req.Messages, err = openAIMessages(raw, cr.tools); err != nil {
 		return nil, err
 	}
 	f.skip(openAIQuiet...)
-	cr.ignored = append(f.present(openAIIgnored...), f.unknown()...)
+	cr.ignored = append(append(f.present(openAIIgnored...), f.unknown()...), toolsIgnored...)
 	slices.Sort(cr.ignored)
 	return cr, nil
 }
@@ -150,51 +151,96 @@ func refuseOpenAIFeatures(f *fields) error {
 }
 
 // openAITools decodes tools: [{type: function, function: {name,
-// description, parameters, strict}}].
-func openAITools(raw json.RawMessage) ([]provider.ToolDef, error) {
+// description, parameters, strict}}] and custom tools, [{type: custom,
+// custom: {name, description, format}}], which are offered as functions
+// (see hosttools.go). A tool of another type is dropped and named in
+// ignored: the rest of the request is served.
+func openAITools(raw json.RawMessage) (defs []provider.ToolDef, names *toolMap, ignored []string, err error) {
 	items, err := array("tools", raw)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
+	type custom struct {
+		name, desc string
+		format     map[string]any
+	}
+	var declared []clientTool
 	var out []provider.ToolDef
+	customs := map[int]custom{} // index in out -> its custom tool
 	for i, it := range items {
 		path := fmt.Sprintf("tools[%d]", i)
 		tf, err := object(path, it)
 		if err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 		var typ string
 		if err := tf.take("type", &typ); err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
-		if typ != "" && typ != "function" {
-			return nil, badField(path+".type", "%q tools are not supported by the gateway: send function tools", typ)
+		switch typ {
+		case "", "function":
+		case "custom":
+			craw := tf.raw("custom")
+			if craw == nil {
+				return nil, nil, nil, badField(path+".custom", "required")
+			}
+			cf, err := object(path+".custom", craw)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			var c custom
+			if err := cf.take("name", &c.name); err != nil {
+				return nil, nil, nil, err
+			}
+			if c.name == "" {
+				return nil, nil, nil, badField(path+".custom.name", "required")
+			}
+			if err := cf.take("description", &c.desc); err != nil {
+				return nil, nil, nil, err
+			}
+			if err := cf.take("format", &c.format); err != nil {
+				return nil, nil, nil, err
+			}
+			customs[len(out)] = c
+			out = append(out, provider.ToolDef{})
+			declared = append(declared, clientTool{name: c.name, custom: true})
+			continue
+		default:
+			ignored = append(ignored, path+"."+typ)
+			continue
 		}
 		fraw := tf.raw("function")
 		if fraw == nil {
-			return nil, badField(path+".function", "required")
+			return nil, nil, nil, badField(path+".function", "required")
 		}
 		fn, err := object(path+".function", fraw)
 		if err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 		var td provider.ToolDef
 		if err := fn.take("name", &td.Name); err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 		if td.Name == "" {
-			return nil, badField(path+".function.name", "required")
+			return nil, nil, nil, badField(path+".function.name", "required")
 		}
 		if err := fn.take("description", &td.Description); err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 		td.InputSchema = keep(schemaOrEmpty(fn.raw("parameters")))
 		if _, err := object(path+".function.parameters", td.InputSchema); err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 		out = append(out, td)
+		declared = append(declared, clientTool{name: td.Name})
 	}
-	return out, nil
+	if len(customs) > 0 {
+		names = newToolMap(declared)
+		for i, c := range customs {
+			out[i] = customDef(names.wireName("", c.name), c.desc, c.format)
+		}
+	}
+	return out, names, ignored, nil
 }
 
 // schemaOrEmpty returns raw, or the schema of a tool without arguments.
@@ -207,7 +253,7 @@ func schemaOrEmpty(raw json.RawMessage) json.RawMessage {
 
 // openAIToolChoice decodes "none" | "auto" | "required" | {type:
 // function, function: {name}}.
-func openAIToolChoice(raw json.RawMessage) (provider.ToolChoice, error) {
+func openAIToolChoice(raw json.RawMessage, names *toolMap) (provider.ToolChoice, error) {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		switch s {
@@ -224,14 +270,14 @@ func openAIToolChoice(raw json.RawMessage) (provider.ToolChoice, error) {
 	if err := tc.take("type", &typ); err != nil {
 		return "", err
 	}
-	if typ != "function" {
-		return "", badField("tool_choice.type", "%q is not supported: write function", typ)
+	if typ != "function" && typ != "custom" {
+		return "", badField("tool_choice.type", "%q is not supported: write function or custom", typ)
 	}
-	fraw := tc.raw("function")
+	fraw := tc.raw(typ)
 	if fraw == nil {
-		return "", badField("tool_choice.function", "required")
+		return "", badField("tool_choice."+typ, "required")
 	}
-	fn, err := object("tool_choice.function", fraw)
+	fn, err := object("tool_choice."+typ, fraw)
 	if err != nil {
 		return "", err
 	}
@@ -240,16 +286,16 @@ func openAIToolChoice(raw json.RawMessage) (provider.ToolChoice, error) {
 		return "", err
 	}
 	if name == "" {
-		return "", badField("tool_choice.function.name", "required")
+		return "", badField("tool_choice."+typ+".name", "required")
 	}
-	return provider.ToolChoice(name), nil
+	return provider.ToolChoice(names.wireName("", name)), nil
 }
 
 // openAIMessages turns messages into the system prompt and the
 // conversation: system and developer messages join the system prompt, tool
 // messages become tool results in a user turn, and consecutive turns of one
 // role merge.
-func openAIMessages(raw json.RawMessage) (string, []provider.Message, error) {
+func openAIMessages(raw json.RawMessage, tools *toolMap) (string, []provider.Message, error) {
 	items, err := array("messages", raw)
 	if err != nil {
 		return "", nil, err
@@ -288,7 +334,7 @@ func openAIMessages(raw json.RawMessage) (string, []provider.Message, error) {
 			if err != nil {
 				return "", nil, err
 			}
-			calls, err := openAIToolCalls(path+".tool_calls", mf.raw("tool_calls"))
+			calls, err := openAIToolCalls(path+".tool_calls", mf.raw("tool_calls"), tools)
 			if err != nil {
 				return "", nil, err
 			}
@@ -367,8 +413,10 @@ func openAIContent(path string, raw json.RawMessage, assistant bool) ([]provider
 	return out, nil
 }
 
-// openAIToolCalls reads an assistant turn's tool_calls.
-func openAIToolCalls(path string, raw json.RawMessage) ([]provider.Part, error) {
+// openAIToolCalls reads an assistant turn's tool_calls: function calls,
+// and custom tool calls, whose input text becomes their function's
+// arguments.
+func openAIToolCalls(path string, raw json.RawMessage, tools *toolMap) ([]provider.Part, error) {
 	if raw == nil {
 		return nil, nil
 	}
@@ -390,35 +438,47 @@ func openAIToolCalls(path string, raw json.RawMessage) ([]provider.Part, error) 
 		if err := cf.take("type", &typ); err != nil {
 			return nil, err
 		}
-		if typ != "" && typ != "function" {
-			return nil, badField(p+".type", "%q tool calls are not supported: only function calls are", typ)
+		if typ == "" {
+			typ = "function"
+		}
+		if typ != "function" && typ != "custom" {
+			return nil, badField(p+".type", "%q tool calls are not supported: only function and custom calls are", typ)
 		}
 		if id == "" {
 			return nil, badField(p+".id", "required")
 		}
-		fraw := cf.raw("function")
+		fraw := cf.raw(typ)
 		if fraw == nil {
-			return nil, badField(p+".function", "required")
+			return nil, badField(p+"."+typ, "required")
 		}
-		fn, err := object(p+".function", fraw)
+		fn, err := object(p+"."+typ, fraw)
 		if err != nil {
 			return nil, err
 		}
-		var name, args string
+		var name string
 		if err := fn.take("name", &name); err != nil {
 			return nil, err
 		}
-		if err := fn.take("arguments", &args); err != nil {
-			return nil, err
-		}
 		if name == "" {
-			return nil, badField(p+".function.name", "required")
+			return nil, badField(p+"."+typ+".name", "required")
 		}
-		obj, err := argumentsObject(p+".function.arguments", args)
-		if err != nil {
-			return nil, err
+		var obj json.RawMessage
+		if typ == "custom" {
+			var input string
+			if err := fn.take("input", &input); err != nil {
+				return nil, err
+			}
+			obj = customArguments(input)
+		} else {
+			var args string
+			if err := fn.take("arguments", &args); err != nil {
+				return nil, err
+			}
+			if obj, err = argumentsObject(p+".function.arguments", args); err != nil {
+				return nil, err
+			}
 		}
-		out = append(out, provider.Part{Type: provider.PartToolCall, ToolCall: &provider.ToolCall{ID: id, Name: name, Arguments: obj}})
+		out = append(out, provider.Part{Type: provider.PartToolCall, ToolCall: &provider.ToolCall{ID: id, Name: tools.wireName("", name), Arguments: obj}})
 	}
 	return out, nil
 }
@@ -495,10 +555,25 @@ type chatMessage struct {
 }
 
 type chatToolCall struct {
-	Index    *int         `json:"index,omitempty"`
-	ID       string       `json:"id,omitempty"`
-	Type     string       `json:"type,omitempty"`
-	Function chatFunction `json:"function"`
+	Index    *int          `json:"index,omitempty"`
+	ID       string        `json:"id,omitempty"`
+	Type     string        `json:"type,omitempty"`
+	Function *chatFunction `json:"function,omitempty"`
+	Custom   *chatCustom   `json:"custom,omitempty"`
+}
+
+type chatCustom struct {
+	Name  string `json:"name"`
+	Input string `json:"input"`
+}
+
+// chatCall renders a whole tool call: a function call, or a custom tool
+// call when its function stands for a custom tool.
+func chatCall(index *int, tc provider.ToolCall, tools *toolMap) chatToolCall {
+	if ct := tools.client(tc.Name); ct.custom {
+		return chatToolCall{Index: index, ID: tc.ID, Type: "custom", Custom: &chatCustom{Name: ct.name, Input: customText(tc.Arguments)}}
+	}
+	return chatToolCall{Index: index, ID: tc.ID, Type: "function", Function: &chatFunction{Name: tc.Name, Arguments: string(argsOrEmpty(tc.Arguments))}}
 }
 
 type chatFunction struct {
@@ -529,18 +604,14 @@ type chunkDelta struct {
 }
 
 // completion renders a result as a Chat Completions response.
-func completion(id string, created int64, res *provider.Result) chatCompletion {
+func completion(id string, created int64, res *provider.Result, tools *toolMap) chatCompletion {
 	msg := chatMessage{Role: "assistant", Annotations: []struct{}{}}
 	if res.Content != "" || len(res.ToolCalls) == 0 {
 		c := res.Content
 		msg.Content = &c
 	}
 	for _, tc := range res.ToolCalls {
-		args := string(tc.Arguments)
-		if args == "" {
-			args = "{}"
-		}
-		msg.ToolCalls = append(msg.ToolCalls, chatToolCall{ID: tc.ID, Type: "function", Function: chatFunction{Name: tc.Name, Arguments: args}})
+		msg.ToolCalls = append(msg.ToolCalls, chatCall(nil, tc, tools))
 	}
 	return chatCompletion{ID: "chatcmpl-" + id, Object: "chat.completion", Created: created, Model: res.Model,
 		Choices: []chatChoice{{Index: 0, Message: msg, FinishReason: finishReason(res)}}, Usage: toOpenAIUsage(res.Usage)}
@@ -557,7 +628,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if cr.stream {
-		g.streamChat(w, r, call, id, cr.includeUsage)
+		g.streamChat(w, r, call, id, cr)
 		return
 	}
 	out, err := g.opts.Orchestrator.Invoke(ctx, call)
@@ -568,7 +639,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	servedHeaders(w.Header(), out.Provider, out.Model)
-	writeJSON(w, http.StatusOK, completion(id, g.opts.Now().Unix(), out.Result))
+	writeJSON(w, http.StatusOK, completion(id, g.opts.Now().Unix(), out.Result, cr.tools))
 }
 
 // streamChat serves a streamed Chat Completions request: chunks as the
@@ -576,7 +647,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request) {
 // finish reason, the usage chunk when asked for, and [DONE]. A failure
 // after the first byte ends the stream with an error object and no
 // [DONE].
-func (g *Gateway) streamChat(w http.ResponseWriter, r *http.Request, call orchestrator.Call, id string, includeUsage bool) {
+func (g *Gateway) streamChat(w http.ResponseWriter, r *http.Request, call orchestrator.Call, id string, cr *chatRequest) {
 	ctx := r.Context()
 	s, err := g.opts.Orchestrator.Stream(ctx, call)
 	if err != nil {
@@ -608,6 +679,9 @@ func (g *Gateway) streamChat(w http.ResponseWriter, r *http.Request, call orches
 	}
 	sentText := false
 	args := map[int]*strings.Builder{} // tool index -> arguments sent
+	// A custom tool's call goes out whole at the end: its input is the
+	// text inside the function's JSON arguments.
+	held := map[int]bool{}
 	for {
 		c, err := s.Recv()
 		if errors.Is(err, io.EOF) {
@@ -627,7 +701,10 @@ func (g *Gateway) streamChat(w http.ResponseWriter, r *http.Request, call orches
 			}
 		}
 		if d := c.ToolCall; d != nil {
-			if send(chunkDelta{ToolCalls: []chatToolCall{toolDelta(d, args)}}, nil, nil) != nil {
+			if d.Name != "" && cr.tools.isCustom(d.Name) {
+				held[d.Index] = true
+			}
+			if !held[d.Index] && send(chunkDelta{ToolCalls: []chatToolCall{toolDelta(d, args)}}, nil, nil) != nil {
 				return
 			}
 		}
@@ -649,6 +726,10 @@ func (g *Gateway) streamChat(w http.ResponseWriter, r *http.Request, call orches
 		for i, tc := range res.ToolCalls {
 			b, seen := args[i]
 			switch {
+			case cr.tools.isCustom(tc.Name):
+				if send(chunkDelta{ToolCalls: []chatToolCall{chatCall(&i, tc, cr.tools)}}, nil, nil) != nil {
+					return
+				}
 			case !seen:
 				d := &provider.ToolCallDelta{Index: i, ID: tc.ID, Name: tc.Name, Arguments: string(tc.Arguments)}
 				if send(chunkDelta{ToolCalls: []chatToolCall{toolDelta(d, args)}}, nil, nil) != nil {
@@ -669,7 +750,7 @@ func (g *Gateway) streamChat(w http.ResponseWriter, r *http.Request, call orches
 		if send(chunkDelta{}, &fr, nil) != nil {
 			return
 		}
-		if includeUsage {
+		if cr.includeUsage {
 			u := toOpenAIUsage(res.Usage)
 			if send(chunkDelta{}, nil, &u) != nil {
 				return
@@ -684,7 +765,7 @@ func (g *Gateway) streamChat(w http.ResponseWriter, r *http.Request, call orches
 // carries its id, type and name.
 func toolDelta(d *provider.ToolCallDelta, args map[int]*strings.Builder) chatToolCall {
 	idx := d.Index
-	tc := chatToolCall{Index: &idx, Function: chatFunction{Arguments: d.Arguments}}
+	tc := chatToolCall{Index: &idx, Function: &chatFunction{Arguments: d.Arguments}}
 	b, seen := args[d.Index]
 	if !seen {
 		b = &strings.Builder{}

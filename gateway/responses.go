@@ -25,7 +25,7 @@ type responsesRequest struct {
 	decoded
 	// echo is what the response object repeats of the request.
 	instructions *string
-	tools        []responsesTool
+	echoTools    []any // responsesTool, or a tool as the client sent it
 	toolChoice   json.RawMessage
 }
 
@@ -100,13 +100,17 @@ func decodeResponses(body []byte) (*responsesRequest, error) {
 		}
 	}
 	var toolsIgnored []string
-	if raw := f.raw("tools"); raw != nil {
-		if rr.req.Tools, rr.tools, toolsIgnored, err = responsesTools(raw); err != nil {
+	groups, err := toolGroups(f.raw("tools"), f.raw("input"))
+	if err != nil {
+		return nil, err
+	}
+	if len(groups) > 0 {
+		if rr.req.Tools, rr.decoded.tools, rr.echoTools, toolsIgnored, err = responsesTools(groups); err != nil {
 			return nil, err
 		}
 	}
 	if raw := f.raw("tool_choice"); raw != nil {
-		if rr.req.ToolChoice, err = responsesToolChoice(raw); err != nil {
+		if rr.req.ToolChoice, err = responsesToolChoice(raw, rr.decoded.tools); err != nil {
 			return nil, err
 		}
 		rr.toolChoice = keep(raw)
@@ -123,7 +127,7 @@ func decodeResponses(body []byte) (*responsesRequest, error) {
 		return nil, badField("input", "required: send a string or an array of input items")
 	}
 	var system string
-	if system, rr.req.Messages, err = responsesInput(raw); err != nil {
+	if system, rr.req.Messages, err = responsesInput(raw, rr.decoded.tools); err != nil {
 		return nil, err
 	}
 	rr.req.System = strings.Join(nonEmpty([]string{instructions, system}), "\n\n")
@@ -146,67 +150,199 @@ type responsesTool struct {
 	Strict      *bool           `json:"strict"`
 }
 
-// responsesTools decodes tools: [{type: function, name, description,
-// parameters, strict}] (flat, unlike Chat Completions). Other tool types
-// (hosted tools such as web_search, custom tools) are dropped and named as
-// ignored: the model simply does not see them.
-func responsesTools(raw json.RawMessage) ([]provider.ToolDef, []responsesTool, []string, error) {
-	items, err := array("tools", raw)
-	if err != nil {
-		return nil, nil, nil, err
+// toolGroup is a list of tools at path: the request's tools, or an
+// additional_tools input item's.
+type toolGroup struct {
+	path string
+	raw  json.RawMessage
+}
+
+// toolGroups are the request's tools and those of its additional_tools
+// input items (Codex declares its tools that way for some models): the
+// gateway is stateless, so every tool declared anywhere in the
+// conversation is offered.
+func toolGroups(tools, input json.RawMessage) ([]toolGroup, error) {
+	var groups []toolGroup
+	if tools != nil {
+		groups = append(groups, toolGroup{"tools", tools})
 	}
-	var out []provider.ToolDef
-	var echo []responsesTool
-	var ignored []string
+	if input == nil || input[skipSpace(input, 0)] != '[' {
+		return groups, nil
+	}
+	items, err := array("input", input)
+	if err != nil {
+		return nil, err
+	}
 	for i, it := range items {
-		path := fmt.Sprintf("tools[%d]", i)
-		tf, err := object(path, it)
+		path := fmt.Sprintf("input[%d]", i)
+		mf, err := object(path, it)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, err
 		}
 		var typ string
-		if err := tf.take("type", &typ); err != nil {
-			return nil, nil, nil, err
+		if err := mf.take("type", &typ); err != nil {
+			return nil, err
 		}
-		if typ != "function" {
-			if typ == "" {
-				return nil, nil, nil, badField(path+".type", "required")
-			}
-			ignored = append(ignored, path+"."+typ)
+		if typ != "additional_tools" {
 			continue
 		}
-		var td provider.ToolDef
-		var rt responsesTool
-		if err := tf.take("name", &td.Name); err != nil {
-			return nil, nil, nil, err
+		raw := mf.raw("tools")
+		if raw == nil {
+			return nil, badField(path+".tools", "required")
 		}
-		if td.Name == "" {
-			return nil, nil, nil, badField(path+".name", "required")
+		groups = append(groups, toolGroup{path + ".tools", raw})
+	}
+	return groups, nil
+}
+
+// responsesTools decodes tools: function tools, [{type: function, name,
+// description, parameters, strict}] (flat, unlike Chat Completions);
+// custom tools, [{type: custom, name, description, format}]; and
+// namespaces of them, [{type: namespace, name, description, tools}]. Custom
+// and namespaced tools are offered as functions (see hosttools.go). Other
+// tool types (hosted tools such as web_search) are dropped and named as
+// ignored: the model simply does not see them. echo is what the response
+// object repeats of the tools it took.
+func responsesTools(groups []toolGroup) (defs []provider.ToolDef, names *toolMap, echo []any, ignored []string, err error) {
+	var declared []clientTool
+	type custom struct {
+		at        int // index in defs
+		namespace string
+		name      string
+		desc      string
+		format    map[string]any
+	}
+	var customs []custom
+	// tool decodes one function or custom tool of namespace ns at path;
+	// it reports false for another type.
+	tool := func(path, ns string, tf *fields, typ string) (bool, error) {
+		var name string
+		if err := tf.take("name", &name); err != nil {
+			return false, err
+		}
+		if typ != "function" && typ != "custom" {
+			return false, nil
+		}
+		if name == "" {
+			return false, badField(path+".name", "required")
 		}
 		var desc *string
 		if err := tf.take("description", &desc); err != nil {
-			return nil, nil, nil, err
+			return false, err
 		}
+		if typ == "custom" {
+			c := custom{at: len(defs), namespace: ns, name: name}
+			if desc != nil {
+				c.desc = *desc
+			}
+			if err := tf.take("format", &c.format); err != nil {
+				return false, err
+			}
+			customs = append(customs, c)
+			defs = append(defs, provider.ToolDef{})
+			declared = append(declared, clientTool{name: name, namespace: ns, custom: true})
+			return true, nil
+		}
+		td := provider.ToolDef{Name: name}
 		if desc != nil {
 			td.Description = *desc
 		}
-		if err := tf.take("strict", &rt.Strict); err != nil {
-			return nil, nil, nil, err
+		var strict *bool
+		if err := tf.take("strict", &strict); err != nil {
+			return false, err
 		}
 		td.InputSchema = keep(schemaOrEmpty(tf.raw("parameters")))
 		if _, err := object(path+".parameters", td.InputSchema); err != nil {
-			return nil, nil, nil, err
+			return false, err
 		}
-		rt.Type, rt.Name, rt.Description, rt.Parameters = "function", td.Name, desc, td.InputSchema
-		out = append(out, td)
-		echo = append(echo, rt)
+		defs = append(defs, td)
+		declared = append(declared, clientTool{name: name, namespace: ns})
+		if ns == "" {
+			echo = append(echo, responsesTool{Type: "function", Name: name, Description: desc, Parameters: td.InputSchema, Strict: strict})
+		}
+		return true, nil
 	}
-	return out, echo, ignored, nil
+	var items []json.RawMessage
+	var paths []string
+	for _, g := range groups {
+		list, err := array(g.path, g.raw)
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		for i, it := range list {
+			items = append(items, it)
+			paths = append(paths, fmt.Sprintf("%s[%d]", g.path, i))
+		}
+	}
+	for i, it := range items {
+		path := paths[i]
+		tf, err := object(path, it)
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		var typ string
+		if err := tf.take("type", &typ); err != nil {
+			return nil, nil, nil, nil, err
+		}
+		switch typ {
+		case "":
+			return nil, nil, nil, nil, badField(path+".type", "required")
+		case "namespace":
+			var ns string
+			if err := tf.take("name", &ns); err != nil {
+				return nil, nil, nil, nil, err
+			}
+			if ns == "" {
+				return nil, nil, nil, nil, badField(path+".name", "required")
+			}
+			members, err := array(path+".tools", tf.raw("tools"))
+			if err != nil {
+				return nil, nil, nil, nil, err
+			}
+			for j, m := range members {
+				mpath := fmt.Sprintf("%s.tools[%d]", path, j)
+				mf, err := object(mpath, m)
+				if err != nil {
+					return nil, nil, nil, nil, err
+				}
+				var mtyp string
+				if err := mf.take("type", &mtyp); err != nil {
+					return nil, nil, nil, nil, err
+				}
+				if ok, err := tool(mpath, ns, mf, mtyp); err != nil {
+					return nil, nil, nil, nil, err
+				} else if !ok {
+					ignored = append(ignored, mpath+"."+mtyp)
+				}
+			}
+			echo = append(echo, json.RawMessage(keep(it)))
+		default:
+			ok, err := tool(path, "", tf, typ)
+			if err != nil {
+				return nil, nil, nil, nil, err
+			}
+			if !ok {
+				ignored = append(ignored, path+"."+typ)
+			} else if typ == "custom" {
+				echo = append(echo, json.RawMessage(keep(it)))
+			}
+		}
+	}
+	names = newToolMap(declared)
+	for _, c := range customs {
+		defs[c.at] = customDef(names.wireName(c.namespace, c.name), c.desc, c.format)
+	}
+	for i := range defs {
+		if t := declared[i]; !t.custom {
+			defs[i].Name = names.wireName(t.namespace, t.name)
+		}
+	}
+	return defs, names, echo, ignored, nil
 }
 
 // responsesToolChoice decodes "none" | "auto" | "required" | {type:
 // function, name}.
-func responsesToolChoice(raw json.RawMessage) (provider.ToolChoice, error) {
+func responsesToolChoice(raw json.RawMessage, names *toolMap) (provider.ToolChoice, error) {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		switch s {
@@ -219,20 +355,23 @@ func responsesToolChoice(raw json.RawMessage) (provider.ToolChoice, error) {
 	if err != nil {
 		return "", badField("tool_choice", "want a string or an object, got %s", jsonKind(raw))
 	}
-	var typ, name string
+	var typ, name, ns string
 	if err := tc.take("type", &typ); err != nil {
 		return "", err
 	}
-	if typ != "function" {
-		return "", badField("tool_choice.type", "%q is not supported: write function", typ)
+	if typ != "function" && typ != "custom" {
+		return "", badField("tool_choice.type", "%q is not supported: write function or custom", typ)
 	}
 	if err := tc.take("name", &name); err != nil {
+		return "", err
+	}
+	if err := tc.take("namespace", &ns); err != nil {
 		return "", err
 	}
 	if name == "" {
 		return "", badField("tool_choice.name", "required")
 	}
-	return provider.ToolChoice(name), nil
+	return provider.ToolChoice(names.wireName(ns, name)), nil
 }
 
 // responsesInput turns input (a string, or input items) into the system
@@ -241,7 +380,7 @@ func responsesToolChoice(raw json.RawMessage) (provider.ToolChoice, error) {
 // turn, function_call_output items tool results in a user turn, and
 // consecutive turns of one role merge. Reasoning items are dropped: they
 // belong to the provider that made them.
-func responsesInput(raw json.RawMessage) (string, []provider.Message, error) {
+func responsesInput(raw json.RawMessage, tools *toolMap) (string, []provider.Message, error) {
 	s, items, err := stringOrParts("input", raw)
 	if err != nil {
 		return "", nil, err
@@ -289,15 +428,15 @@ func responsesInput(raw json.RawMessage) (string, []provider.Message, error) {
 			default:
 				return "", nil, badField(path+".role", "%q is not a role: write user, assistant, system or developer", role)
 			}
-		case "function_call":
-			var callID, name, args string
+		case "function_call", "custom_tool_call":
+			var callID, name, ns, args string
 			if err := mf.take("call_id", &callID); err != nil {
 				return "", nil, err
 			}
 			if err := mf.take("name", &name); err != nil {
 				return "", nil, err
 			}
-			if err := mf.take("arguments", &args); err != nil {
+			if err := mf.take("namespace", &ns); err != nil {
 				return "", nil, err
 			}
 			if callID == "" {
@@ -306,19 +445,31 @@ func responsesInput(raw json.RawMessage) (string, []provider.Message, error) {
 			if name == "" {
 				return "", nil, badField(path+".name", "required")
 			}
-			obj, err := argumentsObject(path+".arguments", args)
-			if err != nil {
-				return "", nil, err
+			var obj json.RawMessage
+			if typ == "custom_tool_call" {
+				var input string
+				if err := mf.take("input", &input); err != nil {
+					return "", nil, err
+				}
+				obj = customArguments(input)
+			} else {
+				if err := mf.take("arguments", &args); err != nil {
+					return "", nil, err
+				}
+				if obj, err = argumentsObject(path+".arguments", args); err != nil {
+					return "", nil, err
+				}
 			}
-			names[callID] = name
-			out = appendTurn(out, provider.RoleAssistant, []provider.Part{{Type: provider.PartToolCall, ToolCall: &provider.ToolCall{ID: callID, Name: name, Arguments: obj}}})
-		case "function_call_output":
+			wire := tools.wireName(ns, name)
+			names[callID] = wire
+			out = appendTurn(out, provider.RoleAssistant, []provider.Part{{Type: provider.PartToolCall, ToolCall: &provider.ToolCall{ID: callID, Name: wire, Arguments: obj}}})
+		case "function_call_output", "custom_tool_call_output":
 			var callID string
 			if err := mf.take("call_id", &callID); err != nil {
 				return "", nil, err
 			}
 			if callID == "" {
-				return "", nil, badField(path+".call_id", "required: the call_id of the function_call this output answers")
+				return "", nil, badField(path+".call_id", "required: the call_id of the call this output answers")
 			}
 			parts, err := responsesContent(path+".output", mf.raw("output"))
 			if err != nil {
@@ -326,11 +477,11 @@ func responsesInput(raw json.RawMessage) (string, []provider.Message, error) {
 			}
 			res := provider.ToolResult{CallID: callID, Name: names[callID], Content: joinText(parts, "\n")}
 			out = appendTurn(out, provider.RoleUser, []provider.Part{{Type: provider.PartToolResult, ToolResult: &res}})
-		case "reasoning":
+		case "reasoning", "additional_tools": // the tools are read with the request's (toolGroups)
 		case "item_reference":
 			return "", nil, badField(path+".type", "item references point at stored items, which the stateless gateway does not keep: send the items themselves")
 		default:
-			return "", nil, badField(path+".type", "%q input items are not supported by the gateway: send message, function_call and function_call_output items", typ)
+			return "", nil, badField(path+".type", "%q input items are not supported by the gateway: send message, function_call, custom_tool_call and their output items", typ)
 		}
 	}
 	return strings.Join(nonEmpty(system), "\n\n"), out, nil
@@ -394,7 +545,7 @@ type responseObject struct {
 	PreviousResponseID *string             `json:"previous_response_id"`
 	Store              bool                `json:"store"`
 	ToolChoice         json.RawMessage     `json:"tool_choice"`
-	Tools              []responsesTool     `json:"tools"`
+	Tools              []any               `json:"tools"`
 	Usage              *responsesUsage     `json:"usage"`
 	Metadata           struct{}            `json:"metadata"`
 }
@@ -415,10 +566,12 @@ type responseItem struct {
 	Status  string            `json:"status"`
 	Role    string            `json:"role,omitempty"`
 	Content *[]responseOutput `json:"content,omitempty"`
-	// function_call
+	// function_call, custom_tool_call
 	CallID    string  `json:"call_id,omitempty"`
 	Name      string  `json:"name,omitempty"`
-	Arguments *string `json:"arguments,omitempty"`
+	Namespace string  `json:"namespace,omitempty"`
+	Arguments *string `json:"arguments,omitempty"` // function_call
+	Input     *string `json:"input,omitempty"`     // custom_tool_call
 }
 
 type responseOutput struct {
@@ -457,8 +610,22 @@ func outputText(text string) responseOutput {
 	return responseOutput{Type: "output_text", Text: text, Annotations: []struct{}{}, Logprobs: []struct{}{}}
 }
 
-func functionItem(id string, tc provider.ToolCall, args, status string) responseItem {
-	return responseItem{Type: "function_call", ID: id, Status: status, CallID: tc.ID, Name: tc.Name, Arguments: &args}
+// callItem renders the provider's call tc, its function arguments args,
+// as the client's tool call: a function call (in its namespace) or a
+// custom tool call with its input text.
+func callItem(id string, tc provider.ToolCall, args, status string, tools *toolMap) responseItem {
+	ct := tools.client(tc.Name)
+	it := responseItem{ID: id, Status: status, CallID: tc.ID, Name: ct.name, Namespace: ct.namespace}
+	if ct.custom {
+		input := ""
+		if args != "" {
+			input = customText(json.RawMessage(args))
+		}
+		it.Type, it.Input = "custom_tool_call", &input
+		return it
+	}
+	it.Type, it.Arguments = "function_call", &args
+	return it
 }
 
 // responseShell is the response object before its output: the request's
@@ -468,9 +635,9 @@ func (rr *responsesRequest) responseShell(id string, created int64, model string
 	if tc == nil {
 		tc = json.RawMessage(`"auto"`)
 	}
-	tools := rr.tools
+	tools := rr.echoTools
 	if tools == nil {
-		tools = []responsesTool{}
+		tools = []any{}
 	}
 	var mt *int
 	if rr.req.MaxTokens > 0 {
@@ -503,7 +670,7 @@ func (rr *responsesRequest) responseOf(id string, created int64, res *provider.R
 		o.Output = append(o.Output, messageItem("msg_"+id, res.Content, "completed"))
 	}
 	for i, tc := range res.ToolCalls {
-		o.Output = append(o.Output, functionItem(fmt.Sprintf("fc_%s_%d", id, i), tc, string(argsOrEmpty(tc.Arguments)), "completed"))
+		o.Output = append(o.Output, callItem(fmt.Sprintf("fc_%s_%d", id, i), tc, string(argsOrEmpty(tc.Arguments)), "completed", rr.decoded.tools))
 	}
 	finishResponse(&o, res)
 	return o
@@ -557,7 +724,7 @@ func (g *Gateway) streamResponses(w http.ResponseWriter, r *http.Request, call o
 		servedHeaders(w.Header(), as[len(as)-1].Provider, as[len(as)-1].Model)
 		model = as[len(as)-1].Model
 	}
-	st := &itemStream{out: newSSE(w), id: id, resp: rr.responseShell(id, g.opts.Now().Unix(), model), open: -1, openTool: -1, tools: map[int]int{}}
+	st := &itemStream{out: newSSE(w), id: id, resp: rr.responseShell(id, g.opts.Now().Unix(), model), open: -1, openTool: -1, tools: map[int]int{}, names: rr.decoded.tools}
 	if st.send("response.created", map[string]any{"response": st.resp}) != nil {
 		return
 	}
@@ -593,6 +760,7 @@ type itemStream struct {
 	args     strings.Builder
 	openCall provider.ToolCall
 	tools    map[int]int // provider tool index -> output index
+	names    *toolMap
 	sentText bool
 }
 
@@ -624,10 +792,19 @@ func (b *itemStream) closeOpen() error {
 		if args == "" {
 			args = "{}"
 		}
-		if err := b.send("response.function_call_arguments.done", map[string]any{"item_id": itemID, "output_index": idx, "name": b.openCall.Name, "arguments": args}); err != nil {
+		item = callItem(itemID, b.openCall, args, "completed", b.names)
+		if item.Input != nil {
+			// A custom tool's input goes out whole: it is the text inside
+			// the function's JSON arguments.
+			if err := b.send("response.custom_tool_call_input.delta", map[string]any{"item_id": itemID, "output_index": idx, "delta": *item.Input}); err != nil {
+				return err
+			}
+			if err := b.send("response.custom_tool_call_input.done", map[string]any{"item_id": itemID, "output_index": idx, "input": *item.Input}); err != nil {
+				return err
+			}
+		} else if err := b.send("response.function_call_arguments.done", map[string]any{"item_id": itemID, "output_index": idx, "name": item.Name, "arguments": args}); err != nil {
 			return err
 		}
-		item = functionItem(itemID, b.openCall, args, "completed")
 	} else {
 		text := b.buf.String()
 		if err := b.send("response.output_text.done", map[string]any{"item_id": itemID, "output_index": idx, "content_index": 0, "text": text, "logprobs": []struct{}{}}); err != nil {
@@ -686,7 +863,7 @@ func (b *itemStream) tool(d *provider.ToolCallDelta) error {
 		b.open, b.openTool = len(b.resp.Output), d.Index
 		b.tools[d.Index] = b.open
 		b.openCall = provider.ToolCall{ID: d.ID, Name: d.Name}
-		if err := b.send("response.output_item.added", map[string]any{"output_index": b.open, "item": functionItem(b.itemID(), b.openCall, "", "in_progress")}); err != nil {
+		if err := b.send("response.output_item.added", map[string]any{"output_index": b.open, "item": callItem(b.itemID(), b.openCall, "", "in_progress", b.names)}); err != nil {
 			return err
 		}
 	} else if b.openTool != d.Index {
@@ -696,6 +873,9 @@ func (b *itemStream) tool(d *provider.ToolCallDelta) error {
 		return nil
 	}
 	b.args.WriteString(d.Arguments)
+	if b.names.isCustom(b.openCall.Name) {
+		return nil
+	}
 	return b.send("response.function_call_arguments.delta", map[string]any{"item_id": b.itemID(), "output_index": b.open, "delta": d.Arguments})
 }
 

@@ -27,12 +27,19 @@
 //	.cursor/rules/<id>.mdc             path-scoped rules, with globs
 //	.cursor/agents/<name>.md           Cursor subagents (line-based, single-line values)
 //
-// rule-critic-gate lives in AGENTS.md only, so each host loads it once;
+// rule-critic-gate lives in AGENTS.md (and, for Copilot subagents, in the
+// Copilot personas) only, so each host's session loads it once;
 // the one exception the hosts force is GitHub Copilot, which also loads
 // CLAUDE.md and expands its import, so it sees AGENTS.md twice when Claude
 // Code is rendered too. Render refuses a configuration where a host's
 // critic model is unset, inherit, or the planner's, and every critic body
 // ends with the instruction to print "independent_reviewer: <id>".
+//
+// Every persona's prompt starts with agentmark.Line(<id>), the line that
+// names its CortexBuild agent to the gateway (the host's model name cannot);
+// no other rendered file carries one. A Copilot persona also gets the
+// always-on rules after its text: Copilot gives a subagent its persona
+// only, not AGENTS.md.
 //
 // A persona whose id is a built-in agent of any host (explore) is rendered
 // as cortex-<id> everywhere, so it neither shadows nor is shadowed by the

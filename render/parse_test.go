@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/cortexbuild/cortexbuild/internal/agentmark"
 	"path"
 	"regexp"
 	"slices"
@@ -184,7 +185,7 @@ func TestOutputsParseBack(t *testing.T) {
 				seen["claude"]++
 				check(t, name, "description", a.Description, p.Description)
 				check(t, name, "model", a.Model, p.Model(Claude))
-				check(t, name, "body", body, p.Body)
+				checkPrompt(t, name, body, p, src, false)
 				for _, tool := range splitComma(a.Tools) {
 					if !slices.Contains(claudeToolNames, tool) {
 						t.Errorf("%s: unknown Claude Code tool %q", name, tool)
@@ -232,7 +233,7 @@ func TestOutputsParseBack(t *testing.T) {
 				seen["codex"]++
 				check(t, name, "description", a.Description, p.Description)
 				check(t, name, "model", a.Model, p.Model(Codex))
-				check(t, name, "developer_instructions", a.DeveloperInstructions, p.Body)
+				checkPrompt(t, name, a.DeveloperInstructions, p, src, false)
 				if slices.Contains(claudeAliases, a.Model) {
 					t.Errorf("%s: Claude alias %q as a Codex model", name, a.Model)
 				}
@@ -250,7 +251,7 @@ func TestOutputsParseBack(t *testing.T) {
 				seen["copilot"]++
 				check(t, name, "description", a.Description, p.Description)
 				check(t, name, "model", a.Model, p.Model(Copilot))
-				check(t, name, "body", body, p.Body)
+				checkPrompt(t, name, body, p, src, true)
 				for _, tool := range a.Tools {
 					if !slices.Contains(copilotToolAliases, tool) {
 						t.Errorf("%s: %q is not a Copilot tool alias", name, tool)
@@ -297,9 +298,13 @@ func TestOutputsParseBack(t *testing.T) {
 				if strings.TrimSpace(body) == "" {
 					t.Errorf("%s: Cursor skips an agent with an empty body", name)
 				}
-				check(t, name, "body", body, p.Body)
+				checkPrompt(t, name, body, p, src, false)
 			default:
 				t.Errorf("%s: unexpected output file", name)
+			}
+			isPersona := dir == claudeAgentsDir || dir == codexAgentsDir || dir == copilotAgentsDir || dir == cursorAgentsDir
+			if a, err := agentmark.Find(string(f.Content)); !isPersona && (a != "" || err != nil) {
+				t.Errorf("%s: carries an agent marker line (%q, %v); only personas may", name, a, err)
 			}
 			if !ownedPath(f.Path) {
 				t.Errorf("%s: written outside the paths render owns", name)
@@ -317,6 +322,52 @@ func TestOutputsParseBack(t *testing.T) {
 			}
 		}
 	}
+}
+
+// checkPrompt checks a rendered persona's prompt: the agentmark line naming
+// the CortexBuild agent (p.ID, also for cortex-explore) alone on the first
+// line, then the persona's body. withRules: the always-on rules follow the
+// persona text, under the generated heading, before the critic's closing.
+func checkPrompt(t *testing.T, name, got string, p *Persona, src *Sources, withRules bool) {
+	t.Helper()
+	rest, ok := strings.CutPrefix(got, agentmark.Line(p.ID)+"\n")
+	if !ok {
+		t.Errorf("%s: the first line is not %q: %q", name, agentmark.Line(p.ID), got[:min(len(got), 80)])
+		return
+	}
+	if a, err := agentmark.Find(got); a != p.ID || err != nil {
+		t.Errorf("%s: agentmark.Find = %q, %v; want %q", name, a, err, p.ID)
+	}
+	var always []*Rule
+	for _, r := range src.Rules {
+		if !r.Scoped() {
+			always = append(always, r)
+		}
+	}
+	if withRules && len(always) > 0 {
+		start := strings.Index(rest, "\n"+subagentRulesHeading+"\n")
+		if start < 0 {
+			t.Errorf("%s: no %q section", name, subagentRulesHeading)
+			return
+		}
+		end := start
+		for _, r := range always {
+			block := "\n### " + r.ID + "\n\n" + r.Body
+			i := strings.Index(rest[end:], block)
+			if i < 0 {
+				t.Errorf("%s: the always-on rule %s is missing after the persona text", name, r.ID)
+				return
+			}
+			end += i + len(block)
+		}
+		for _, r := range src.Rules {
+			if r.Scoped() && strings.Contains(rest, "### "+r.ID+"\n") {
+				t.Errorf("%s: carries the path-scoped rule %s", name, r.ID)
+			}
+		}
+		rest = rest[:start] + rest[end:]
+	}
+	check(t, name, "body", rest, p.Body)
 }
 
 func check(t *testing.T, name, what, got, want string) {

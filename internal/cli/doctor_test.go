@@ -29,7 +29,7 @@ func hostPins(t *testing.T) map[string]hostversions.Tool {
 	for _, tool := range p.Tools {
 		m[tool.Name] = tool
 	}
-	for _, want := range []string{"gh", "claude", "codex"} {
+	for _, want := range []string{"gh", "claude", "codex", "copilot"} {
 		if _, ok := m[want]; !ok {
 			t.Fatalf("the built-in pins lack %s", want)
 		}
@@ -66,6 +66,7 @@ func TestDoctorComparesHostCLIsWithThePins(t *testing.T) {
 	bin := t.TempDir()
 	fakeHostCLI(t, bin, "gh", "echo 'gh version "+pins["gh"].Version+" (2026-09-30)'; echo 'https://github.com/cli/cli/releases/tag/v"+pins["gh"].Version+"'")
 	fakeHostCLI(t, bin, "claude", "echo '2.0.1 (Claude Code)'")
+	fakeHostCLI(t, bin, "copilot", "echo 'GitHub Copilot CLI "+pins["copilot"].Version+".'; echo \"Run 'copilot update' to check for updates.\"")
 	// codex is not installed.
 	vars := map[string]string{"PATH": bin}
 	dir := t.TempDir()
@@ -83,6 +84,9 @@ func TestDoctorComparesHostCLIsWithThePins(t *testing.T) {
 	}
 	if c := checkNamed(t, rep, "host codex"); c.Status != checkWarn || !strings.Contains(c.Detail, "not on PATH") || c.Fix == "" {
 		t.Errorf("codex = %+v", c)
+	}
+	if c := checkNamed(t, rep, "host copilot"); c.Status != checkOK || !strings.Contains(c.Detail, "Copilot CLI "+pins["copilot"].Version+" (pinned)") || c.Fix != "" {
+		t.Errorf("copilot = %+v", c)
 	}
 	if c := checkNamed(t, rep, "config"); c.Status != checkOK || !strings.Contains(c.Detail, "rendered mode") {
 		t.Errorf("config = %+v", c)

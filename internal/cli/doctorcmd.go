@@ -84,8 +84,8 @@ func (e *env) doctorCmd() *cobra.Command {
 		Short: "Check the host CLIs against their pinned versions and the project's setup",
 		Long: `doctor checks, each with ok, warn or fail and a one-line fix:
 
-  host CLIs       gh, claude (Claude Code) and codex (Codex CLI) found on PATH, at the
-                  versions CortexBuild pins (tools/hostversions/host-versions.yaml, built in);
+  host CLIs       gh, claude (Claude Code), codex (Codex CLI) and copilot (Copilot CLI)
+                  found on PATH, at the versions CortexBuild pins (tools/hostversions/host-versions.yaml, built in);
                   a missing or different CLI is a warning (a failure with --strict)
   config          .cortexbuild/llm-config.yaml is valid, or absent (rendered mode)
   credentials     every configured provider's credentials resolve

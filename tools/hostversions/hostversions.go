@@ -1,5 +1,5 @@
 // Package hostversions holds the pinned versions of the host CLIs that
-// CortexBuild renders into (GitHub CLI, Claude Code, Codex CLI):
+// CortexBuild renders into (GitHub CLI, Claude Code, Codex CLI, Copilot CLI):
 // host-versions.yaml beside this file, built into the binary. The VM image
 // installs exactly these versions; 'cortexbuild doctor' compares the CLIs
 // found on PATH with them.

@@ -8,8 +8,9 @@ import (
 func TestExtractVersion(t *testing.T) {
 	for out, want := range map[string]string{
 		"gh version 2.102.0 (2026-09-30)\nhttps://github.com/cli/cli/releases/tag/v2.102.0": "2.102.0",
-		"2.1.332 (Claude Code)":      "2.1.332",
-		"codex-cli 0.171.0":          "0.171.0",
+		"2.1.332 (Claude Code)": "2.1.332",
+		"codex-cli 0.171.0":     "0.171.0",
+		"GitHub Copilot CLI 1.0.102.\nRun 'copilot update' to check for updates.\n": "1.0.102",
 		"mytool v1.2.3":              "1.2.3",
 		"tool 1.0.0-rc.1 (build 7)":  "1.0.0-rc.1",
 		"codex-cli (development)":    "",
@@ -34,7 +35,7 @@ func TestBuiltInPins(t *testing.T) {
 			t.Errorf("%s: the install line %q does not install the pinned %s", tool.Name, tool.Install, tool.Version)
 		}
 	}
-	for _, want := range []string{"gh", "claude", "codex"} {
+	for _, want := range []string{"gh", "claude", "codex", "copilot"} {
 		if !names[want] {
 			t.Errorf("no pin for %s", want)
 		}

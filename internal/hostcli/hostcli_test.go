@@ -1,0 +1,380 @@
+package hostcli_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cortexbuild/cortexbuild/internal/cli"
+	"github.com/cortexbuild/cortexbuild/ledger"
+	"github.com/cortexbuild/cortexbuild/provider/anthropic/anthropicfake"
+	"github.com/cortexbuild/cortexbuild/provider/openaicompat/openaifake"
+)
+
+// hostDir is where scripts/install-host-clis.sh installed the pinned CLIs.
+var hostDir = os.Getenv("CORTEXBUILD_HOSTCLIS")
+
+// required makes a missing prerequisite a failure instead of a skip
+// (.ci/run sets it).
+var required = os.Getenv("CORTEXBUILD_REQUIRE_HOSTCLIS") != ""
+
+var isolated bool // running in a loopback-only network namespace
+
+func TestMain(m *testing.M) {
+	if code, done := isolate(); done {
+		os.Exit(code)
+	}
+	isolated = os.Getenv(inNetns) != ""
+	os.Exit(m.Run())
+}
+
+// need skips (or, in CI, fails) a test whose prerequisites are missing,
+// saying which.
+func need(t *testing.T) {
+	t.Helper()
+	why := ""
+	switch {
+	case hostDir == "":
+		why = "CORTEXBUILD_HOSTCLIS is not set: run scripts/install-host-clis.sh and set it to the directory it prints"
+	case !isolated:
+		why = "needs root, to run the host CLIs in a network namespace that has only loopback"
+	}
+	if why == "" {
+		return
+	}
+	if required {
+		t.Fatal(why)
+	}
+	t.Skip(why)
+}
+
+// binary is the path of a host CLI's native binary.
+func binary(t *testing.T, name string) string {
+	t.Helper()
+	plat, triple := "linux-x64", "x86_64-unknown-linux-musl"
+	if runtime.GOARCH == "arm64" {
+		plat, triple = "linux-arm64", "aarch64-unknown-linux-musl"
+	}
+	p := map[string]string{
+		"claude":  "node_modules/@anthropic-ai/claude-code-" + plat + "/claude",
+		"codex":   "node_modules/@openai/codex-" + plat + "/vendor/" + triple + "/bin/codex",
+		"copilot": "node_modules/@github/copilot-" + plat + "/copilot",
+	}[name]
+	path := filepath.Join(hostDir, p)
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("%s is not installed in %s (run scripts/install-host-clis.sh %s): %v", name, hostDir, hostDir, err)
+	}
+	return path
+}
+
+// world is a rendered project served by `cortexbuild serve`, in front of
+// two scripted providers: "claude" (Anthropic's API) serves the planner
+// and the main sessions, "gpt" (OpenAI's) the critic, so that the critic
+// runs on a model independent of the planner's.
+type world struct {
+	dir, home string
+	base, key string
+	claude    *anthropicfake.Server
+	gpt       *openaifake.Server
+	stop      func()
+}
+
+const (
+	anthropicKey = "sk-ant-hostcli-upstream"
+	openAIKey    = "sk-hostcli-upstream"
+	taskID       = "T-HOST"
+)
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	w := &world{dir: t.TempDir(), home: t.TempDir()}
+	w.claude = anthropicfake.New(anthropicfake.WithAPIKey(anthropicKey), anthropicfake.WithDefaultReply(anthropicReply))
+	w.gpt = openaifake.New(openaifake.WithAPIKey(openAIKey), openaifake.WithDefaultReply(chatReply))
+	t.Cleanup(func() { w.claude.Close(); w.gpt.Close() })
+	config := fmt.Sprintf(`orchestration: true
+project: hostcli
+providers:
+  claude:
+    type: anthropic
+    base_url: %s
+    credentials:
+      api_key: ${HOSTCLI_ANTHROPIC_KEY}
+  gpt:
+    type: openai_compatible
+    profile: openai
+    base_url: %s/v1
+    credentials:
+      api_key: ${HOSTCLI_OPENAI_KEY}
+routing:
+  preference: [claude, gpt]
+agents:
+  critic:
+    providers: [gpt]
+`, w.claude.URL(), w.gpt.URL())
+	if err := os.MkdirAll(filepath.Join(w.dir, ".cortexbuild"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(w.dir, ".cortexbuild", "llm-config.yaml"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOSTCLI_ANTHROPIC_KEY", anthropicKey)
+	t.Setenv("HOSTCLI_OPENAI_KEY", openAIKey)
+	t.Chdir(w.dir)
+	w.cortexbuild(t, "render", "--target", "claude,codex,copilot")
+	w.key = strings.TrimSpace(w.cortexbuild(t, "serve", "keys", "create", "--name", "hosts"))
+	w.serve(t)
+	return w
+}
+
+// cortexbuild runs the command in the project and returns its output.
+func (w *world) cortexbuild(t *testing.T, args ...string) string {
+	t.Helper()
+	var out, errs bytes.Buffer
+	if code := cli.Main(context.Background(), args, strings.NewReader(""), &out, &errs); code != 0 {
+		t.Fatalf("cortexbuild %s: exit %d\n%s%s", strings.Join(args, " "), code, out.String(), errs.String())
+	}
+	return out.String()
+}
+
+// serve starts `cortexbuild serve` on a free loopback port.
+func (w *world) serve(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	var errs bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Main(ctx, []string{"serve", "--listen", "127.0.0.1:0"}, strings.NewReader(""), pw, &errs)
+		pw.Close()
+	}()
+	found := make(chan string, 1)
+	go func() {
+		re := regexp.MustCompile(`listening on (http://\S+)`)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				found <- m[1]
+			}
+		}
+	}()
+	select {
+	case w.base = <-found:
+	case code := <-done:
+		cancel()
+		t.Fatalf("serve exited with %d:\n%s", code, errs.String())
+	case <-time.After(60 * time.Second):
+		cancel()
+		t.Fatal("serve did not start in 60 s")
+	}
+	var stopped bool
+	w.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("serve exited with %d:\n%s", code, errs.String())
+		}
+	}
+	t.Cleanup(w.stop)
+}
+
+// host runs a host CLI in the project with env and returns its output.
+func (w *world) host(t *testing.T, bin string, env []string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = w.dir
+	cmd.Env = append([]string{"HOME=" + w.home, "PATH=/usr/local/bin:/usr/bin:/bin", "TERM=dumb", "NO_COLOR=1", "LANG=C.UTF-8"}, env...)
+	cmd.Stdin = strings.NewReader("")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s\n%s", filepath.Base(bin), strings.Join(args, " "), err, out.String(), w.upstream())
+	}
+	return out.String()
+}
+
+// upstream lists what the scripted providers were asked, for a failure.
+func (w *world) upstream() string {
+	var b strings.Builder
+	for _, r := range w.claude.Requests() {
+		c := anthropicConvo(r.Body)
+		fmt.Fprintf(&b, "claude: %s tools=%d first=%.80q last=%v\n", r.Path, len(c.tools), c.firstUser, c.last)
+	}
+	for _, r := range w.gpt.Requests() {
+		c := chatConvo(r.Body)
+		fmt.Fprintf(&b, "gpt: %s tools=%d first=%.80q last=%v\n", r.Path, len(c.tools), c.firstUser, c.last)
+	}
+	return b.String()
+}
+
+// rows stops the gateway and returns the ledger's attempt rows.
+func (w *world) rows(t *testing.T) []ledger.AttemptRow {
+	t.Helper()
+	w.stop()
+	st, err := ledger.OpenSQLite(context.Background(), filepath.Join(w.dir, ".cortexbuild", "state.db"), ledger.WithProject("hostcli"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rows, err := st.Attempts(context.Background(), ledger.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		t.Logf("ledger: agent=%s task=%s provider=%s model=%s outcome=%s tokens=%d/%d cost=$%s", r.Agent, r.Task, r.Provider, r.Model, r.Outcome, r.InputTokens, r.OutputTokens, r.Cost)
+	}
+	return rows
+}
+
+// checkCriticSpawn checks the rows of a session whose main session (the
+// planner) spawned the rendered critic: both agents served, the critic on
+// another provider's model than every planner row.
+func checkCriticSpawn(t *testing.T, rows []ledger.AttemptRow) {
+	t.Helper()
+	planner := map[string]bool{}
+	var critic []ledger.AttemptRow
+	for _, r := range rows {
+		switch r.Agent {
+		case "planner":
+			planner[r.Model] = true
+		case "critic":
+			critic = append(critic, r)
+		}
+	}
+	if len(planner) == 0 || len(critic) == 0 {
+		t.Fatalf("want planner and critic rows, got %d planner models and %d critic rows", len(planner), len(critic))
+	}
+	for _, r := range critic {
+		if r.Provider != "gpt" || planner[r.Model] || r.Outcome != "ok" || r.Task != taskID {
+			t.Errorf("critic row %+v: want an ok row on gpt, of task %s, on a model no planner row used (%v)", r, taskID, planner)
+		}
+	}
+}
+
+func TestClaudeCode(t *testing.T) {
+	need(t)
+	w := newWorld(t)
+	bin := binary(t, "claude")
+	env := []string{
+		"ANTHROPIC_BASE_URL=" + w.base,
+		"ANTHROPIC_AUTH_TOKEN=" + w.key,
+		"ANTHROPIC_CUSTOM_HEADERS=X-CortexBuild-Agent: planner\nX-CortexBuild-Task: " + taskID,
+		"IS_SANDBOX=1", "DISABLE_TELEMETRY=1", "DISABLE_AUTOUPDATER=1", "DISABLE_ERROR_REPORTING=1",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+	}
+	run := func(prompt string) string {
+		return w.host(t, bin, env, "-p", prompt, "--permission-mode", "bypassPermissions")
+	}
+	if out := run("Say hello."); !strings.Contains(out, plainAnswer) {
+		t.Errorf("plain turn: %s\n%s", out, w.upstream())
+	}
+	if out := run(askTool + ": print the word."); !strings.Contains(out, toolOutput) {
+		t.Errorf("tool loop: %s\n%s", out, w.upstream())
+	}
+	out := run(askSpawn + ": plan adding hello.txt and have the critic review the plan.")
+	t.Logf("transcript:\n%s", out)
+	if !strings.Contains(out, criticAnswer) {
+		t.Errorf("critic spawn: %s\n%s", out, w.upstream())
+	}
+	checkCriticSpawn(t, w.rows(t))
+}
+
+func TestCodex(t *testing.T) {
+	need(t)
+	w := newWorld(t)
+	bin := binary(t, "codex")
+	codexHome := filepath.Join(w.home, ".codex")
+	if err := os.MkdirAll(codexHome, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// The recipe's model is a gateway name: Codex then offers its
+	// general tools, whose spawn_agent takes the rendered role.
+	config := fmt.Sprintf(`model = "planner"
+model_provider = "cortexbuild"
+
+[model_providers.cortexbuild]
+name = "CortexBuild gateway"
+base_url = "%s/v1"
+env_key = "CORTEXBUILD_GATEWAY_KEY"
+wire_api = "responses"
+http_headers = { "X-CortexBuild-Agent" = "planner", "X-CortexBuild-Task" = %q }
+
+[analytics]
+enabled = false
+
+[projects.%q]
+trust_level = "trusted"
+`, w.base, taskID, w.dir)
+	if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"CODEX_HOME=" + codexHome, "CORTEXBUILD_GATEWAY_KEY=" + w.key}
+	run := func(prompt string, args ...string) string {
+		return w.host(t, bin, env, append(append([]string{"exec", "--skip-git-repo-check"}, args...), prompt)...)
+	}
+	if out := run("Say hello."); !strings.Contains(out, plainAnswer) {
+		t.Errorf("plain turn: %s\n%s", out, w.upstream())
+	}
+	if out := run(askTool + ": print the word."); !strings.Contains(out, toolOutput) {
+		t.Errorf("tool loop: %s\n%s", out, w.upstream())
+	}
+	// With a model Codex knows, it declares its tools in an
+	// additional_tools item and runs commands through its custom exec
+	// tool (JavaScript).
+	if out := run(askTool+": print the word.", "-m", "gpt-6.2-sol"); !strings.Contains(out, toolOutput) {
+		t.Errorf("tool loop in code mode: %s\n%s", out, w.upstream())
+	}
+	out := run(askSpawn + ": plan adding hello.txt and have the critic review the plan.")
+	t.Logf("transcript:\n%s", out)
+	if !strings.Contains(out, criticAnswer) {
+		t.Errorf("critic spawn: %s\n%s", out, w.upstream())
+	}
+	checkCriticSpawn(t, w.rows(t))
+}
+
+func TestCopilot(t *testing.T) {
+	need(t)
+	w := newWorld(t)
+	bin := binary(t, "copilot")
+	// Copilot sends no custom headers: a key bound to the task ties the
+	// session's calls to it.
+	key := strings.TrimSpace(w.cortexbuild(t, "serve", "keys", "create", "--name", "copilot", "--task", taskID))
+	env := []string{
+		"COPILOT_PROVIDER_BASE_URL=" + w.base + "/v1",
+		"COPILOT_PROVIDER_TYPE=openai",
+		"COPILOT_PROVIDER_WIRE_API=completions",
+		"COPILOT_PROVIDER_API_KEY=" + key,
+		"COPILOT_MODEL=planner",
+		"XDG_CONFIG_HOME=" + filepath.Join(w.home, ".config"),
+	}
+	run := func(prompt string) string {
+		return w.host(t, bin, env, "-p", prompt, "--allow-all-tools")
+	}
+	if out := run("Say hello."); !strings.Contains(out, plainAnswer) {
+		t.Errorf("plain turn: %s\n%s", out, w.upstream())
+	}
+	if out := run(askTool + ": print the word."); !strings.Contains(out, toolOutput) {
+		t.Errorf("tool loop: %s\n%s", out, w.upstream())
+	}
+	out := run(askSpawn + ": plan adding hello.txt and have the critic review the plan.")
+	t.Logf("transcript:\n%s", out)
+	if !strings.Contains(out, criticAnswer) {
+		t.Errorf("critic spawn: %s\n%s", out, w.upstream())
+	}
+	checkCriticSpawn(t, w.rows(t))
+}

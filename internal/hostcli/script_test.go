@@ -1,0 +1,267 @@
+package hostcli_test
+
+import (
+	"encoding/json"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/cortexbuild/cortexbuild/internal/agentmark"
+	"github.com/cortexbuild/cortexbuild/provider/anthropic/anthropicfake"
+	"github.com/cortexbuild/cortexbuild/provider/openaicompat/openaifake"
+)
+
+// The scripted model behind the gateway plays a model the way a host's
+// session needs it to: the prompt of the host's session says what to do.
+const (
+	// askTool: run a shell command through the host's shell tool, then
+	// answer with its output.
+	askTool = "HOSTTEST-TOOL"
+	// askSpawn: spawn the rendered critic through the host's sub-agent
+	// tool, then answer with what it said.
+	askSpawn = "HOSTTEST-SPAWN"
+
+	plainAnswer  = "Hello from the scripted model."
+	toolCommand  = "echo hostcli-tool-ok"
+	toolOutput   = "hostcli-tool-ok"
+	criticAnswer = "The plan is sound: hello.txt is the right place."
+	spawnPrompt  = "Review this plan: add hello.txt with one line."
+)
+
+// convo is what the script reads of a request, whichever API it came in.
+type convo struct {
+	system    string
+	tools     map[string]bool
+	firstUser string
+	// last is the tool result that ends the conversation, if it does.
+	last *toolResult
+	// spawned: the model already called a sub-agent tool; heard: the
+	// critic's answer reached the conversation (a tool result or a
+	// host's notification).
+	spawned, heard bool
+}
+
+type toolResult struct{ tool, content string }
+
+// move is the script's answer: text, or one tool call.
+type move struct {
+	text string
+	tool string
+	args map[string]any
+}
+
+// shellTools and spawnTools are the hosts' names for them, with the
+// arguments each takes.
+var shellTools = map[string]map[string]any{
+	"Bash":         {"command": toolCommand, "description": "Print a word"},
+	"exec_command": {"cmd": toolCommand},
+	"bash":         {"command": toolCommand, "description": "Print a word"},
+	"shell":        {"command": []string{"bash", "-lc", toolCommand}},
+	// Codex's code mode: a custom tool taking JavaScript that calls the
+	// nested tools.
+	"exec": {"input": "const r = await tools.exec_command({cmd: " + strconv.Quote(toolCommand) + "});\ntext(r);"},
+}
+
+var spawnTools = map[string]map[string]any{
+	"Agent":       {"description": "Review the plan", "prompt": spawnPrompt, "subagent_type": "critic", "run_in_background": false},
+	"Task":        {"description": "Review the plan", "prompt": spawnPrompt, "subagent_type": "critic", "run_in_background": false},
+	"spawn_agent": {"agent_type": "critic", "message": spawnPrompt},
+	"task":        {"description": "Review the plan", "prompt": spawnPrompt, "agent_type": "critic", "name": "critic"},
+}
+
+var agentID = regexp.MustCompile(`"(?:agent_id|id)"\s*:\s*"([^"]+)"`)
+
+// play decides the script's move.
+func play(c convo) move {
+	if agent, _ := agentmark.Find(c.system); agent == "critic" {
+		return move{text: criticAnswer}
+	}
+	if c.heard {
+		return move{text: "DONE: the critic said: " + criticAnswer}
+	}
+	if r := c.last; r != nil {
+		if _, ok := spawnTools[r.tool]; ok {
+			if m := agentID.FindStringSubmatch(r.content); m != nil && c.tools["wait_agent"] {
+				return move{tool: "wait_agent", args: map[string]any{"targets": []string{m[1]}, "timeout_ms": 120000}}
+			}
+		}
+		return move{text: "DONE: " + r.tool + " said: " + r.content}
+	}
+	pick := func(tools map[string]map[string]any) move {
+		for name, args := range tools {
+			if c.tools[name] {
+				return move{tool: name, args: args}
+			}
+		}
+		return move{text: "no tool for this: offered " + strings.Join(keys(c.tools), ", ")}
+	}
+	switch {
+	case c.spawned:
+		return move{text: "Waiting for the critic."}
+	case strings.Contains(c.firstUser, askSpawn):
+		return pick(spawnTools)
+	case strings.Contains(c.firstUser, askTool):
+		return pick(shellTools)
+	}
+	return move{text: plainAnswer}
+}
+
+func keys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// textOf is the text of a string or of an array of text parts.
+func textOf(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type    string          `json:"type"`
+		Text    string          `json:"text"`
+		Content json.RawMessage `json:"content"`
+	}
+	_ = json.Unmarshal(raw, &parts)
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(p.Text)
+		if p.Content != nil {
+			b.WriteString(textOf(p.Content))
+		}
+	}
+	return b.String()
+}
+
+// anthropicConvo reads a Messages request.
+func anthropicConvo(body []byte) convo {
+	var req struct {
+		System   json.RawMessage `json:"system"`
+		Tools    []struct{ Name string }
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		}
+	}
+	_ = json.Unmarshal(body, &req)
+	c := convo{system: textOf(req.System), tools: map[string]bool{}}
+	for _, t := range req.Tools {
+		c.tools[t.Name] = true
+	}
+	names := map[string]string{} // tool_use id -> name
+	for i, m := range req.Messages {
+		var blocks []struct {
+			Type      string          `json:"type"`
+			Text      string          `json:"text"`
+			ID        string          `json:"id"`
+			Name      string          `json:"name"`
+			ToolUseID string          `json:"tool_use_id"`
+			Content   json.RawMessage `json:"content"`
+		}
+		if json.Unmarshal(m.Content, &blocks) != nil {
+			if m.Role == "user" && c.firstUser == "" {
+				c.firstUser = textOf(m.Content)
+			}
+			continue
+		}
+		var text strings.Builder
+		var result *toolResult
+		for _, b := range blocks {
+			switch b.Type {
+			case "text":
+				text.WriteString(b.Text)
+			case "tool_use":
+				names[b.ID] = b.Name
+				if _, ok := spawnTools[b.Name]; ok {
+					c.spawned = true
+				}
+			case "tool_result":
+				result = &toolResult{tool: names[b.ToolUseID], content: textOf(b.Content)}
+				c.heard = c.heard || strings.Contains(result.content, criticAnswer)
+			}
+		}
+		if i > 0 && strings.Contains(text.String(), criticAnswer) {
+			c.heard = true
+		}
+		if m.Role == "user" && c.firstUser == "" {
+			c.firstUser = text.String()
+		}
+		if i == len(req.Messages)-1 && m.Role == "user" {
+			c.last = result
+		}
+	}
+	return c
+}
+
+// chatConvo reads a Chat Completions request.
+func chatConvo(body []byte) convo {
+	var req struct {
+		Tools []struct {
+			Function struct{ Name string } `json:"function"`
+		}
+		Messages []struct {
+			Role      string          `json:"role"`
+			Content   json.RawMessage `json:"content"`
+			ToolCalls []struct {
+				ID       string `json:"id"`
+				Function struct{ Name string }
+			} `json:"tool_calls"`
+			ToolCallID string `json:"tool_call_id"`
+		}
+	}
+	_ = json.Unmarshal(body, &req)
+	c := convo{tools: map[string]bool{}}
+	for _, t := range req.Tools {
+		c.tools[t.Function.Name] = true
+	}
+	names := map[string]string{}
+	var system []string
+	for i, m := range req.Messages {
+		switch m.Role {
+		case "system", "developer":
+			system = append(system, textOf(m.Content))
+		case "user":
+			if c.firstUser == "" {
+				c.firstUser = textOf(m.Content)
+			} else if strings.Contains(textOf(m.Content), criticAnswer) {
+				c.heard = true
+			}
+		case "assistant":
+			for _, tc := range m.ToolCalls {
+				names[tc.ID] = tc.Function.Name
+				if _, ok := spawnTools[tc.Function.Name]; ok {
+					c.spawned = true
+				}
+			}
+		case "tool":
+			r := &toolResult{tool: names[m.ToolCallID], content: textOf(m.Content)}
+			c.heard = c.heard || strings.Contains(r.content, criticAnswer)
+			if i == len(req.Messages)-1 {
+				c.last = r
+			}
+		}
+	}
+	c.system = strings.Join(system, "\n\n")
+	return c
+}
+
+func anthropicReply(r anthropicfake.Recorded) anthropicfake.Reply {
+	m := play(anthropicConvo(r.Body))
+	if m.tool == "" {
+		return anthropicfake.TextReply(m.text)
+	}
+	args, _ := json.Marshal(m.args)
+	return anthropicfake.Reply{ToolUses: []anthropicfake.ToolUse{{Name: m.tool, Input: args}}}
+}
+
+func chatReply(r openaifake.Recorded) openaifake.Reply {
+	m := play(chatConvo(r.Body))
+	if m.tool == "" {
+		return openaifake.TextReply(m.text)
+	}
+	args, _ := json.Marshal(m.args)
+	return openaifake.Reply{ToolCalls: []openaifake.ToolCall{{Name: m.tool, Arguments: string(args)}}}
+}
