@@ -192,7 +192,15 @@ func TestPersonaMarkerRefusals(t *testing.T) {
 	}
 	w.key = bound
 	st, _, body = w.post(t, "/v1/messages", msg(agentmark.Line("critic")))
-	if st != http.StatusForbidden || !strings.Contains(body, "bound to agent builder") {
+	if st != http.StatusForbidden || !strings.Contains(body, "bound to agent builder; the system prompt is agent critic's persona") {
 		t.Errorf("bound key, other agent's persona: %d %s", st, body)
+	}
+	// Its own persona, or a host's own model name, stays in scope: the
+	// family's tier gives way to the agent's.
+	for _, system := range []string{agentmark.Line("builder"), "You are Claude Code."} {
+		st, _, body = w.post(t, "/v1/messages", msg(system))
+		if st != http.StatusOK {
+			t.Errorf("bound key, %q: %d %s", system, st, body)
+		}
 	}
 }

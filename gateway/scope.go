@@ -31,7 +31,9 @@ func keyScope(key *Key, name string, t Target, header string) *failure {
 			return fail(classPermission, "this key is bound to agent %s; it cannot call as %s (%s)", key.Agent, header, HeaderAgent)
 		case t.Agent != "" && t.Agent != key.Agent:
 			return fail(classPermission, "this key is bound to agent %s; model %q routes as agent %s: send model %q", key.Agent, name, t.Agent, key.Agent)
-		case t.Tier != "" || t.Model != "" || t.Provider != "":
+		case (t.Tier != "" && !t.family) || t.Model != "" || t.Provider != "":
+			// A family's tier (a host's own model name) gives way to the
+			// agent's, so it stays in scope.
 			return fail(classPermission, "this key is bound to agent %s and calls on that agent's own tier and providers; model %q routes to %s: send model %q", key.Agent, name, t.describe(), key.Agent)
 		}
 	}
