@@ -13,7 +13,9 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/openai/openai-go/v3"
+	ooption "github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
+	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/cortexbuild/cortexbuild/gateway"
 	"github.com/cortexbuild/cortexbuild/ledger"
@@ -164,6 +166,14 @@ func TestBudgetRefusals(t *testing.T) {
 	e := openAIErr(t, err)
 	if e.StatusCode != 429 || e.Code != "insufficient_quota" || e.Type != "insufficient_quota" || !strings.Contains(e.Message, "CortexBuild budget: agent critic") || e.Response.Header.Get("X-Should-Retry") != "false" {
 		t.Errorf("agent budget = %d %q %q %q", e.StatusCode, e.Code, e.Message, e.Response.Header.Get("X-Should-Retry"))
+	}
+
+	// Codex gets the refusal as a 400, which it shows as it is.
+	_, err = w.openai(w.key, ooption.WithHeader("Originator", "codex_exec")).Responses.New(ctx, responses.ResponseNewParams{Model: "critic",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("review")}})
+	e = openAIErr(t, err)
+	if e.StatusCode != 400 || e.Code != "budget_exceeded" || e.Type != "invalid_request_error" || !strings.Contains(e.Message, "CortexBuild budget: agent critic") {
+		t.Errorf("agent budget, to Codex = %d %q %q %q", e.StatusCode, e.Code, e.Type, e.Message)
 	}
 
 	wl := newWorld(t, withLedger)

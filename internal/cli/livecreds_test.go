@@ -238,7 +238,7 @@ budgets:
 	}
 	waitFor(t, "alpha unavailable with a secrets file others can read", func() bool {
 		code, body := call("builder")
-		return code == http.StatusServiceUnavailable && strings.Contains(body, "readable by others")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "permissions too open") && strings.Contains(body, "chmod 600")
 	})
 	if code, _ := call("explore"); code != http.StatusOK {
 		t.Errorf("local stopped serving with a secrets file others can read: %d", code)
@@ -257,7 +257,7 @@ budgets:
 		t.Errorf("serve exited %d:\n%s", code, errs)
 	}
 	// Each change is said once, however many calls followed it.
-	for _, want := range []string{"provider alpha is available: its credentials were saved in", "provider alpha: its credentials changed in", "is not valid JSON", "readable by others"} {
+	for _, want := range []string{"provider alpha is available: its credentials were saved in", "provider alpha: its credentials changed in", "is not valid JSON", "permissions too open"} {
 		if n := strings.Count(errs, want); n == 0 {
 			t.Errorf("serve did not say %q:\n%s", want, errs)
 		}

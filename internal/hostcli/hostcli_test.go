@@ -21,8 +21,20 @@ import (
 	"github.com/cortexbuild/cortexbuild/provider/openaicompat/openaifake"
 )
 
-// hostDir is where scripts/install-host-clis.sh installed the pinned CLIs.
-var hostDir = os.Getenv("CORTEXBUILD_HOSTCLIS")
+// hostDir is where scripts/install-host-clis.sh installed the pinned CLIs:
+// CORTEXBUILD_HOSTCLIS, else the script's default, .cache/hostclis in the
+// repository, when it is there.
+var hostDir = func() string {
+	if d := os.Getenv("CORTEXBUILD_HOSTCLIS"); d != "" {
+		return d
+	}
+	if d, err := filepath.Abs("../../.cache/hostclis"); err == nil {
+		if _, err := os.Stat(filepath.Join(d, "node_modules")); err == nil {
+			return d
+		}
+	}
+	return ""
+}()
 
 // required makes a missing prerequisite a failure instead of a skip
 // (.ci/run sets it).
@@ -45,7 +57,7 @@ func need(t *testing.T) {
 	why := ""
 	switch {
 	case hostDir == "":
-		why = "CORTEXBUILD_HOSTCLIS is not set: run scripts/install-host-clis.sh and set it to the directory it prints"
+		why = "the pinned host CLIs are not installed: run scripts/install-host-clis.sh (into .cache/hostclis), or set CORTEXBUILD_HOSTCLIS to where it installed them"
 	case !isolated:
 		why = "needs root, to run the host CLIs in a network namespace that has only loopback"
 	}
@@ -87,6 +99,7 @@ type world struct {
 	claude    *anthropicfake.Server
 	gpt       *openaifake.Server
 	stop      func()
+	mayFail   bool // a host's non-zero exit is not a failure
 }
 
 const (
@@ -95,7 +108,10 @@ const (
 	taskID       = "T-HOST"
 )
 
-func newWorld(t *testing.T) *world {
+func newWorld(t *testing.T) *world { return newWorldWith(t, nil) }
+
+// newWorldWith runs before, when set, after render and before serve.
+func newWorldWith(t *testing.T, before func(*world)) *world {
 	t.Helper()
 	w := &world{dir: t.TempDir(), home: t.TempDir()}
 	w.claude = anthropicfake.New(anthropicfake.WithAPIKey(anthropicKey), anthropicfake.WithDefaultReply(anthropicReply))
@@ -132,6 +148,9 @@ agents:
 	t.Chdir(w.dir)
 	w.cortexbuild(t, "render", "--target", "claude,codex,copilot")
 	w.key = strings.TrimSpace(w.cortexbuild(t, "serve", "keys", "create", "--name", "hosts"))
+	if before != nil {
+		before(w)
+	}
 	w.serve(t)
 	return w
 }
@@ -202,7 +221,7 @@ func (w *world) host(t *testing.T, bin string, env []string, args ...string) str
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
-	if err != nil {
+	if err != nil && !w.mayFail {
 		t.Fatalf("%s %s: %v\n%s\n%s", filepath.Base(bin), strings.Join(args, " "), err, out.String(), w.upstream())
 	}
 	return out.String()
@@ -266,37 +285,24 @@ func checkCriticSpawn(t *testing.T, rows []ledger.AttemptRow) {
 	}
 }
 
-func TestClaudeCode(t *testing.T) {
-	need(t)
-	w := newWorld(t)
+// Each host's recipe (docs/gateway.md): the environment and files that
+// point it at the gateway, the main session as agent planner on task.
+
+func (w *world) claudeCode(t *testing.T, task string) func(prompt string) string {
 	bin := binary(t, "claude")
 	env := []string{
 		"ANTHROPIC_BASE_URL=" + w.base,
 		"ANTHROPIC_AUTH_TOKEN=" + w.key,
-		"ANTHROPIC_CUSTOM_HEADERS=X-CortexBuild-Agent: planner\nX-CortexBuild-Task: " + taskID,
+		"ANTHROPIC_CUSTOM_HEADERS=X-CortexBuild-Agent: planner\nX-CortexBuild-Task: " + task,
 		"IS_SANDBOX=1", "DISABLE_TELEMETRY=1", "DISABLE_AUTOUPDATER=1", "DISABLE_ERROR_REPORTING=1",
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 	}
-	run := func(prompt string) string {
+	return func(prompt string) string {
 		return w.host(t, bin, env, "-p", prompt, "--permission-mode", "bypassPermissions")
 	}
-	if out := run("Say hello."); !strings.Contains(out, plainAnswer) {
-		t.Errorf("plain turn: %s\n%s", out, w.upstream())
-	}
-	if out := run(askTool + ": print the word."); !strings.Contains(out, toolOutput) {
-		t.Errorf("tool loop: %s\n%s", out, w.upstream())
-	}
-	out := run(askSpawn + ": plan adding hello.txt and have the critic review the plan.")
-	t.Logf("transcript:\n%s", out)
-	if !strings.Contains(out, criticAnswer) {
-		t.Errorf("critic spawn: %s\n%s", out, w.upstream())
-	}
-	checkCriticSpawn(t, w.rows(t))
 }
 
-func TestCodex(t *testing.T) {
-	need(t)
-	w := newWorld(t)
+func (w *world) codexCLI(t *testing.T, task string) func(prompt string, args ...string) string {
 	bin := binary(t, "codex")
 	codexHome := filepath.Join(w.home, ".codex")
 	if err := os.MkdirAll(codexHome, 0o700); err != nil {
@@ -319,25 +325,42 @@ enabled = false
 
 [projects.%q]
 trust_level = "trusted"
-`, w.base, taskID, w.dir)
+`, w.base, task, w.dir)
 	if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	env := []string{"CODEX_HOME=" + codexHome, "CORTEXBUILD_GATEWAY_KEY=" + w.key}
-	run := func(prompt string, args ...string) string {
+	return func(prompt string, args ...string) string {
 		return w.host(t, bin, env, append(append([]string{"exec", "--skip-git-repo-check"}, args...), prompt)...)
 	}
+}
+
+func (w *world) copilotCLI(t *testing.T, task string) func(prompt string) string {
+	bin := binary(t, "copilot")
+	// Copilot sends no custom headers: a key bound to the task ties the
+	// session's calls to it, and the model name names the agent.
+	key := strings.TrimSpace(w.cortexbuild(t, "serve", "keys", "create", "--name", "copilot-"+task, "--task", task))
+	env := []string{
+		"COPILOT_PROVIDER_BASE_URL=" + w.base + "/v1",
+		"COPILOT_PROVIDER_TYPE=openai",
+		"COPILOT_PROVIDER_WIRE_API=completions",
+		"COPILOT_PROVIDER_API_KEY=" + key,
+		"COPILOT_MODEL=planner",
+		"XDG_CONFIG_HOME=" + filepath.Join(w.home, ".config"),
+	}
+	return func(prompt string) string {
+		return w.host(t, bin, env, "-p", prompt, "--allow-all-tools")
+	}
+}
+
+// scenarios runs the plain turn, the tool loop and the critic spawn.
+func scenarios(t *testing.T, w *world, run func(prompt string) string) {
+	t.Helper()
 	if out := run("Say hello."); !strings.Contains(out, plainAnswer) {
 		t.Errorf("plain turn: %s\n%s", out, w.upstream())
 	}
 	if out := run(askTool + ": print the word."); !strings.Contains(out, toolOutput) {
 		t.Errorf("tool loop: %s\n%s", out, w.upstream())
-	}
-	// With a model Codex knows, it declares its tools in an
-	// additional_tools item and runs commands through its custom exec
-	// tool (JavaScript).
-	if out := run(askTool+": print the word.", "-m", "gpt-6.2-sol"); !strings.Contains(out, toolOutput) {
-		t.Errorf("tool loop in code mode: %s\n%s", out, w.upstream())
 	}
 	out := run(askSpawn + ": plan adding hello.txt and have the critic review the plan.")
 	t.Logf("transcript:\n%s", out)
@@ -347,34 +370,53 @@ trust_level = "trusted"
 	checkCriticSpawn(t, w.rows(t))
 }
 
+func TestClaudeCode(t *testing.T) {
+	need(t)
+	w := newWorld(t)
+	scenarios(t, w, w.claudeCode(t, taskID))
+}
+
+func TestCodex(t *testing.T) {
+	need(t)
+	w := newWorld(t)
+	run := w.codexCLI(t, taskID)
+	// With a model Codex knows, it declares its tools in an
+	// additional_tools item and runs commands through its custom exec
+	// tool (JavaScript).
+	if out := run(askTool+": print the word.", "-m", "gpt-6.2-sol"); !strings.Contains(out, toolOutput) {
+		t.Errorf("tool loop in code mode: %s\n%s", out, w.upstream())
+	}
+	scenarios(t, w, func(prompt string) string { return run(prompt) })
+}
+
 func TestCopilot(t *testing.T) {
 	need(t)
 	w := newWorld(t)
-	bin := binary(t, "copilot")
-	// Copilot sends no custom headers: a key bound to the task ties the
-	// session's calls to it.
-	key := strings.TrimSpace(w.cortexbuild(t, "serve", "keys", "create", "--name", "copilot", "--task", taskID))
-	env := []string{
-		"COPILOT_PROVIDER_BASE_URL=" + w.base + "/v1",
-		"COPILOT_PROVIDER_TYPE=openai",
-		"COPILOT_PROVIDER_WIRE_API=completions",
-		"COPILOT_PROVIDER_API_KEY=" + key,
-		"COPILOT_MODEL=planner",
-		"XDG_CONFIG_HOME=" + filepath.Join(w.home, ".config"),
+	scenarios(t, w, w.copilotCLI(t, taskID))
+}
+
+// A budget refusal reaches the user of each host with CortexBuild's
+// reason, not the host's own wording of the status.
+func TestRefusalsReachTheUser(t *testing.T) {
+	need(t)
+	const task = "T-BROKE"
+	w := newWorldWith(t, func(w *world) {
+		w.cortexbuild(t, "budget", "set", "task:"+task, "0.000001")
+	})
+	w.mayFail = true
+	hosts := map[string]func(string) string{
+		"claude":  w.claudeCode(t, task),
+		"codex":   func(p string) string { return w.codexCLI(t, task)(p) },
+		"copilot": w.copilotCLI(t, task),
 	}
-	run := func(prompt string) string {
-		return w.host(t, bin, env, "-p", prompt, "--allow-all-tools")
+	for name, run := range hosts {
+		out := run("Say hello.")
+		t.Logf("%s:\n%s", name, out)
+		if strings.Contains(out, plainAnswer) || !strings.Contains(out, "budget") {
+			t.Errorf("%s does not show the budget refusal:\n%s", name, out)
+		}
 	}
-	if out := run("Say hello."); !strings.Contains(out, plainAnswer) {
-		t.Errorf("plain turn: %s\n%s", out, w.upstream())
+	if n := len(w.claude.Requests()) + len(w.gpt.Requests()); n != 0 {
+		t.Errorf("the refused calls reached the providers %d times", n)
 	}
-	if out := run(askTool + ": print the word."); !strings.Contains(out, toolOutput) {
-		t.Errorf("tool loop: %s\n%s", out, w.upstream())
-	}
-	out := run(askSpawn + ": plan adding hello.txt and have the critic review the plan.")
-	t.Logf("transcript:\n%s", out)
-	if !strings.Contains(out, criticAnswer) {
-		t.Errorf("critic spawn: %s\n%s", out, w.upstream())
-	}
-	checkCriticSpawn(t, w.rows(t))
 }
