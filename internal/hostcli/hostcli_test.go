@@ -353,8 +353,10 @@ func (w *world) copilotCLI(t *testing.T, task string) func(prompt string) string
 	}
 }
 
-// scenarios runs the plain turn, the tool loop and the critic spawn.
-func scenarios(t *testing.T, w *world, run func(prompt string) string) {
+// scenarios runs the plain turn, the tool loop and the critic spawn, in
+// which the critic tries to write a file with any shell tool it has:
+// readOnly says whether the host keeps the read-only critic from it.
+func scenarios(t *testing.T, w *world, readOnly bool, run func(prompt string) string) {
 	t.Helper()
 	if out := run("Say hello."); !strings.Contains(out, plainAnswer) {
 		t.Errorf("plain turn: %s\n%s", out, w.upstream())
@@ -368,12 +370,29 @@ func scenarios(t *testing.T, w *world, run func(prompt string) string) {
 		t.Errorf("critic spawn: %s\n%s", out, w.upstream())
 	}
 	checkCriticSpawn(t, w.rows(t))
+	var bodies [][]byte
+	for _, r := range w.gpt.Requests() {
+		bodies = append(bodies, r.Body)
+	}
+	shells := criticShell(bodies, chatConvo)
+	_, err := os.Stat(filepath.Join(w.dir, criticFile))
+	wrote := err == nil
+	switch {
+	case readOnly && (len(shells) > 0 || wrote):
+		t.Errorf("the read-only critic was given %v and wrote %s: %v", shells, criticFile, wrote)
+	case !readOnly && !wrote:
+		// A fence for the pin bump: docs/render.md says this host cannot
+		// keep a spawned role read-only.
+		t.Errorf("the critic, given %v, could not write %s: the host now keeps a read-only role read-only; update docs/render.md and this test", shells, criticFile)
+	case !readOnly:
+		t.Logf("as docs/render.md says, the read-only critic ran with %v and wrote %s", shells, criticFile)
+	}
 }
 
 func TestClaudeCode(t *testing.T) {
 	need(t)
 	w := newWorld(t)
-	scenarios(t, w, w.claudeCode(t, taskID))
+	scenarios(t, w, true, w.claudeCode(t, taskID))
 }
 
 func TestCodex(t *testing.T) {
@@ -386,13 +405,13 @@ func TestCodex(t *testing.T) {
 	if out := run(askTool+": print the word.", "-m", "gpt-6.2-sol"); !strings.Contains(out, toolOutput) {
 		t.Errorf("tool loop in code mode: %s\n%s", out, w.upstream())
 	}
-	scenarios(t, w, func(prompt string) string { return run(prompt) })
+	scenarios(t, w, false, func(prompt string) string { return run(prompt) })
 }
 
 func TestCopilot(t *testing.T) {
 	need(t)
 	w := newWorld(t)
-	scenarios(t, w, w.copilotCLI(t, taskID))
+	scenarios(t, w, true, w.copilotCLI(t, taskID))
 }
 
 // A budget refusal reaches the user of each host with CortexBuild's

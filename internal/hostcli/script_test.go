@@ -50,18 +50,29 @@ type move struct {
 	args map[string]any
 }
 
-// shellTools and spawnTools are the hosts' names for them, with the
-// arguments each takes.
-var shellTools = map[string]map[string]any{
-	"Bash":         {"command": toolCommand, "description": "Print a word"},
-	"exec_command": {"cmd": toolCommand},
-	"bash":         {"command": toolCommand, "description": "Print a word"},
-	"shell":        {"command": []string{"bash", "-lc", toolCommand}},
+// shellTools are the hosts' shell tools, each with the arguments that run
+// a command.
+var shellTools = map[string]func(cmd string) map[string]any{
+	"Bash":         func(cmd string) map[string]any { return map[string]any{"command": cmd, "description": "Run a command"} },
+	"exec_command": func(cmd string) map[string]any { return map[string]any{"cmd": cmd} },
+	"bash":         func(cmd string) map[string]any { return map[string]any{"command": cmd, "description": "Run a command"} },
+	"shell":        func(cmd string) map[string]any { return map[string]any{"command": []string{"bash", "-lc", cmd}} },
 	// Codex's code mode: a custom tool taking JavaScript that calls the
 	// nested tools.
-	"exec": {"input": "const r = await tools.exec_command({cmd: " + strconv.Quote(toolCommand) + "});\ntext(r);"},
+	"exec": func(cmd string) map[string]any {
+		return map[string]any{"input": "const r = await tools.exec_command({cmd: " + strconv.Quote(cmd) + "});\ntext(r);"}
+	},
 }
 
+// criticWrites is what the critic tries with any shell tool it is given:
+// a read-only persona must not be able to.
+const (
+	criticFile   = "critic-wrote.txt"
+	criticWrites = "echo review > " + criticFile
+)
+
+// spawnTools are the hosts' sub-agent tools, with the arguments that
+// spawn the rendered critic.
 var spawnTools = map[string]map[string]any{
 	"Agent":       {"description": "Review the plan", "prompt": spawnPrompt, "subagent_type": "critic", "run_in_background": false},
 	"Task":        {"description": "Review the plan", "prompt": spawnPrompt, "subagent_type": "critic", "run_in_background": false},
@@ -74,6 +85,13 @@ var agentID = regexp.MustCompile(`"(?:agent_id|id)"\s*:\s*"([^"]+)"`)
 // play decides the script's move.
 func play(c convo) move {
 	if agent, _ := agentmark.Find(c.system); agent == "critic" {
+		if c.last == nil {
+			for name, args := range shellTools {
+				if c.tools[name] {
+					return move{tool: name, args: args(criticWrites)}
+				}
+			}
+		}
 		return move{text: criticAnswer}
 	}
 	if c.heard {
@@ -87,23 +105,42 @@ func play(c convo) move {
 		}
 		return move{text: "DONE: " + r.tool + " said: " + r.content}
 	}
-	pick := func(tools map[string]map[string]any) move {
-		for name, args := range tools {
-			if c.tools[name] {
-				return move{tool: name, args: args}
-			}
-		}
-		return move{text: "no tool for this: offered " + strings.Join(keys(c.tools), ", ")}
-	}
 	switch {
 	case c.spawned:
 		return move{text: "Waiting for the critic."}
 	case strings.Contains(c.firstUser, askSpawn):
-		return pick(spawnTools)
+		for name, args := range spawnTools {
+			if c.tools[name] {
+				return move{tool: name, args: args}
+			}
+		}
 	case strings.Contains(c.firstUser, askTool):
-		return pick(shellTools)
+		for name, args := range shellTools {
+			if c.tools[name] {
+				return move{tool: name, args: args(toolCommand)}
+			}
+		}
+	default:
+		return move{text: plainAnswer}
 	}
-	return move{text: plainAnswer}
+	return move{text: "no tool for this: offered " + strings.Join(keys(c.tools), ", ")}
+}
+
+// criticShell names the shell tools offered to the critic's requests.
+func criticShell(bodies [][]byte, read func([]byte) convo) []string {
+	var out []string
+	for _, b := range bodies {
+		c := read(b)
+		if agent, _ := agentmark.Find(c.system); agent != "critic" {
+			continue
+		}
+		for name := range shellTools {
+			if c.tools[name] {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
 }
 
 func keys(m map[string]bool) []string {
