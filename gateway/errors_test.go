@@ -128,7 +128,7 @@ func TestKeyBindings(t *testing.T) {
 		t.Errorf("unknown agent header = %d %q", e.StatusCode, e.Message)
 	}
 	_, err = w.openai(w.key).Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "gpt-9000", Messages: userMsg("hi")})
-	if e := openAIErr(t, err); e.StatusCode != 404 || e.Code != "model_not_found" || e.Param != "model" {
+	if e := openAIErr(t, err); e.StatusCode != 400 || e.Code != "model_not_found" || e.Param != "model" {
 		t.Errorf("unknown model = %d %q %q", e.StatusCode, e.Code, e.Param)
 	}
 }

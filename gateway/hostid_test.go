@@ -117,8 +117,14 @@ func TestHostModelNamesServedByFamily(t *testing.T) {
 		}
 	}
 	st, _, body := w.post(t, "/v1/chat/completions", `{"model":"llama-99","messages":[{"role":"user","content":"hi"}]}`)
-	if st != http.StatusNotFound || !strings.Contains(body, `gateway.models in llm-config.yaml (e.g. \"llama-99\": {tier: balanced})`) {
+	if st != http.StatusBadRequest || !strings.Contains(body, `gateway.models in llm-config.yaml (e.g. \"llama-99\": {tier: balanced})`) {
 		t.Errorf("unknown model: %d %s", st, body)
+	}
+	// A call is refused with a 400 the hosts print; asking for the model
+	// itself is a 404, a resource that is not there.
+	_, err := w.openai(w.key).Models.Get(ctxT(t), "llama-99")
+	if e := openAIErr(t, err); e.StatusCode != http.StatusNotFound || e.Code != "model_not_found" {
+		t.Errorf("GET /v1/models/llama-99 = %d %q", e.StatusCode, e.Code)
 	}
 }
 

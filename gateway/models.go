@@ -224,11 +224,17 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, p protocol)
 		writeJSON(w, http.StatusOK, g.modelObject(modelEntry{id: id, desc: t.describe()}))
 		return
 	}
-	p.writeError(w, r, g.unknownModel(id))
+	f := g.unknownModel(id)
+	f.class = classNotFound // a resource that is not there
+	p.writeError(w, r, f)
 }
 
+// unknownModel is the refusal of a call to a name the gateway does not
+// resolve. It is a 400, not a 404: the hosts replace a 404's message with
+// their own ("There's an issue with the selected model"), but show a 400's
+// as it is, and this one says how to map the name.
 func (g *Gateway) unknownModel(name string) *failure {
-	return &failure{class: classNotFound, param: "model", code: "model_not_found",
+	return &failure{class: classBadRequest, param: "model", code: "model_not_found",
 		msg: "model " + quote(name) + " is not known to this CortexBuild gateway: send an agent name (builder, planner, …), a tier (reasoning_heavy, balanced, fast_cheap), provider/model, or a name or pattern from gateway.models in llm-config.yaml (e.g. " + quote(name) + ": {tier: balanced}); GET /v1/models lists them"}
 }
 

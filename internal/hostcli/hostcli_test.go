@@ -288,7 +288,10 @@ func checkCriticSpawn(t *testing.T, rows []ledger.AttemptRow) {
 // Each host's recipe (docs/gateway.md): the environment and files that
 // point it at the gateway, the main session as agent planner on task.
 
-func (w *world) claudeCode(t *testing.T, task string) func(prompt string) string {
+// run runs a host's one-shot mode on a prompt, with more flags.
+type run func(prompt string, flags ...string) string
+
+func (w *world) claudeCode(t *testing.T, task string) run {
 	bin := binary(t, "claude")
 	env := []string{
 		"ANTHROPIC_BASE_URL=" + w.base,
@@ -297,12 +300,12 @@ func (w *world) claudeCode(t *testing.T, task string) func(prompt string) string
 		"IS_SANDBOX=1", "DISABLE_TELEMETRY=1", "DISABLE_AUTOUPDATER=1", "DISABLE_ERROR_REPORTING=1",
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 	}
-	return func(prompt string) string {
-		return w.host(t, bin, env, "-p", prompt, "--permission-mode", "bypassPermissions")
+	return func(prompt string, flags ...string) string {
+		return w.host(t, bin, env, append([]string{"-p", prompt, "--permission-mode", "bypassPermissions"}, flags...)...)
 	}
 }
 
-func (w *world) codexCLI(t *testing.T, task string) func(prompt string, args ...string) string {
+func (w *world) codexCLI(t *testing.T, task string) run {
 	bin := binary(t, "codex")
 	codexHome := filepath.Join(w.home, ".codex")
 	if err := os.MkdirAll(codexHome, 0o700); err != nil {
@@ -330,12 +333,12 @@ trust_level = "trusted"
 		t.Fatal(err)
 	}
 	env := []string{"CODEX_HOME=" + codexHome, "CORTEXBUILD_GATEWAY_KEY=" + w.key}
-	return func(prompt string, args ...string) string {
-		return w.host(t, bin, env, append(append([]string{"exec", "--skip-git-repo-check"}, args...), prompt)...)
+	return func(prompt string, flags ...string) string {
+		return w.host(t, bin, env, append(append([]string{"exec", "--skip-git-repo-check"}, flags...), prompt)...)
 	}
 }
 
-func (w *world) copilotCLI(t *testing.T, task string) func(prompt string) string {
+func (w *world) copilotCLI(t *testing.T, task string) run {
 	bin := binary(t, "copilot")
 	// Copilot sends no custom headers: a key bound to the task ties the
 	// session's calls to it, and the model name names the agent.
@@ -348,15 +351,15 @@ func (w *world) copilotCLI(t *testing.T, task string) func(prompt string) string
 		"COPILOT_MODEL=planner",
 		"XDG_CONFIG_HOME=" + filepath.Join(w.home, ".config"),
 	}
-	return func(prompt string) string {
-		return w.host(t, bin, env, "-p", prompt, "--allow-all-tools")
+	return func(prompt string, flags ...string) string {
+		return w.host(t, bin, env, append([]string{"-p", prompt, "--allow-all-tools"}, flags...)...)
 	}
 }
 
 // scenarios runs the plain turn, the tool loop and the critic spawn, in
 // which the critic tries to write a file with any shell tool it has:
 // readOnly says whether the host keeps the read-only critic from it.
-func scenarios(t *testing.T, w *world, readOnly bool, run func(prompt string) string) {
+func scenarios(t *testing.T, w *world, readOnly bool, run run) {
 	t.Helper()
 	if out := run("Say hello."); !strings.Contains(out, plainAnswer) {
 		t.Errorf("plain turn: %s\n%s", out, w.upstream())
@@ -405,7 +408,7 @@ func TestCodex(t *testing.T) {
 	if out := run(askTool+": print the word.", "-m", "gpt-6.2-sol"); !strings.Contains(out, toolOutput) {
 		t.Errorf("tool loop in code mode: %s\n%s", out, w.upstream())
 	}
-	scenarios(t, w, false, func(prompt string) string { return run(prompt) })
+	scenarios(t, w, false, run)
 }
 
 func TestCopilot(t *testing.T) {
@@ -423,16 +426,39 @@ func TestRefusalsReachTheUser(t *testing.T) {
 		w.cortexbuild(t, "budget", "set", "task:"+task, "0.000001")
 	})
 	w.mayFail = true
-	hosts := map[string]func(string) string{
-		"claude":  w.claudeCode(t, task),
-		"codex":   func(p string) string { return w.codexCLI(t, task)(p) },
-		"copilot": w.copilotCLI(t, task),
-	}
-	for name, run := range hosts {
+	for name, run := range w.hosts(t, task) {
 		out := run("Say hello.")
 		t.Logf("%s:\n%s", name, out)
 		if strings.Contains(out, plainAnswer) || !strings.Contains(out, "budget") {
 			t.Errorf("%s does not show the budget refusal:\n%s", name, out)
+		}
+	}
+	if n := len(w.claude.Requests()) + len(w.gpt.Requests()); n != 0 {
+		t.Errorf("the refused calls reached the providers %d times", n)
+	}
+}
+
+// hosts is each host's recipe for task.
+func (w *world) hosts(t *testing.T, task string) map[string]run {
+	return map[string]run{
+		"claude":  w.claudeCode(t, task),
+		"codex":   w.codexCLI(t, task),
+		"copilot": w.copilotCLI(t, task),
+	}
+}
+
+// A model name the gateway does not know reaches the user of each host
+// with the gateway's message, which says how to map it, rather than the
+// host's own wording of the status.
+func TestUnknownModelReachesTheUser(t *testing.T) {
+	need(t)
+	w := newWorld(t)
+	w.mayFail = true
+	for name, run := range w.hosts(t, taskID) {
+		out := run("Say hello.", "--model", "llama-99")
+		t.Logf("%s:\n%s", name, out)
+		if strings.Contains(out, plainAnswer) || !strings.Contains(out, "gateway.models") {
+			t.Errorf("%s does not show the gateway's message for an unknown model:\n%s", name, out)
 		}
 	}
 	if n := len(w.claude.Requests()) + len(w.gpt.Requests()); n != 0 {
