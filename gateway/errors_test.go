@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -253,21 +252,10 @@ func TestDecodingAndLimits(t *testing.T) {
 	ctx := ctxT(t)
 	post := func(path, body string, hdr ...string) (*http.Response, map[string]any) {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(ctx, "POST", w.url+path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+w.key)
-		for i := 0; i+1 < len(hdr); i += 2 {
-			req.Header.Set(hdr[i], hdr[i+1])
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		st, h, b := w.post(t, path, body, hdr...)
 		var m map[string]any
-		_ = json.Unmarshal(b, &m)
-		return resp, m
+		_ = json.Unmarshal([]byte(b), &m)
+		return &http.Response{StatusCode: st, Header: h}, m
 	}
 	errMsg := func(m map[string]any) string {
 		e, _ := m["error"].(map[string]any)

@@ -1,36 +1,17 @@
 package gateway_test
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
 	"os"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/cortexbuild/cortexbuild/gateway"
+	"github.com/cortexbuild/cortexbuild/internal/testenv"
 )
-
-// syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // A key file made readable by others while the gateway runs is refused on
 // the next request: the client gets a generic 500 in its protocol's shape
@@ -39,7 +20,7 @@ func TestKeyFileMadeReadableWhileServingIsRefused(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("file modes do not describe access on Windows")
 	}
-	var log syncBuffer
+	var log testenv.Buffer
 	w := newWorld(t, withGateway(func(o *gateway.Options) { o.Logger = slog.New(slog.NewTextHandler(&log, nil)) }))
 	auth := []string{"Authorization", "Bearer " + w.key, "Content-Type", "application/json"}
 	if st, m := w.call(t, "POST", "/v1/chat/completions", "", chatBody, auth...); st != 200 {

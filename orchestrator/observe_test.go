@@ -2,7 +2,6 @@ package orchestrator_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cortexbuild/cortexbuild/cache"
+	"github.com/cortexbuild/cortexbuild/internal/testenv"
 	"github.com/cortexbuild/cortexbuild/observe"
 	"github.com/cortexbuild/cortexbuild/observe/metrics"
 	"github.com/cortexbuild/cortexbuild/observe/tracing"
@@ -40,31 +40,14 @@ const secretPrompt = "PROMPT-TEXT-THAT-MUST-NOT-LEAK"
 // private registry.
 type observed struct {
 	*world
-	logs    *syncBuffer
+	logs    *testenv.Buffer
 	spans   *tracetest.SpanRecorder
 	metrics *metrics.Observer
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func newObserved(t *testing.T, mutate func(*orchestrator.Settings)) *observed {
 	t.Helper()
-	ow := &observed{logs: &syncBuffer{}, spans: tracetest.NewSpanRecorder(), metrics: metrics.New(metrics.Settings{})}
+	ow := &observed{logs: &testenv.Buffer{}, spans: tracetest.NewSpanRecorder(), metrics: metrics.New(metrics.Settings{})}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(ow.spans))
 	tr, err := tracing.New(tracing.Settings{TracerProvider: tp, ProviderNames: map[string]string{"anthropic": "anthropic", "openai": "openai", "gemini": "gcp.gemini"}})
 	if err != nil {
@@ -531,7 +514,7 @@ func TestObservedNeverLeaksPromptOrKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ow := &observed{logs: &syncBuffer{}, spans: tracetest.NewSpanRecorder(), metrics: metrics.New(metrics.Settings{})}
+	ow := &observed{logs: &testenv.Buffer{}, spans: tracetest.NewSpanRecorder(), metrics: metrics.New(metrics.Settings{})}
 	tr, _ := tracing.New(tracing.Settings{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(ow.spans))})
 	o, err := orchestrator.New(orchestrator.Settings{
 		Endpoints: []orchestrator.Endpoint{{Name: "anthropic", Adapter: a}},

@@ -69,6 +69,17 @@ func unavailableNow(t *testing.T, base string) []string {
 	return h.Unavailable
 }
 
+// alphaAndLocal starts the two providers of the live-credentials
+// projects: alpha, Anthropic, and local, a vLLM server that wants
+// localKey.
+func alphaAndLocal(t *testing.T, localKey string) (*anthropicfake.Server, *openaifake.Server) {
+	alpha := anthropicfake.New()
+	t.Cleanup(alpha.Close)
+	local := openaifake.New(openaifake.WithFlavor(openaifake.FlavorVLLM), openaifake.WithAPIKey(localKey))
+	t.Cleanup(local.Close)
+	return alpha, local
+}
+
 // waitFor retries cond until it holds, failing after a generous
 // deadline: a change another process makes to the secrets file is seen
 // within the gateway's recheck period, not at once. No timing is
@@ -96,10 +107,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // unavailable, said once, while the others serve.
 func TestServeUsesKeysSavedWhileItRuns(t *testing.T) {
 	const localKey, key1, key2, key3 = "sk-local-Lv4w", "sk-ant-first-9Qe2", "sk-ant-second-X7p1", "sk-ant-third-Mm3k"
-	alpha := anthropicfake.New()
-	t.Cleanup(alpha.Close)
-	local := openaifake.New(openaifake.WithFlavor(openaifake.FlavorVLLM), openaifake.WithAPIKey(localKey))
-	t.Cleanup(local.Close)
+	alpha, local := alphaAndLocal(t, localKey)
 	dir := writeConfig(t, fmt.Sprintf(`orchestration: true
 providers:
   alpha:
@@ -282,10 +290,7 @@ budgets:
 // reason in its 503 and /healthz.
 func TestBadSecretsFileFailsOnlyItsProviders(t *testing.T) {
 	const localKey = "sk-local-Qa8r"
-	alpha := anthropicfake.New()
-	t.Cleanup(alpha.Close)
-	local := openaifake.New(openaifake.WithFlavor(openaifake.FlavorVLLM), openaifake.WithAPIKey(localKey))
-	t.Cleanup(local.Close)
+	alpha, local := alphaAndLocal(t, localKey)
 	dir := writeConfig(t, fmt.Sprintf(`orchestration: true
 providers:
   alpha:

@@ -379,30 +379,27 @@ func TestLocalOnlyLoopbackStoreAndCacheServe(t *testing.T) {
 		u.Host = name + ":" + port
 		return u.String(), "127.0.0.1:" + port
 	}
-	t.Run("redis", func(t *testing.T) {
-		raw, addr := local(t, testenv.Redis(t), "cache.local.test")
-		dir, srv := servicesProject(t, "local-only", "cache:\n  backend: redis\n  url: ${REDIS_URL}\n")
-		n := newSvcNet(t)
-		srv.Enqueue(anthropicfake.TextReply("cached through the gate"))
-		vars := map[string]string{"MY_KEY": testKey, "REDIS_URL": raw}
-		if code, out, errs := runWith(t, n.hook, dir, vars, "invoke", "hi"); code != 0 || !strings.Contains(out, "cached through the gate") {
-			t.Fatalf("invoke = %d %q %q", code, out, errs)
-		}
-		if d := n.allDials(); !slicesContains(d, addr) {
-			t.Errorf("dials %q: Redis was not dialed through the gate at %s", d, addr)
-		}
-	})
-	t.Run("postgres", func(t *testing.T) {
-		raw, addr := local(t, testenv.Postgres(t), "db.local.test")
-		dir, srv := servicesProject(t, "local-only", "store:\n  backend: postgres\n  dsn: ${PG_DSN}\n")
-		n := newSvcNet(t)
-		srv.Enqueue(anthropicfake.TextReply("recorded through the gate"))
-		vars := map[string]string{"MY_KEY": testKey, "PG_DSN": raw}
-		if code, out, errs := runWith(t, n.hook, dir, vars, "invoke", "hi"); code != 0 || !strings.Contains(out, "recorded through the gate") {
-			t.Fatalf("invoke = %d %q %q", code, out, errs)
-		}
-		if d := n.allDials(); !slicesContains(d, addr) {
-			t.Errorf("dials %q: PostgreSQL was not dialed through the gate at %s", d, addr)
-		}
-	})
+	for _, c := range []struct {
+		name                    string
+		service                 func(testing.TB) string
+		host, config, env, what string
+	}{
+		{"redis", testenv.Redis, "cache.local.test", "cache:\n  backend: redis\n  url: ${REDIS_URL}\n", "REDIS_URL", "Redis"},
+		{"postgres", testenv.Postgres, "db.local.test", "store:\n  backend: postgres\n  dsn: ${PG_DSN}\n", "PG_DSN", "PostgreSQL"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			raw, addr := local(t, c.service(t), c.host)
+			dir, srv := servicesProject(t, "local-only", c.config)
+			n := newSvcNet(t)
+			answer := "served through the gate by " + c.what
+			srv.Enqueue(anthropicfake.TextReply(answer))
+			vars := map[string]string{"MY_KEY": testKey, c.env: raw}
+			if code, out, errs := runWith(t, n.hook, dir, vars, "invoke", "hi"); code != 0 || !strings.Contains(out, answer) {
+				t.Fatalf("invoke = %d %q %q", code, out, errs)
+			}
+			if d := n.allDials(); !slicesContains(d, addr) {
+				t.Errorf("dials %q: %s was not dialed through the gate at %s", d, c.what, addr)
+			}
+		})
+	}
 }

@@ -5,7 +5,6 @@ package secretscan_test
 // name and whose dialer refuses every address that is not loopback.
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -54,24 +53,6 @@ func random(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return hex.EncodeToString(b)
-}
-
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // loopbackOnly resolves nothing and dials only loopback addresses.
@@ -178,7 +159,7 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 
 	// Telemetry: JSON logs to a buffer, spans to a recorder, metrics to a
 	// private registry.
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	spans := tracetest.NewSpanRecorder()
 	met := metrics.New(metrics.Settings{})
 	tr, err := tracing.New(tracing.Settings{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))})
