@@ -472,10 +472,7 @@ func (g *Gateway) callFor(r *http.Request, key *Key, model string, req provider.
 		// A rendered persona says which agent it is; the model name is the
 		// host's (a family alias, a vendor model, a display name) and the
 		// agent's own route decides the model.
-		if key != nil && key.Agent != "" && key.Agent != marked {
-			return orchestrator.Call{}, fail(classPermission, "this key is bound to agent %s; the system prompt is agent %s's persona (%s): use a key that is not bound to an agent for a host that spawns agents", key.Agent, marked, agentmark.Line(marked))
-		}
-		t = Target{Agent: marked}
+		t = Target{Agent: marked, persona: true}
 	} else {
 		var ok bool
 		if t, ok = g.resolve(model); !ok {
@@ -507,10 +504,7 @@ func (g *Gateway) callFor(r *http.Request, key *Key, model string, req provider.
 		task = h
 	}
 	if key != nil && key.Agent != "" {
-		if agent != "" && agent != key.Agent {
-			return orchestrator.Call{}, fail(classPermission, "this key is bound to agent %s; it cannot call as %s", key.Agent, agent)
-		}
-		agent = key.Agent
+		agent = key.Agent // keyScope refused any other
 	}
 	if key != nil && key.Task != "" {
 		if task != "" && task != key.Task {

@@ -28,6 +28,9 @@ type Target struct {
 	// family: the target of one of DefaultFamilies, whose tier applies
 	// only when nothing names the agent.
 	family bool
+	// persona: the agent was named by a rendered persona's line in the
+	// system prompt, not by the model name.
+	persona bool
 }
 
 // describe says what t routes to, for the model listing.
