@@ -458,10 +458,10 @@ func (g *Gateway) messages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if mr.stream {
-		g.streamMessages(w, r, call, id)
+		g.streamMessages(w, r, call, id, mr.key)
 		return
 	}
-	out, err := g.opts.Orchestrator.Invoke(ctx, call)
+	out, err := g.invoke(ctx, call, mr.key)
 	if err != nil {
 		if !clientGone(ctx) {
 			p.writeError(w, r, classify(ctx, err))
@@ -500,9 +500,9 @@ func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request) {
 // tool_use with input_json_delta fragments), message_delta with the stop
 // reason and the usage, message_stop. A failure after the first byte ends
 // the stream with an error event, never a message_stop.
-func (g *Gateway) streamMessages(w http.ResponseWriter, r *http.Request, call orchestrator.Call, id string) {
+func (g *Gateway) streamMessages(w http.ResponseWriter, r *http.Request, call orchestrator.Call, id, key string) {
 	ctx := r.Context()
-	s, err := g.opts.Orchestrator.Stream(ctx, call)
+	s, err := g.stream(ctx, call, key)
 	if err != nil {
 		if !clientGone(ctx) {
 			protoAnthropic.writeError(w, r, classify(ctx, err))

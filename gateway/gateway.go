@@ -134,6 +134,12 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// TurnStateTTL and TurnStateBytes bound the provider state kept
+	// between a conversation's turns (thought signatures, thinking
+	// blocks, made-up call ids: see turnState). Defaults
+	// [DefaultTurnStateTTL] and [DefaultTurnStateBytes].
+	TurnStateTTL   time.Duration
+	TurnStateBytes int
 }
 
 // Gateway is the HTTP front door: an http.Handler serving the
@@ -151,6 +157,8 @@ type Gateway struct {
 	// '*' and DefaultFamilies, most specific first.
 	exact    map[string]Target
 	patterns []pattern
+	// turns keeps provider state the clients' protocols cannot carry.
+	turns *turnState
 }
 
 // New returns a gateway.
@@ -188,6 +196,12 @@ func New(opts Options) (*Gateway, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.TurnStateTTL <= 0 {
+		opts.TurnStateTTL = DefaultTurnStateTTL
+	}
+	if opts.TurnStateBytes <= 0 {
+		opts.TurnStateBytes = DefaultTurnStateBytes
+	}
 	exact, patterns := map[string]Target{}, []pattern{}
 	for name, t := range opts.Models {
 		if t.Agent == "" && t.Tier == "" && t.Model == "" {
@@ -207,7 +221,8 @@ func New(opts Options) (*Gateway, error) {
 	}
 	sortPatterns(patterns)
 	g := &Gateway{opts: opts, mux: http.NewServeMux(), started: opts.Now(), slots: make(chan struct{}, opts.MaxInFlight),
-		perKey: &keySlots{limit: opts.MaxInFlightPerKey, n: map[string]int{}}, exact: exact, patterns: patterns}
+		perKey: &keySlots{limit: opts.MaxInFlightPerKey, n: map[string]int{}}, exact: exact, patterns: patterns,
+		turns: newTurnState(opts.TurnStateTTL, opts.TurnStateBytes, opts.Now)}
 	g.mux.HandleFunc("/v1/chat/completions", g.method(protoOpenAI, http.MethodPost, g.chatCompletions))
 	g.mux.HandleFunc("/v1/responses", g.method(protoOpenAI, http.MethodPost, g.responses))
 	g.mux.HandleFunc("/v1/messages", g.method(protoAnthropic, http.MethodPost, g.messages))
@@ -581,6 +596,8 @@ type decoded struct {
 	// tools maps the provider's function names to the client's tools
 	// (custom and namespaced ones); nil when the names are the same.
 	tools *toolMap
+	// key is the id of the client's virtual key ("" without keys).
+	key string
 }
 
 func (d *decoded) common() *decoded { return d }
@@ -613,6 +630,8 @@ func decodeCall[T interface{ common() *decoded }](g *Gateway, w http.ResponseWri
 	if f := g.ignored(w, d.ignored); f != nil {
 		return fail(f)
 	}
+	d.key = keyID(key)
+	g.turns.restore(d.key, &d.req)
 	call, f := g.callFor(r, key, d.model, d.req)
 	if f != nil {
 		return fail(f)

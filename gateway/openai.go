@@ -631,7 +631,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		g.streamChat(w, r, call, id, cr)
 		return
 	}
-	out, err := g.opts.Orchestrator.Invoke(ctx, call)
+	out, err := g.invoke(ctx, call, cr.key)
 	if err != nil {
 		if !clientGone(ctx) {
 			p.writeError(w, r, classify(ctx, err))
@@ -649,7 +649,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request) {
 // [DONE].
 func (g *Gateway) streamChat(w http.ResponseWriter, r *http.Request, call orchestrator.Call, id string, cr *chatRequest) {
 	ctx := r.Context()
-	s, err := g.opts.Orchestrator.Stream(ctx, call)
+	s, err := g.stream(ctx, call, cr.key)
 	if err != nil {
 		if !clientGone(ctx) {
 			protoOpenAI.writeError(w, r, classify(ctx, err))

@@ -690,7 +690,7 @@ func (g *Gateway) responses(w http.ResponseWriter, r *http.Request) {
 		g.streamResponses(w, r, call, id, rr)
 		return
 	}
-	out, err := g.opts.Orchestrator.Invoke(ctx, call)
+	out, err := g.invoke(ctx, call, rr.key)
 	if err != nil {
 		if !clientGone(ctx) {
 			p.writeError(w, r, classify(ctx, err))
@@ -711,7 +711,7 @@ func (g *Gateway) responses(w http.ResponseWriter, r *http.Request) {
 // error.
 func (g *Gateway) streamResponses(w http.ResponseWriter, r *http.Request, call orchestrator.Call, id string, rr *responsesRequest) {
 	ctx := r.Context()
-	s, err := g.opts.Orchestrator.Stream(ctx, call)
+	s, err := g.stream(ctx, call, rr.key)
 	if err != nil {
 		if !clientGone(ctx) {
 			protoOpenAI.writeError(w, r, classify(ctx, err))

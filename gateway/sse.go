@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/cortexbuild/cortexbuild/orchestrator"
 	"github.com/cortexbuild/cortexbuild/provider"
 )
 
@@ -67,7 +66,7 @@ type blocks interface {
 // stream cut before its final chunk is one), or tool calls interleaved in
 // a way the protocol cannot say, goes to fail; an error writing means the
 // client is gone, and ends it quietly.
-func relay(s *orchestrator.Stream, b blocks, fail func(error)) {
+func relay(s provider.Stream, b blocks, fail func(error)) {
 	for {
 		c, err := s.Recv()
 		if errors.Is(err, io.EOF) {

@@ -50,4 +50,38 @@ func TestSyntheticCallIDsAreNotSentBack(t *testing.T) {
 	if string(b) != `{"result":"18C"}` {
 		t.Errorf("response = %s", b)
 	}
+	// The next turn's call to the same tool gets another id: a client
+	// keys its tool results by id across the whole conversation.
+	var again accumulator
+	if err := again.add(&genai.GenerateContentResponse{Candidates: []*genai.Candidate{{Content: &genai.Content{Role: "model", Parts: []*genai.Part{
+		{FunctionCall: &genai.FunctionCall{Name: "get_weather"}},
+	}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if id := again.calls[0].ID; id == acc.calls[0].ID || id == acc.calls[1].ID {
+		t.Errorf("a later turn's call reuses id %q", id)
+	}
+}
+
+// Gemini 3 refuses a turn's first function call without a thought
+// signature; one that has none goes with the documented value that skips
+// the check. Earlier models get no signature made up.
+func TestMissingSignatureSkipsTheCheckOnGemini3(t *testing.T) {
+	a := &Adapter{base: adapterkit.Base{Name: "g", Now: time.Now}}
+	req := &provider.Request{Messages: []provider.Message{provider.UserText("q"),
+		{Role: provider.RoleAssistant, Parts: []provider.Part{
+			{Type: provider.PartToolCall, ToolCall: &provider.ToolCall{ID: "c1", Name: "f", Arguments: json.RawMessage(`{}`)}},
+			{Type: provider.PartToolCall, ToolCall: &provider.ToolCall{ID: "c2", Name: "f", Arguments: json.RawMessage(`{}`)}},
+		}},
+		provider.ToolResults(provider.ToolResult{CallID: "c1", Content: "a"}, provider.ToolResult{CallID: "c2", Content: "b"})}}
+	for model, want := range map[string]string{"gemini-3.1-pro-preview": "skip_thought_signature_validator", "gemini-2.5-flash": ""} {
+		contents, err := a.contents(req, model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts := contents[1].Parts
+		if string(parts[0].ThoughtSignature) != want || len(parts[1].ThoughtSignature) != 0 {
+			t.Errorf("%s: signatures %q, %q; want %q on the first call only", model, parts[0].ThoughtSignature, parts[1].ThoughtSignature, want)
+		}
+	}
 }

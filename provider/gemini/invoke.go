@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 
 	"google.golang.org/genai"
@@ -138,7 +137,7 @@ func (acc *accumulator) add(r *genai.GenerateContentResponse) error {
 			}
 			tc := provider.ToolCall{ID: p.FunctionCall.ID, Name: p.FunctionCall.Name, Arguments: args, Meta: signatureMeta(p.ThoughtSignature)}
 			if tc.ID == "" {
-				tc.ID = fmt.Sprintf("call_%d_%s", len(acc.calls), tc.Name)
+				tc.ID = syntheticID()
 				if tc.Meta == nil {
 					tc.Meta = provider.Metadata{}
 				}

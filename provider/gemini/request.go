@@ -1,9 +1,13 @@
 package gemini
 
 import (
+	"crypto/rand"
+	"encoding/base32"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"google.golang.org/genai"
 
@@ -20,6 +24,36 @@ const (
 	// Gemini sent none; it is not sent back.
 	MetaSyntheticID = "gemini.synthetic_id"
 )
+
+// skipSignature is the thoughtSignature the API documents for a function
+// call that has no real one (a history from another model or provider, or
+// one whose signatures were lost): Gemini 3 then skips its validation
+// instead of refusing the request.
+var skipSignature = []byte("skip_thought_signature_validator")
+
+// needsSignatures reports whether model refuses a function call without a
+// thought signature in the current turn: Gemini 3 and later.
+func needsSignatures(model string) bool {
+	rest, ok := strings.CutPrefix(strings.TrimPrefix(model, "models/"), "gemini-")
+	if !ok {
+		return false
+	}
+	end := strings.IndexFunc(rest, func(r rune) bool { return r < '0' || r > '9' })
+	if end < 0 {
+		end = len(rest)
+	}
+	major, err := strconv.Atoi(rest[:end])
+	return err == nil && major >= 3
+}
+
+// syntheticID makes up a tool call id for a call Gemini sent without one,
+// unique across the conversation's turns (a client keys its tool results,
+// and the gateway the call's kept state, by it).
+func syntheticID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "call_" + base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:])
+}
 
 func signature(m provider.Metadata) []byte {
 	raw, ok := m[MetaThoughtSignature]
@@ -100,6 +134,7 @@ func (a *Adapter) contents(req *provider.Request, model string) ([]*genai.Conten
 		if m.Role == provider.RoleAssistant {
 			c.Role = genai.RoleModel
 		}
+		firstCall := true // of this turn: the one whose signature Gemini 3 checks
 		for j, p := range m.Parts {
 			switch p.Type {
 			case provider.PartText:
@@ -121,7 +156,12 @@ func (a *Adapter) contents(req *provider.Request, model string) ([]*genai.Conten
 				if _, synthetic := p.ToolCall.Meta[MetaSyntheticID]; !synthetic {
 					fc.ID = p.ToolCall.ID
 				}
-				c.Parts = append(c.Parts, &genai.Part{FunctionCall: fc, ThoughtSignature: signature(p.ToolCall.Meta)})
+				sig := signature(p.ToolCall.Meta)
+				if len(sig) == 0 && firstCall && needsSignatures(model) {
+					sig = skipSignature
+				}
+				firstCall = false
+				c.Parts = append(c.Parts, &genai.Part{FunctionCall: fc, ThoughtSignature: sig})
 			case provider.PartToolResult:
 				tr := p.ToolResult
 				name := tr.Name

@@ -48,6 +48,9 @@ type Reply struct {
 	// OmitSignatures turns off every generated thought signature of this
 	// reply (explicit ones are still sent).
 	OmitSignatures bool
+	// OmitCallIDs sends the function calls without an id, as the
+	// Developer API often does; a call's explicit ID is still sent.
+	OmitCallIDs bool
 
 	// BlockReason, when set, answers with a blocked prompt: HTTP 200, no
 	// candidates, promptFeedback.blockReason (SAFETY, OTHER, BLOCKLIST,

@@ -122,7 +122,10 @@ func (s *Server) resolve(reply Reply, model Model, body []byte) *resolved {
 		if len(fc.Args) > 0 {
 			args = compactJSON(fc.Args) // validated as an object already
 		}
-		c := FunctionCall{ID: cmpOr(fc.ID, s.newCallID()), Name: fc.Name, Args: args, ThoughtSignature: fc.ThoughtSignature}
+		c := FunctionCall{ID: fc.ID, Name: fc.Name, Args: args, ThoughtSignature: fc.ThoughtSignature}
+		if c.ID == "" && !reply.OmitCallIDs {
+			c.ID = s.newCallID()
+		}
 		if c.ThoughtSignature == "" && i == 0 && model.Thinking && !reply.OmitSignatures {
 			c.ThoughtSignature = s.newSignature()
 		}
