@@ -27,7 +27,7 @@ type class uint8
 const (
 	classInternal    class = iota // a bug or an unexpected failure
 	classAuth                     // no key, a wrong or a revoked key
-	classPermission               // the key may not do this; the locality gate refused
+	classPermission               // the key may not do this; the locality gate or the critic gate refused
 	classPaused                   // the project is paused (refused provider credentials)
 	classBadRequest               // the request is wrong
 	classNotFound                 // an unknown model name or route
@@ -44,6 +44,7 @@ const (
 	classMisdirected              // the Host header is not one the gateway answers to
 	classMediaType                // the body is not JSON by its Content-Type
 	classBodyTimeout              // the body did not arrive within gateway.body_timeout
+	classBrowser                  // a web page of another site called the gateway
 )
 
 // failure is an error as the gateway reports it.
@@ -108,11 +109,16 @@ type shape struct {
 }
 
 // openAIShapes and anthropicShapes are the error mapping of docs/gateway.md.
+// CortexBuild's own refusals of a call (the project paused, a key's scope,
+// the locality and critic gates) are 400s: the hosts that users run show a
+// 400's message as it is, but answer a 401 or 403 with their own login
+// advice ("Not logged in · Please run /login", "Authentication failed …
+// check your API key") and a 5xx with "try again in a moment".
 var openAIShapes = map[class]shape{
 	classInternal:    {500, "server_error", "internal_error", nil},
 	classAuth:        {401, "invalid_request_error", "invalid_api_key", no},
-	classPermission:  {403, "invalid_request_error", "permission_denied", no},
-	classPaused:      {403, "invalid_request_error", "project_paused", no},
+	classPermission:  {400, "invalid_request_error", "permission_denied", no},
+	classPaused:      {400, "invalid_request_error", "project_paused", no},
 	classBadRequest:  {400, "invalid_request_error", "", no},
 	classNotFound:    {404, "invalid_request_error", "not_found", no},
 	classMethod:      {405, "invalid_request_error", "method_not_allowed", no},
@@ -128,13 +134,14 @@ var openAIShapes = map[class]shape{
 	classMisdirected: {421, "invalid_request_error", "misdirected_request", no},
 	classMediaType:   {415, "invalid_request_error", "unsupported_media_type", no},
 	classBodyTimeout: {408, "invalid_request_error", "request_timeout", no},
+	classBrowser:     {403, "invalid_request_error", "permission_denied", no},
 }
 
 var anthropicShapes = map[class]shape{
 	classInternal:    {500, "api_error", "", nil},
 	classAuth:        {401, "authentication_error", "", no},
-	classPermission:  {403, "permission_error", "", no},
-	classPaused:      {403, "permission_error", "", no},
+	classPermission:  {400, "permission_error", "", no},
+	classPaused:      {400, "permission_error", "", no},
 	classBadRequest:  {400, "invalid_request_error", "", no},
 	classNotFound:    {404, "not_found_error", "", no},
 	classMethod:      {405, "invalid_request_error", "", no},
@@ -150,6 +157,7 @@ var anthropicShapes = map[class]shape{
 	classMisdirected: {421, "invalid_request_error", "", no},
 	classMediaType:   {415, "invalid_request_error", "", no},
 	classBodyTimeout: {408, "invalid_request_error", "", no},
+	classBrowser:     {403, "permission_error", "", no},
 }
 
 // errorHeaders sets retry-after, retry-after-ms and x-should-retry.
@@ -186,7 +194,7 @@ func classify(ctx context.Context, err error) *failure {
 	var ee *orchestrator.EstimateError
 	switch {
 	case errors.Is(err, orchestrator.ErrPaused):
-		return &failure{class: classPaused, msg: msg}
+		return pausedFailure("")
 	case errors.As(err, &ee):
 		if ee.NeedsApproval {
 			msg += "; approval cannot be given through the gateway: raise agents." + ee.Agent + ".budget or run the call with 'cortexbuild invoke'"
@@ -200,7 +208,9 @@ func classify(ctx context.Context, err error) *failure {
 		return &failure{class: classUnavailable, msg: msg, code: "unpriced", retry: no}
 	case errors.Is(err, locality.ErrRefused):
 		return &failure{class: classPermission, msg: msg, code: "locality_refused"}
-	case errors.Is(err, orchestrator.ErrNoCandidate), errors.Is(err, orchestrator.ErrNoIndependentModel):
+	case errors.Is(err, orchestrator.ErrNoIndependentModel):
+		return &failure{class: classPermission, msg: msg, code: "critic_gate"}
+	case errors.Is(err, orchestrator.ErrNoCandidate):
 		return &failure{class: classUnavailable, msg: msg, code: "no_provider", retry: no}
 	}
 	switch provider.KindOf(err) {
@@ -224,7 +234,11 @@ func classify(ctx context.Context, err error) *failure {
 		// The provider refused CortexBuild's own credentials: the
 		// orchestrator paused the project. A 401 would tell the client
 		// that its key is wrong, which it is not.
-		return &failure{class: classPaused, msg: msg}
+		prov := ""
+		if pe := (*provider.Error)(nil); errors.As(err, &pe) {
+			prov = pe.Provider
+		}
+		return pausedFailure(prov)
 	case provider.KindCanceled:
 		return &failure{class: classShutdown, msg: "the call was cancelled", retry: yes}
 	}
@@ -233,6 +247,19 @@ func classify(ctx context.Context, err error) *failure {
 		return &failure{class: classUnavailable, msg: msg}
 	}
 	return &failure{class: classInternal, msg: msg}
+}
+
+// pausedFailure is the refusal of a call while the project is paused
+// because prov ("" when not known) refused CortexBuild's own credentials.
+// It names neither the provider's words nor its status: a host reads
+// "invalid x-api-key" or "authentication_error" in a message as its own
+// key being wrong and tells its user to log in again.
+func pausedFailure(prov string) *failure {
+	who := "a provider"
+	if prov != "" {
+		who = "provider " + prov
+	}
+	return fail(classPaused, "CortexBuild paused the project: %s refused the credentials CortexBuild holds for it (not the key of this client); fix them, then run 'cortexbuild project resume' ('cortexbuild project status' says why)", who)
 }
 
 func paramOf(err error) string {

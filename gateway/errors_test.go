@@ -111,15 +111,15 @@ func TestKeyBindings(t *testing.T) {
 		t.Fatalf("its own agent under a bound key: %v", err)
 	}
 	_, err = c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "fast_cheap", Messages: userMsg("hi")})
-	if e := openAIErr(t, err); e.StatusCode != 403 || !strings.Contains(e.Message, "bound to agent explore") {
+	if e := openAIErr(t, err); e.StatusCode != 400 || !strings.Contains(e.Message, "bound to agent explore") {
 		t.Errorf("a tier under a key bound to an agent = %d %q", e.StatusCode, e.Message)
 	}
 	_, err = c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "planner", Messages: userMsg("hi")})
-	if e := openAIErr(t, err); e.StatusCode != 403 || !strings.Contains(e.Message, "bound to agent explore") {
+	if e := openAIErr(t, err); e.StatusCode != 400 || !strings.Contains(e.Message, "bound to agent explore") {
 		t.Errorf("other agent = %d %q", e.StatusCode, e.Message)
 	}
 	_, err = c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "explore", Messages: userMsg("hi")}, ooptionHeader(gateway.HeaderTask, "T-2"))
-	if e := openAIErr(t, err); e.StatusCode != 403 || !strings.Contains(e.Message, "bound to task T-1") {
+	if e := openAIErr(t, err); e.StatusCode != 400 || !strings.Contains(e.Message, "bound to task T-1") {
 		t.Errorf("other task = %d %q", e.StatusCode, e.Message)
 	}
 	_, err = w.openai(w.key).Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "fast_cheap", Messages: userMsg("hi")}, ooptionHeader(gateway.HeaderAgent, "wizard"))

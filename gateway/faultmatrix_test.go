@@ -212,7 +212,7 @@ type gmErr struct {
 }
 
 var (
-	gmPaused     = gmErr{name: "project_paused", oStatus: 403, oType: "invalid_request_error", oCode: "project_paused", aStatus: 403, aType: "permission_error", noRetry: true}
+	gmPaused     = gmErr{name: "project_paused", oStatus: 400, oType: "invalid_request_error", oCode: "project_paused", aStatus: 400, aType: "permission_error", noRetry: true}
 	gmQuota      = gmErr{name: "quota", oStatus: 429, oType: "insufficient_quota", oCode: "insufficient_quota", aStatus: 402, aType: "billing_error", noRetry: true}
 	gmOverloaded = gmErr{name: "overloaded", oStatus: 503, oType: "server_error", oCode: "overloaded", aStatus: 529, aType: "overloaded_error"}
 	gmUpstream   = gmErr{name: "upstream", oStatus: 502, oType: "server_error", oCode: "upstream_error", aStatus: 502, aType: "api_error"}

@@ -34,17 +34,17 @@ func (g *Gateway) guard(r *http.Request) *failure {
 	}
 	site := r.Header.Get("Sec-Fetch-Site")
 	if site == "cross-site" || site == "same-site" {
-		return fail(classPermission, "refused: a web page of another site cannot call this gateway (Sec-Fetch-Site: %s)", site)
+		return fail(classBrowser, "refused: a web page of another site cannot call this gateway (Sec-Fetch-Site: %s)", site)
 	}
 	if o := r.Header.Get("Origin"); o != "" {
 		if o == "null" {
 			// A same-origin page sent with no-referrer (the console's
 			// forms) says Origin: null; any other null origin is refused.
 			if site != "same-origin" {
-				return fail(classPermission, "refused: a request with Origin: null that the browser does not mark same-origin")
+				return fail(classBrowser, "refused: a request with Origin: null that the browser does not mark same-origin")
 			}
 		} else if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || !strings.EqualFold(u.Host, r.Host) {
-			return fail(classPermission, "refused: a web page of origin %q cannot call this gateway", o)
+			return fail(classBrowser, "refused: a web page of origin %q cannot call this gateway", o)
 		}
 	}
 	return nil

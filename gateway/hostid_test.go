@@ -198,7 +198,7 @@ func TestPersonaMarkerRefusals(t *testing.T) {
 	}
 	w.key = bound
 	st, _, body = w.post(t, "/v1/messages", msg(agentmark.Line("critic")))
-	if st != http.StatusForbidden || !strings.Contains(body, "bound to agent builder; the system prompt is agent critic's persona") {
+	if st != http.StatusBadRequest || !strings.Contains(body, "bound to agent builder; the system prompt is agent critic's persona") {
 		t.Errorf("bound key, other agent's persona: %d %s", st, body)
 	}
 	// Its own persona, or a host's own model name, stays in scope: the

@@ -95,8 +95,8 @@ func TestAdminKeyMakesNoModelCalls(t *testing.T) {
 		{"GET", "/v1/models", ""}, {"GET", "/v1/models/builder", ""},
 	} {
 		st, m := w.call(t, c.method, c.path, "", c.body, bearer(admin)...)
-		if msg := errMessage(m); st != 403 || !strings.Contains(msg, "admin key") || !strings.Contains(msg, "--role call") {
-			t.Errorf("%s %s with an admin key = %d %q, want 403 naming the call role", c.method, c.path, st, msg)
+		if msg := errMessage(m); st != 400 || !strings.Contains(msg, "admin key") || !strings.Contains(msg, "--role call") {
+			t.Errorf("%s %s with an admin key = %d %q, want 400 naming the call role", c.method, c.path, st, msg)
 		}
 	}
 	if st, m := w.call(t, "POST", "/v1/chat/completions", "", chatBody, bearer(w.key)...); st != 200 {
@@ -163,8 +163,8 @@ func TestKeyScopeIsEnforcedOnEveryRequest(t *testing.T) {
 				body = `{"model":"` + c.model + `","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`
 			}
 			st, m := w.call(t, "POST", path, "", body, hdr...)
-			if msg := errMessage(m); st != 403 || !strings.Contains(msg, c.want) {
-				t.Errorf("%s, bound key, model %s, agent header %q = %d %q, want 403 %q", path, c.model, c.agentHeader, st, msg, c.want)
+			if msg := errMessage(m); st != 400 || !strings.Contains(msg, c.want) {
+				t.Errorf("%s, bound key, model %s, agent header %q = %d %q, want 400 %q", path, c.model, c.agentHeader, st, msg, c.want)
 			}
 		}
 	}
@@ -181,7 +181,7 @@ func TestKeyScopeIsEnforcedOnEveryRequest(t *testing.T) {
 	}
 	for _, model := range []string{"builder", "fast_cheap", "claude-sonnet-4-6", "claude/claude-opus-4-1"} {
 		st, m := w.call(t, "POST", "/v1/chat/completions", "", chatWith(model), bearer(limited)...)
-		if msg := errMessage(m); st != 403 || !strings.Contains(msg, "may send only the models cheap, gpt/gpt-5-mini") {
+		if msg := errMessage(m); st != 400 || !strings.Contains(msg, "may send only the models cheap, gpt/gpt-5-mini") {
 			t.Errorf("model %s outside the key's list = %d %q", model, st, msg)
 		}
 	}

@@ -1,11 +1,15 @@
 package gateway
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/cortexbuild/cortexbuild/orchestrator"
+	"github.com/cortexbuild/cortexbuild/orchestrator/locality"
 	"github.com/cortexbuild/cortexbuild/provider"
 )
 
@@ -94,6 +98,30 @@ func TestEveryClassHasAShapeInBothProtocols(t *testing.T) {
 		a, ok2 := anthropicShapes[c]
 		if !ok1 || !ok2 || o.status < 400 || a.status < 400 || o.typ == "" || a.typ == "" {
 			t.Errorf("class %d: OpenAI %+v (%v), Anthropic %+v (%v)", c, o, ok1, a, ok2)
+		}
+	}
+}
+
+// CortexBuild's refusals of a call are 400s in both protocols, with the
+// code that says which: the hosts show a 400's message as it is and
+// answer a 403 with login advice and a 5xx with "try again".
+func TestRefusalsAreBadRequests(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		code string
+	}{
+		{&orchestrator.Error{Err: orchestrator.ErrNoIndependentModel, Summary: "refused: task T has risk medium"}, "critic_gate"},
+		{fmt.Errorf("claude: %w", locality.ErrRefused), "locality_refused"},
+		{&orchestrator.Error{Err: fmt.Errorf("%w: revoked key", orchestrator.ErrPaused)}, "project_paused"},
+		{fail(classPermission, "this key is bound to agent builder"), "permission_denied"},
+	} {
+		f := classify(context.Background(), c.err)
+		for _, p := range []protocol{protoOpenAI, protoAnthropic} {
+			w := httptest.NewRecorder()
+			p.writeError(w, httptest.NewRequest("POST", "/v1/messages", nil), f)
+			if w.Code != 400 || w.Header().Get("X-Should-Retry") != "false" || (p == protoOpenAI && !strings.Contains(w.Body.String(), `"code":"`+c.code+`"`)) {
+				t.Errorf("%v in protocol %d = %d %s", c.err, p, w.Code, w.Body.String())
+			}
 		}
 	}
 }

@@ -41,10 +41,10 @@ func (p protocol) writeError(w http.ResponseWriter, r *http.Request, f *failure)
 	}
 	s := openAIShapes[f.class]
 	body := openAIError(f)
-	if refusal(f) && fromCodex(r) {
+	if f.class == classBudget && fromCodex(r) {
 		// Codex CLI shows a 400's error as it is, but words a 429
 		// insufficient_quota as its own "Quota exceeded. Check your plan
-		// and billing details." and retries a 402 or 403 five times before
+		// and billing details." and retries a 402 five times before
 		// showing it: its user gets the reason at once this way.
 		s.status, body.Error.Type = http.StatusBadRequest, "invalid_request_error"
 		if f.code != "" {
@@ -53,12 +53,6 @@ func (p protocol) writeError(w http.ResponseWriter, r *http.Request, f *failure)
 	}
 	errorHeaders(w.Header(), f, s)
 	writeJSON(w, s.status, body)
-}
-
-// refusal reports whether f refuses the call for good (budget, pause,
-// permission): retrying cannot help, the reason is what the user needs.
-func refusal(f *failure) bool {
-	return f.class == classBudget || f.class == classPaused || f.class == classPermission
 }
 
 // fromCodex reports whether r comes from Codex (CLI, exec or IDE), which

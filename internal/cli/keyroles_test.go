@@ -90,7 +90,7 @@ func TestServeKeyRolesSeparateCallsFromTheConsole(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	if st := call(adminKey); st != http.StatusForbidden {
-		t.Errorf("model call with an admin key = %d, want 403", st)
+	if st := call(adminKey); st != http.StatusBadRequest {
+		t.Errorf("model call with an admin key = %d, want 400", st)
 	}
 }

@@ -99,7 +99,8 @@ type world struct {
 	claude    *anthropicfake.Server
 	gpt       *openaifake.Server
 	stop      func()
-	mayFail   bool // a host's non-zero exit is not a failure
+	mayFail   bool   // a host's non-zero exit is not a failure
+	agent     string // the main session's agent in the recipes: planner
 }
 
 const (
@@ -113,7 +114,7 @@ func newWorld(t *testing.T) *world { return newWorldWith(t, nil) }
 // newWorldWith runs before, when set, after render and before serve.
 func newWorldWith(t *testing.T, before func(*world)) *world {
 	t.Helper()
-	w := &world{dir: t.TempDir(), home: t.TempDir()}
+	w := &world{dir: t.TempDir(), home: t.TempDir(), agent: "planner"}
 	w.claude = anthropicfake.New(anthropicfake.WithAPIKey(anthropicKey), anthropicfake.WithDefaultReply(anthropicReply))
 	w.gpt = openaifake.New(openaifake.WithAPIKey(openAIKey), openaifake.WithDefaultReply(chatReply))
 	t.Cleanup(func() { w.claude.Close(); w.gpt.Close() })
@@ -286,7 +287,7 @@ func checkCriticSpawn(t *testing.T, rows []ledger.AttemptRow) {
 }
 
 // Each host's recipe (docs/gateway.md): the environment and files that
-// point it at the gateway, the main session as agent planner on task.
+// point it at the gateway, the main session as w.agent on task.
 
 // run runs a host's one-shot mode on a prompt, with more flags.
 type run func(prompt string, flags ...string) string
@@ -296,7 +297,7 @@ func (w *world) claudeCode(t *testing.T, task string) run {
 	env := []string{
 		"ANTHROPIC_BASE_URL=" + w.base,
 		"ANTHROPIC_AUTH_TOKEN=" + w.key,
-		"ANTHROPIC_CUSTOM_HEADERS=X-CortexBuild-Agent: planner\nX-CortexBuild-Task: " + task,
+		"ANTHROPIC_CUSTOM_HEADERS=X-CortexBuild-Agent: " + w.agent + "\nX-CortexBuild-Task: " + task,
 		"IS_SANDBOX=1", "DISABLE_TELEMETRY=1", "DISABLE_AUTOUPDATER=1", "DISABLE_ERROR_REPORTING=1",
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 	}
@@ -313,7 +314,7 @@ func (w *world) codexCLI(t *testing.T, task string) run {
 	}
 	// The recipe's model is a gateway name: Codex then offers its
 	// general tools, whose spawn_agent takes the rendered role.
-	config := fmt.Sprintf(`model = "planner"
+	config := fmt.Sprintf(`model = %q
 model_provider = "cortexbuild"
 
 [model_providers.cortexbuild]
@@ -321,14 +322,14 @@ name = "CortexBuild gateway"
 base_url = "%s/v1"
 env_key = "CORTEXBUILD_GATEWAY_KEY"
 wire_api = "responses"
-http_headers = { "X-CortexBuild-Agent" = "planner", "X-CortexBuild-Task" = %q }
+http_headers = { "X-CortexBuild-Agent" = %q, "X-CortexBuild-Task" = %q }
 
 [analytics]
 enabled = false
 
 [projects.%q]
 trust_level = "trusted"
-`, w.base, task, w.dir)
+`, w.agent, w.base, w.agent, task, w.dir)
 	if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -342,13 +343,13 @@ func (w *world) copilotCLI(t *testing.T, task string) run {
 	bin := binary(t, "copilot")
 	// Copilot sends no custom headers: a key bound to the task ties the
 	// session's calls to it, and the model name names the agent.
-	key := strings.TrimSpace(w.cortexbuild(t, "serve", "keys", "create", "--name", "copilot-"+task, "--task", task))
+	key := strings.TrimSpace(w.cortexbuild(t, "serve", "keys", "create", "--name", "copilot-"+task+"-"+w.agent, "--task", task))
 	env := []string{
 		"COPILOT_PROVIDER_BASE_URL=" + w.base + "/v1",
 		"COPILOT_PROVIDER_TYPE=openai",
 		"COPILOT_PROVIDER_WIRE_API=completions",
 		"COPILOT_PROVIDER_API_KEY=" + key,
-		"COPILOT_MODEL=planner",
+		"COPILOT_MODEL=" + w.agent,
 		"XDG_CONFIG_HOME=" + filepath.Join(w.home, ".config"),
 	}
 	return func(prompt string, flags ...string) string {
@@ -417,24 +418,69 @@ func TestCopilot(t *testing.T) {
 	scenarios(t, w, true, w.copilotCLI(t, taskID))
 }
 
-// A budget refusal reaches the user of each host with CortexBuild's
-// reason, not the host's own wording of the status.
+// Each of CortexBuild's refusals reaches the user of each host with
+// CortexBuild's reason, not the host's own wording of the status: a budget
+// refusal, the pause after a provider refused CortexBuild's own key, a
+// key's scope, and the critic gate (a medium-risk task's critic with no
+// model but the plan's author's).
 func TestRefusalsReachTheUser(t *testing.T) {
 	need(t)
-	const task = "T-BROKE"
-	w := newWorldWith(t, func(w *world) {
-		w.cortexbuild(t, "budget", "set", "task:"+task, "0.000001")
-	})
-	w.mayFail = true
-	for name, run := range w.hosts(t, task) {
-		out := run("Say hello.")
-		t.Logf("%s:\n%s", name, out)
-		if strings.Contains(out, plainAnswer) || !strings.Contains(out, "budget") {
-			t.Errorf("%s does not show the budget refusal:\n%s", name, out)
-		}
+	for _, c := range []struct {
+		name   string
+		before func(t *testing.T, w *world, task string)
+		agent  string
+		want   string
+		called bool // the refused call reached a provider (the one that refused the key)
+	}{
+		{name: "budget", want: "CortexBuild budget", before: func(t *testing.T, w *world, task string) {
+			w.cortexbuild(t, "budget", "set", "task:"+task, "0.000001")
+		}},
+		{name: "pause", want: "cortexbuild project resume", called: true, before: func(t *testing.T, w *world, task string) {
+			t.Setenv("HOSTCLI_ANTHROPIC_KEY", "sk-ant-hostcli-revoked")
+		}},
+		{name: "critic gate", agent: "critic", want: "its critic must run on a model other than the plan's author", before: func(t *testing.T, w *world, task string) {
+			w.criticOn(t, "claude")
+			w.cortexbuild(t, "task", "start", task, "--risk", "medium")
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			task := "T-REFUSED"
+			w := newWorldWith(t, func(w *world) { c.before(t, w, task) })
+			if c.agent != "" {
+				// The plan's author: the planner's turn on the task.
+				if out := w.claudeCode(t, task)("Say hello."); !strings.Contains(out, plainAnswer) {
+					t.Fatalf("the planner's turn: %s", out)
+				}
+				w.agent = c.agent
+			}
+			before := len(w.claude.Requests()) + len(w.gpt.Requests())
+			w.mayFail = true
+			for name, run := range w.hosts(t, task) {
+				out := run("Say hello.")
+				t.Logf("%s:\n%s", name, out)
+				if strings.Contains(out, plainAnswer) || !strings.Contains(out, c.want) {
+					t.Errorf("%s does not show the %s refusal (%q):\n%s", name, c.name, c.want, out)
+				}
+			}
+			if n := len(w.claude.Requests()) + len(w.gpt.Requests()) - before; !c.called && n != 0 {
+				t.Errorf("the refused calls reached the providers %d times", n)
+			}
+		})
 	}
-	if n := len(w.claude.Requests()) + len(w.gpt.Requests()); n != 0 {
-		t.Errorf("the refused calls reached the providers %d times", n)
+}
+
+// criticOn rewrites the project's configuration so that the critic runs
+// on prov, and only on another vendor's model than the author's.
+func (w *world) criticOn(t *testing.T, prov string) {
+	path := filepath.Join(w.dir, ".cortexbuild", "llm-config.yaml")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = bytes.Replace(b, []byte("critic:\n    providers: [gpt]"), []byte("critic:\n    providers: ["+prov+"]"), 1)
+	b = append(b, "critic:\n  require_different_vendor: true\n"...)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
 
