@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -79,6 +80,35 @@ func TestErrorTable(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), testKey) {
 				t.Errorf("error leaks the key: %v", err)
+			}
+		})
+	}
+}
+
+// A proxy that strips the request-id header leaves the error body's
+// request_id: the diagnostic takes it from there, streamed or not.
+func TestErrorRequestIDFromBody(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			a, f := newEnv(t)
+			f.srv.Enqueue(anthropicfake.Overloaded().WithHeader("request-id", ""))
+			var err error
+			if stream {
+				var st provider.Stream
+				if st, err = a.Stream(context.Background(), &provider.Request{Prompt: "hi"}); err == nil {
+					defer st.Close()
+					_, err = st.Recv()
+				}
+			} else {
+				_, err = invoke(t, a, &provider.Request{Prompt: "hi"})
+			}
+			var pe *provider.Error
+			if !errors.As(err, &pe) {
+				t.Fatalf("error %v is not a *provider.Error", err)
+			}
+			want := f.srv.Requests()[0].RequestID
+			if !strings.HasPrefix(want, "req_") || pe.Diagnostic.RequestID != want {
+				t.Errorf("request id = %q, want %q from the body", pe.Diagnostic.RequestID, want)
 			}
 		})
 	}

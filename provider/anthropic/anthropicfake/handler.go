@@ -261,6 +261,18 @@ func (s *Server) writeError(w http.ResponseWriter, reqID string, status int, typ
 	s.writeBody(w, reqID, status, "application/json", marshal(newErrorBody(typ, msg, "", reqID)), 0, nil)
 }
 
+// setExtra applies a reply's headers after the standard ones; an empty
+// value removes the header (as a proxy that strips it).
+func setExtra(h http.Header, extra map[string]string) {
+	for k, v := range extra {
+		if v == "" {
+			h.Del(k)
+			continue
+		}
+		h.Set(k, v)
+	}
+}
+
 // writeBody writes a complete response; cut > 0 sends only that many bytes
 // of it and then drops the connection.
 func (s *Server) writeBody(w http.ResponseWriter, reqID string, status int, contentType string, body []byte, cut int, extra map[string]string) {
@@ -268,9 +280,7 @@ func (s *Server) writeBody(w http.ResponseWriter, reqID string, status int, cont
 	s.setStandardHeaders(h, reqID)
 	h.Set("Content-Type", contentType)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
-	for k, v := range extra {
-		h.Set(k, v)
-	}
+	setExtra(h, extra)
 	fakekit.WriteBody(w, status, body, cut)
 }
 
@@ -281,9 +291,7 @@ func (s *Server) writeStream(w http.ResponseWriter, r *http.Request, reqID strin
 	s.setStandardHeaders(h, reqID)
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
 	h.Set("Cache-Control", "no-cache")
-	for k, v := range reply.Headers {
-		h.Set(k, v)
-	}
+	setExtra(h, reply.Headers)
 	sw, err := fakekit.StartStream(w, http.StatusOK)
 	if err != nil {
 		return

@@ -49,7 +49,8 @@ type Reply struct {
 	ErrorCode string
 	// Headers are added to the response (e.g. "retry-after": "2",
 	// "retry-after-ms": "1500", "x-should-retry": "false"). They are set
-	// after the standard headers, so they can also override them.
+	// after the standard headers, so they can also override them; an empty
+	// value removes a header (e.g. "request-id", as a proxy that strips it).
 	Headers map[string]string
 	// RawBody, when non-empty, replaces the body entirely (e.g. a proxy's
 	// HTML 502 page), for streaming requests too.
