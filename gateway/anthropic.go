@@ -77,12 +77,16 @@ func decodeMessages(body []byte, count bool) (*messagesRequest, error) {
 		if err := f.take("max_tokens", &maxTokens); err != nil {
 			return nil, err
 		}
-		if maxTokens != nil {
-			if *maxTokens < 0 {
-				return nil, badField("max_tokens", "must not be negative, got %d", *maxTokens)
-			}
-			mr.req.MaxTokens = *maxTokens
+		// The Messages API has no default output limit: it answers 400.
+		switch {
+		case maxTokens == nil:
+			return nil, badField("max_tokens", "Field required: the Messages API takes the output limit from the caller")
+		case *maxTokens < 0:
+			return nil, badField("max_tokens", "must not be negative, got %d", *maxTokens)
+		case *maxTokens == 0:
+			return nil, badField("max_tokens", "Input should be greater than or equal to 1")
 		}
+		mr.req.MaxTokens = *maxTokens
 	}
 	var cache cacheHint
 	if err := cache.take("", f); err != nil {

@@ -83,7 +83,7 @@ func TestCacheControlBecomesAPromptCacheHint(t *testing.T) {
 	if mr.req.PromptCache != provider.PromptCache1h || mr.req.System != "rules" || len(mr.req.Messages) != 1 || len(mr.req.Messages[0].Parts) != 2 {
 		t.Errorf("decoded = %+v", mr.req)
 	}
-	if _, err := decodeMessages([]byte(`{"model":"m","messages":[{"role":"user","content":"x"}],"cache_control":{"type":"ephemeral","ttl":"2d"}}`), false); err == nil || !strings.Contains(err.Error(), "cache_control.ttl") {
+	if _, err := decodeMessages([]byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"}],"cache_control":{"type":"ephemeral","ttl":"2d"}}`), false); err == nil || !strings.Contains(err.Error(), "cache_control.ttl") {
 		t.Errorf("bad ttl = %v", err)
 	}
 }

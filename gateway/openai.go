@@ -67,6 +67,7 @@ func decodeChat(body []byte) (*chatRequest, error) {
 		}
 		cr.req.MaxTokens = *maxTokens
 	}
+	cr.modelMax = cr.req.MaxTokens == 0
 	if err := refuseOpenAIFeatures(f); err != nil {
 		return nil, err
 	}

@@ -76,6 +76,7 @@ func decodeResponses(body []byte) (*responsesRequest, error) {
 		}
 		rr.req.MaxTokens = *maxTokens
 	}
+	rr.modelMax = rr.req.MaxTokens == 0
 	var textIgnored []string
 	if raw := f.raw("text"); raw != nil {
 		tf, err := object("text", raw)
