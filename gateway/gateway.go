@@ -594,15 +594,16 @@ func (g *Gateway) outputLimit(ctx context.Context, c *orchestrator.Call, modelMa
 
 // ignored applies the unknown-parameter policy: it names what was not
 // applied in a response header, or refuses the request when strict.
-func (g *Gateway) ignored(w http.ResponseWriter, params []string) *failure {
-	if len(params) == 0 {
-		return nil
-	}
-	if g.opts.StrictParams {
+// headers, the client's request headers not applied, are named but never
+// refused: a host sends them on every request.
+func (g *Gateway) ignored(w http.ResponseWriter, params, headers []string) *failure {
+	if len(params) > 0 && g.opts.StrictParams {
 		return &failure{class: classBadRequest, param: params[0],
 			msg: fmt.Sprintf("%s: not supported by this gateway, and gateway.strict_params refuses what it cannot apply", strings.Join(params, ", "))}
 	}
-	w.Header().Set(HeaderIgnored, ignoredHeader(params))
+	if all := append(slices.Clip(params), headers...); len(all) > 0 {
+		w.Header().Set(HeaderIgnored, ignoredHeader(all))
+	}
 	return nil
 }
 
@@ -612,6 +613,9 @@ type decoded struct {
 	stream  bool
 	req     provider.Request
 	ignored []string
+	// ignoredHeaders are request header values not applied (named, never
+	// refused).
+	ignoredHeaders []string
 	// tools maps the provider's function names to the client's tools
 	// (custom and namespaced ones); nil when the names are the same.
 	tools *toolMap
@@ -648,7 +652,7 @@ func decodeCall[T interface{ common() *decoded }](g *Gateway, w http.ResponseWri
 		return fail(classify(r.Context(), err))
 	}
 	d := v.common()
-	if f := g.ignored(w, d.ignored); f != nil {
+	if f := g.ignored(w, d.ignored, d.ignoredHeaders); f != nil {
 		return fail(f)
 	}
 	call, f := g.callFor(r, key, d.model, d.req)
