@@ -31,7 +31,9 @@ type Reply struct {
 	// "stop_sequence").
 	StopSequence string
 	// Usage is reported as given; the zero Usage means "derive it": input
-	// tokens are [CountTokens] of the request and output tokens are one per
+	// tokens are [CountTokens] of the request, split into cache reads,
+	// cache writes and the rest by the fake's prompt cache (see the package
+	// doc), and output tokens are one per
 	// four bytes of generated content (at least 1), at most the request's
 	// max_tokens (the text is then cut, with stop_reason max_tokens).
 	Usage Usage
