@@ -127,6 +127,13 @@ func decodeMessages(body []byte, count bool) (*messagesRequest, error) {
 	if err := f.take("model", &mr.model); err != nil {
 		return nil, err
 	}
+	if f.has("thread") {
+		// The SDKs' thread helpers (the TypeScript SDK's toolRunner
+		// among them) send the whole conversation again, without thread,
+		// on this error code.
+		return nil, &failure{class: classBadRequest, param: "thread", errorCode: "thread_unsupported_request",
+			msg: "thread: message threads are not supported by this gateway, which keeps no conversation: send the whole conversation in messages, without thread"}
+	}
 	if !count {
 		if err := f.take("stream", &mr.stream); err != nil {
 			return nil, err
