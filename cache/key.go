@@ -15,7 +15,7 @@ import (
 // KeyVersion is the version of the key format. Raise it whenever what goes
 // into a key, or how, changes, so that old entries are never read with a new
 // meaning.
-const KeyVersion = 1
+const KeyVersion = 2
 
 // ErrNoNamespace is returned by [NewKey] for a request without a cache_key:
 // the caller did not ask for caching, so the request is sent as is.
@@ -161,6 +161,8 @@ func (w *keyWriter) request(scope Scope, req *provider.Request) {
 		w.str(t.Name)
 		w.str(t.Description)
 		w.json(t.InputSchema)
+		w.bool(t.Strict)
+		w.str(string(t.Cache))
 	}
 
 	w.tag(tagOptions)
@@ -171,6 +173,7 @@ func (w *keyWriter) request(scope Scope, req *provider.Request) {
 	w.str(string(choice))
 	w.uint(uint64(req.EffectiveMaxTokens()))
 	w.str(string(req.PromptCache))
+	w.bool(req.DisableParallelToolCalls)
 	w.meta(req.Meta)
 }
 
@@ -206,6 +209,7 @@ func (w *keyWriter) part(p *provider.Part) {
 		w.tag(tagAbsent)
 	}
 	w.meta(p.Meta)
+	w.str(string(p.Cache))
 }
 
 // meta writes provider metadata with its keys in order; nil and empty are

@@ -28,6 +28,8 @@ var keyCovered = map[string]string{
 	"Request.PromptCache": "as is (it changes usage and the provider's behaviour)",
 	"Request.Meta":        "keys sorted, values as canonical JSON; nil and empty alike",
 
+	"Request.DisableParallelToolCalls": "as is (it changes how many calls an answer holds)",
+
 	"Message.Role":  "as is",
 	"Message.Parts": "every part, in order",
 
@@ -36,6 +38,7 @@ var keyCovered = map[string]string{
 	"Part.ToolCall":   "presence, then every field",
 	"Part.ToolResult": "presence, then every field",
 	"Part.Meta":       "keys sorted, values as canonical JSON (reasoning signatures)",
+	"Part.Cache":      "as is (it changes usage, as PromptCache does)",
 
 	"ToolCall.ID":        "as is (the model sees it)",
 	"ToolCall.Name":      "as is",
@@ -50,6 +53,8 @@ var keyCovered = map[string]string{
 	"ToolDef.Name":        "as is",
 	"ToolDef.Description": "as is",
 	"ToolDef.InputSchema": "canonical JSON",
+	"ToolDef.Strict":      "as is (it constrains the arguments)",
+	"ToolDef.Cache":       "as is (it changes usage, as PromptCache does)",
 
 	"Scope.Project":  "entries never cross projects",
 	"Scope.Provider": "the adapter instance that answers",
@@ -247,6 +252,10 @@ var keyMutations = []keyMutation{
 	{field: "ToolResult.Name", name: "tool result name", mutate: func(r *provider.Request) { toolResult(r).Name = "" }},
 	{field: "ToolResult.Content", name: "tool result content", mutate: func(r *provider.Request) { toolResult(r).Content = "package main\n" }},
 	{field: "ToolResult.IsError", name: "tool result is an error", mutate: func(r *provider.Request) { toolResult(r).IsError = true }},
+	{field: "ToolDef.Strict", name: "strict tool", mutate: func(r *provider.Request) { r.Tools[0].Strict = true }},
+	{field: "ToolDef.Cache", name: "cache mark on a tool", mutate: func(r *provider.Request) { r.Tools[0].Cache = provider.PromptCache1h }},
+	{field: "Part.Cache", name: "cache mark on a part", mutate: func(r *provider.Request) { r.Messages[0].Parts[0].Cache = provider.PromptCache5m }},
+	{field: "Request.DisableParallelToolCalls", name: "parallel tool calls off", mutate: func(r *provider.Request) { r.DisableParallelToolCalls = true }},
 	{field: "Request.Tools", name: "tool dropped", mutate: func(r *provider.Request) { r.Tools = r.Tools[:1] }},
 	{field: "Request.Tools", name: "tools reordered", mutate: func(r *provider.Request) { r.Tools[0], r.Tools[1] = r.Tools[1], r.Tools[0] }},
 	{field: "Request.Tools", name: "tools removed", mutate: func(r *provider.Request) { r.Tools = nil }},
@@ -370,7 +379,7 @@ func TestKeyIsStable(t *testing.T) {
 	// The key of a fixed request must not change between builds or runs
 	// (map order, pooling): entries in Redis outlive the process. Update
 	// this value only together with KeyVersion.
-	const want = "56ed6e0c3d107767078191b78d9769bc1f0ac2c2e7ea0465b911cd9f075a7c54"
+	const want = "11633cd5503ecccd16913b2a59e0f90e8358b4768ce0b0148c5053b2b8f69401"
 	got := mustKey(t, baseScope(), baseRequest()).String()
 	for range 20 {
 		if again := mustKey(t, baseScope(), baseRequest()).String(); again != got {

@@ -25,37 +25,95 @@ type messagesRequest struct {
 	decoded
 }
 
-// cacheHint collects the cache_control marks of a request: any mark asks
-// for prompt caching, with the longest lifetime marked.
-type cacheHint struct{ ttl provider.PromptCache }
+// forwardedBetas are the anthropic-beta values the gateway passes on to
+// an Anthropic provider: each changes only what the provider does with a
+// request the gateway can serve and relay (its answers keep their shape).
+// Any other value is named in X-CortexBuild-Ignored-Params.
+var forwardedBetas = []string{
+	"context-1m-2025-08-07",
+	"extended-cache-ttl-2025-04-11",
+	"fine-grained-tool-streaming-2025-05-14",
+	"prompt-caching-2024-07-31",
+	"token-efficient-tools-2025-02-19",
+}
 
-func (c *cacheHint) take(path string, f *fields) error {
+// metaBeta is the request metadata the Anthropic adapter sends as
+// anthropic-beta headers.
+const metaBeta = "anthropic.beta"
+
+// betas takes the client's anthropic-beta header (values separated by
+// commas, in one header or several): the values on forwardedBetas go to
+// the call's metadata, the others are named as ignored.
+func (mr *messagesRequest) betas(h http.Header) {
+	var keep []string
+	for _, v := range h.Values("Anthropic-Beta") {
+		for b := range strings.SplitSeq(v, ",") {
+			b = strings.TrimSpace(b)
+			switch {
+			case b == "" || slices.Contains(keep, b):
+			case slices.Contains(forwardedBetas, b):
+				keep = append(keep, b)
+			default:
+				mr.ignoredHeaders = append(mr.ignoredHeaders, "anthropic-beta="+b)
+			}
+		}
+	}
+	if len(keep) > 0 {
+		mr.req.Meta = provider.Metadata{metaBeta: mustJSON(keep)}
+	}
+}
+
+// maxCacheMarks is how many blocks with cache_control the Messages API
+// takes in one request.
+const maxCacheMarks = 4
+
+// cacheHint collects the cache_control marks of a request. A mark on a
+// message block or a tool stays where the client put it (Part.Cache,
+// ToolDef.Cache); a mark on a system block asks for the system prompt to
+// be cached (PromptCache, with the longest lifetime marked there), since
+// the system blocks reach the provider as one. marks counts them all.
+type cacheHint struct {
+	ttl   provider.PromptCache
+	marks int
+}
+
+// take reads and counts the cache_control of the object at path and
+// returns its lifetime, "" when there is none.
+func (c *cacheHint) take(path string, f *fields) (provider.PromptCache, error) {
 	raw := f.raw("cache_control")
 	if raw == nil {
-		return nil
+		return provider.PromptCacheOff, nil
 	}
 	cf, err := object(path+".cache_control", raw)
 	if err != nil {
-		return err
+		return "", err
 	}
 	var typ, ttl string
 	if err := cf.take("type", &typ); err != nil {
-		return err
+		return "", err
 	}
 	if err := cf.take("ttl", &ttl); err != nil {
-		return err
+		return "", err
 	}
+	c.marks++
 	switch ttl {
 	case "1h":
-		c.ttl = provider.PromptCache1h
+		return provider.PromptCache1h, nil
 	case "", "5m":
-		if c.ttl == provider.PromptCacheOff {
-			c.ttl = provider.PromptCache5m
-		}
-	default:
-		return badField(path+".cache_control.ttl", "%q is not a cache lifetime: write 5m or 1h", ttl)
+		return provider.PromptCache5m, nil
 	}
-	return nil
+	return "", badField(strings.TrimPrefix(path+".cache_control.ttl", "."), "%q is not a cache lifetime: write 5m or 1h", ttl)
+}
+
+// system notes a mark on the system prompt.
+func (c *cacheHint) system(ttl provider.PromptCache) { c.ttl = longerCache(c.ttl, ttl) }
+
+// longerCache returns the longer of two cache lifetimes.
+func longerCache(a, b provider.PromptCache) provider.PromptCache {
+	if a == provider.PromptCache1h || b == provider.PromptCacheOff {
+		return a
+	}
+	return b
 }
 
 // decodeMessages decodes and checks a Messages body; for count_tokens,
@@ -69,6 +127,13 @@ func decodeMessages(body []byte, count bool) (*messagesRequest, error) {
 	if err := f.take("model", &mr.model); err != nil {
 		return nil, err
 	}
+	if f.has("thread") {
+		// The SDKs' thread helpers (the TypeScript SDK's toolRunner
+		// among them) send the whole conversation again, without thread,
+		// on this error code.
+		return nil, &failure{class: classBadRequest, param: "thread", errorCode: "thread_unsupported_request",
+			msg: "thread: message threads are not supported by this gateway, which keeps no conversation: send the whole conversation in messages, without thread"}
+	}
 	if !count {
 		if err := f.take("stream", &mr.stream); err != nil {
 			return nil, err
@@ -77,23 +142,30 @@ func decodeMessages(body []byte, count bool) (*messagesRequest, error) {
 		if err := f.take("max_tokens", &maxTokens); err != nil {
 			return nil, err
 		}
-		if maxTokens != nil {
-			if *maxTokens < 0 {
-				return nil, badField("max_tokens", "must not be negative, got %d", *maxTokens)
-			}
-			mr.req.MaxTokens = *maxTokens
+		// The Messages API has no default output limit: it answers 400.
+		switch {
+		case maxTokens == nil:
+			return nil, badField("max_tokens", "Field required: the Messages API takes the output limit from the caller")
+		case *maxTokens < 0:
+			return nil, badField("max_tokens", "must not be negative, got %d", *maxTokens)
+		case *maxTokens == 0:
+			return nil, badField("max_tokens", "Input should be greater than or equal to 1")
 		}
+		mr.req.MaxTokens = *maxTokens
 	}
 	var cache cacheHint
-	if err := cache.take("", f); err != nil {
+	// A top-level mark (automatic caching) marks the last block.
+	auto, err := cache.take("", f)
+	if err != nil {
 		return nil, err
 	}
 	var system []string
 	if raw := f.raw("system"); raw != nil {
-		s, err := anthropicText("system", raw, &cache)
+		s, ttl, err := anthropicText("system", raw, &cache)
 		if err != nil {
 			return nil, err
 		}
+		cache.system(ttl)
 		system = append(system, s)
 	}
 	if raw := f.raw("tools"); raw != nil {
@@ -104,7 +176,7 @@ func decodeMessages(body []byte, count bool) (*messagesRequest, error) {
 		mr.ignored = append(mr.ignored, dropped...)
 	}
 	if raw := f.raw("tool_choice"); raw != nil {
-		if mr.req.ToolChoice, err = anthropicToolChoice(raw); err != nil {
+		if mr.req.ToolChoice, mr.req.DisableParallelToolCalls, err = anthropicToolChoice(raw); err != nil {
 			return nil, err
 		}
 	}
@@ -116,9 +188,28 @@ func decodeMessages(body []byte, count bool) (*messagesRequest, error) {
 	if err != nil {
 		return nil, err
 	}
+	if auto != provider.PromptCacheOff && len(msgs) > 0 {
+		last := &msgs[len(msgs)-1]
+		if n := len(last.Parts); n > 0 && last.Parts[n-1].Cache == provider.PromptCacheOff {
+			last.Parts[n-1].Cache = auto
+		} else {
+			cache.marks-- // it falls on a block marked already
+		}
+	}
+	if cache.marks > maxCacheMarks {
+		return nil, badField("", "A maximum of %d blocks with cache_control may be provided. Found %d.", maxCacheMarks, cache.marks)
+	}
 	mr.req.System = strings.Join(nonEmpty(append(system, more...)), "\n\n")
 	mr.req.Messages = msgs
 	mr.req.PromptCache = cache.ttl
+	// The gateway's own mark on the last tool goes when the client's marks
+	// leave no room for it: say so.
+	for _, d := range mr.req.CacheMarks(maxCacheMarks).Dropped {
+		if d == "tools" {
+			d = fmt.Sprintf("tools[%d]", len(mr.req.Tools)-1)
+		}
+		mr.ignored = append(mr.ignored, d+".cache_control")
+	}
 	for _, k := range []string{"output_format", "output_config"} {
 		if raw := f.raw(k); raw != nil {
 			if k == "output_format" || hasKey(raw, "format") {
@@ -146,35 +237,38 @@ func hasKey(raw json.RawMessage, key string) bool {
 }
 
 // anthropicText reads a system prompt or a tool result's content: a
-// string, or text blocks joined by blank lines.
-func anthropicText(path string, raw json.RawMessage, cache *cacheHint) (string, error) {
+// string, or text blocks joined by blank lines. ttl is the longest
+// lifetime of the blocks' cache marks.
+func anthropicText(path string, raw json.RawMessage, cache *cacheHint) (text string, ttl provider.PromptCache, err error) {
 	s, items, err := stringOrParts(path, raw)
 	if err != nil || items == nil {
-		return s, err
+		return s, "", err
 	}
 	var texts []string
 	for j, it := range items {
 		p := fmt.Sprintf("%s[%d]", path, j)
 		bf, err := object(p, it)
 		if err != nil {
-			return "", err
+			return "", "", err
 		}
 		var typ, text string
 		if err := bf.take("type", &typ); err != nil {
-			return "", err
+			return "", "", err
 		}
 		if typ != "text" {
-			return "", badField(p+".type", "%q blocks are not supported here by the gateway: send text", typ)
+			return "", "", badField(p+".type", "%q blocks are not supported here by the gateway: send text", typ)
 		}
 		if err := bf.take("text", &text); err != nil {
-			return "", err
+			return "", "", err
 		}
-		if err := cache.take(p, bf); err != nil {
-			return "", err
+		mark, err := cache.take(p, bf)
+		if err != nil {
+			return "", "", err
 		}
+		ttl = longerCache(ttl, mark)
 		texts = append(texts, text)
 	}
-	return strings.Join(texts, "\n\n"), nil
+	return strings.Join(texts, "\n\n"), ttl, nil
 }
 
 // anthropicTools decodes tools: [{name, description, input_schema,
@@ -212,11 +306,14 @@ func anthropicTools(raw json.RawMessage, cache *cacheHint) ([]provider.ToolDef, 
 		if err := tf.take("description", &td.Description); err != nil {
 			return nil, nil, err
 		}
+		if err := tf.take("strict", &td.Strict); err != nil {
+			return nil, nil, err
+		}
 		td.InputSchema = keep(schemaOrEmpty(tf.raw("input_schema")))
 		if _, err := object(path+".input_schema", td.InputSchema); err != nil {
 			return nil, nil, err
 		}
-		if err := cache.take(path, tf); err != nil {
+		if td.Cache, err = cache.take(path, tf); err != nil {
 			return nil, nil, err
 		}
 		out = append(out, td)
@@ -224,34 +321,37 @@ func anthropicTools(raw json.RawMessage, cache *cacheHint) ([]provider.ToolDef, 
 	return out, dropped, nil
 }
 
-// anthropicToolChoice decodes {type: auto|any|tool|none, name}.
-func anthropicToolChoice(raw json.RawMessage) (provider.ToolChoice, error) {
+// anthropicToolChoice decodes {type: auto|any|tool|none, name,
+// disable_parallel_tool_use}.
+func anthropicToolChoice(raw json.RawMessage) (choice provider.ToolChoice, serial bool, err error) {
 	tc, err := object("tool_choice", raw)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	var typ, name string
 	if err := tc.take("type", &typ); err != nil {
-		return "", err
+		return "", false, err
 	}
 	if err := tc.take("name", &name); err != nil {
-		return "", err
+		return "", false, err
 	}
-	tc.skip("disable_parallel_tool_use")
+	if err := tc.take("disable_parallel_tool_use", &serial); err != nil {
+		return "", false, err
+	}
 	switch typ {
 	case "auto":
-		return provider.ToolChoiceAuto, nil
+		return provider.ToolChoiceAuto, serial, nil
 	case "any":
-		return provider.ToolChoiceRequired, nil
+		return provider.ToolChoiceRequired, serial, nil
 	case "none":
-		return provider.ToolChoiceNone, nil
+		return provider.ToolChoiceNone, serial, nil
 	case "tool":
 		if name == "" {
-			return "", badField("tool_choice.name", "required with type tool")
+			return "", false, badField("tool_choice.name", "required with type tool")
 		}
-		return provider.ToolChoice(name), nil
+		return provider.ToolChoice(name), serial, nil
 	}
-	return "", badField("tool_choice.type", "%q is not a tool choice: write auto, any, tool or none", typ)
+	return "", false, badField("tool_choice.type", "%q is not a tool choice: write auto, any, tool or none", typ)
 }
 
 // anthropicMessages turns messages into the conversation (and system text
@@ -280,10 +380,11 @@ func anthropicMessages(raw json.RawMessage, cache *cacheHint) ([]string, []provi
 		content := mf.raw("content")
 		switch role {
 		case "system":
-			s, err := anthropicText(path+".content", content, cache)
+			s, ttl, err := anthropicText(path+".content", content, cache)
 			if err != nil {
 				return nil, nil, err
 			}
+			cache.system(ttl)
 			system = append(system, s)
 		case "user", "assistant":
 			parts, err := anthropicBlocks(path+".content", content, role == "assistant", names, cache)
@@ -323,7 +424,8 @@ func anthropicBlocks(path string, raw json.RawMessage, assistant bool, names map
 		if err := bf.take("type", &typ); err != nil {
 			return nil, err
 		}
-		if err := cache.take(p, bf); err != nil {
+		mark, err := cache.take(p, bf)
+		if err != nil {
 			return nil, err
 		}
 		switch {
@@ -333,7 +435,7 @@ func anthropicBlocks(path string, raw json.RawMessage, assistant bool, names map
 				return nil, err
 			}
 			if text != "" {
-				out = append(out, provider.Part{Type: provider.PartText, Text: text})
+				out = append(out, provider.Part{Type: provider.PartText, Text: text, Cache: mark})
 			}
 		case typ == "tool_use" && assistant:
 			var id, name string
@@ -354,7 +456,7 @@ func anthropicBlocks(path string, raw json.RawMessage, assistant bool, names map
 				return nil, err
 			}
 			names[id] = name
-			out = append(out, provider.Part{Type: provider.PartToolCall, ToolCall: &provider.ToolCall{ID: id, Name: name, Arguments: input}})
+			out = append(out, provider.Part{Type: provider.PartToolCall, ToolCall: &provider.ToolCall{ID: id, Name: name, Arguments: input}, Cache: mark})
 		case typ == "tool_result" && !assistant:
 			var id string
 			var isErr bool
@@ -367,12 +469,12 @@ func anthropicBlocks(path string, raw json.RawMessage, assistant bool, names map
 			if err := bf.take("is_error", &isErr); err != nil {
 				return nil, err
 			}
-			text, err := anthropicText(p+".content", bf.raw("content"), cache)
+			text, inner, err := anthropicText(p+".content", bf.raw("content"), cache)
 			if err != nil {
 				return nil, err
 			}
 			res := provider.ToolResult{CallID: id, Name: names[id], Content: text, IsError: isErr}
-			out = append(out, provider.Part{Type: provider.PartToolResult, ToolResult: &res})
+			out = append(out, provider.Part{Type: provider.PartToolResult, ToolResult: &res, Cache: longerCache(mark, inner)})
 		case (typ == "thinking" || typ == "redacted_thinking") && assistant:
 			// Earlier reasoning is not sent back: it belongs to the
 			// provider that produced it, which may not serve this call.
@@ -453,7 +555,13 @@ func (g *Gateway) messages(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := newID()
 	idHeaders(w.Header(), id)
-	mr, call, ok := admit(g, w, r, p, id, func(b []byte) (*messagesRequest, error) { return decodeMessages(b, false) })
+	mr, call, ok := admit(g, w, r, p, id, func(b []byte) (*messagesRequest, error) {
+		mr, err := decodeMessages(b, false)
+		if err == nil {
+			mr.betas(r.Header)
+		}
+		return mr, err
+	})
 	if !ok {
 		return
 	}

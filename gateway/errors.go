@@ -55,6 +55,9 @@ type failure struct {
 	param string
 	// code overrides OpenAI's error.code.
 	code string
+	// errorCode is Anthropic's error.details.error_code, which the official
+	// SDKs branch on.
+	errorCode string
 	// retryAfter is sent as retry-after and retry-after-ms when positive.
 	retryAfter time.Duration
 	// retry, when set, is sent as x-should-retry, which both official SDK

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -543,8 +544,10 @@ func (g *Gateway) callFor(r *http.Request, key *Key, model string, req provider.
 
 // prepare finishes a call: a prompt-cache request that no candidate can
 // honour is dropped (it is a hint, not a requirement), the call gets its
-// invocation id, and the Prepare hook runs.
-func (g *Gateway) prepare(ctx context.Context, c *orchestrator.Call, id string) *failure {
+// invocation id and its output limit (see [Gateway.outputLimit]), and the
+// Prepare hook runs. adjusted reports an output limit other than the
+// protocol's meaning of what was asked.
+func (g *Gateway) prepare(ctx context.Context, c *orchestrator.Call, id string, modelMax bool) (adjusted bool, f *failure) {
 	c.InvocationID = "inv_" + id
 	if c.Request.PromptCache != provider.PromptCacheOff {
 		tr := g.opts.Orchestrator.Route(ctx, *c)
@@ -553,37 +556,63 @@ func (g *Gateway) prepare(ctx context.Context, c *orchestrator.Call, id string) 
 		}
 	}
 	if err := c.Request.Validate(); err != nil {
-		return classify(ctx, err)
+		return false, classify(ctx, err)
 	}
-	// An output limit above the model's is clamped to it (the adapter
-	// sends no more), so that the call is priced and admitted as what it
-	// can cost.
-	if ol, ok := g.opts.Orchestrator.(interface {
-		OutputLimit(context.Context, orchestrator.Call) (int, bool)
-	}); ok && c.Request.MaxTokens > 0 {
-		if n, ok := ol.OutputLimit(ctx, *c); ok && n < c.Request.MaxTokens {
-			c.Request.MaxTokens = n
-		}
-	}
+	adjusted = g.outputLimit(ctx, c, modelMax)
 	if g.opts.Prepare != nil {
 		if err := g.opts.Prepare(ctx, c); err != nil {
-			return classify(ctx, err)
+			return adjusted, classify(ctx, err)
 		}
 	}
-	return nil
+	return adjusted, nil
+}
+
+// outputLimit sets the output limit of c, so that the call is priced and
+// admitted as what it can cost: a limit above the served model's is
+// clamped to it (the adapter sends no more); no limit where the protocol
+// means the model's maximum by that (modelMax) is the model's limit in the
+// catalog, or the agent's default for a model the catalog gives none.
+// It reports whether the limit differs from what the caller asked for.
+func (g *Gateway) outputLimit(ctx context.Context, c *orchestrator.Call, modelMax bool) (adjusted bool) {
+	ol, ok := g.opts.Orchestrator.(interface {
+		OutputLimit(context.Context, orchestrator.Call) (int, bool)
+	})
+	if !ok {
+		return false
+	}
+	switch {
+	case c.Request.MaxTokens > 0:
+		if n, ok := ol.OutputLimit(ctx, *c); ok && n < c.Request.MaxTokens {
+			c.Request.MaxTokens = n
+			return true
+		}
+	case modelMax:
+		probe := *c
+		probe.Request.MaxTokens = math.MaxInt32
+		if n, ok := ol.OutputLimit(ctx, probe); ok && n < math.MaxInt32 {
+			c.Request.MaxTokens = n
+			return false
+		}
+		if n, ok := ol.OutputLimit(ctx, *c); ok {
+			c.Request.MaxTokens = n
+			return true
+		}
+	}
+	return false
 }
 
 // ignored applies the unknown-parameter policy: it names what was not
 // applied in a response header, or refuses the request when strict.
-func (g *Gateway) ignored(w http.ResponseWriter, params []string) *failure {
-	if len(params) == 0 {
-		return nil
-	}
-	if g.opts.StrictParams {
+// headers, the client's request headers not applied, are named but never
+// refused: a host sends them on every request.
+func (g *Gateway) ignored(w http.ResponseWriter, params, headers []string) *failure {
+	if len(params) > 0 && g.opts.StrictParams {
 		return &failure{class: classBadRequest, param: params[0],
 			msg: fmt.Sprintf("%s: not supported by this gateway, and gateway.strict_params refuses what it cannot apply", strings.Join(params, ", "))}
 	}
-	w.Header().Set(HeaderIgnored, ignoredHeader(params))
+	if all := append(slices.Clip(params), headers...); len(all) > 0 {
+		w.Header().Set(HeaderIgnored, ignoredHeader(all))
+	}
 	return nil
 }
 
@@ -593,11 +622,18 @@ type decoded struct {
 	stream  bool
 	req     provider.Request
 	ignored []string
+	// ignoredHeaders are request header values not applied (named, never
+	// refused).
+	ignoredHeaders []string
 	// tools maps the provider's function names to the client's tools
 	// (custom and namespaced ones); nil when the names are the same.
 	tools *toolMap
 	// key is the id of the client's virtual key ("" without keys).
 	key string
+	// modelMax: no output limit was sent, and the protocol (Chat
+	// Completions, Responses) means the model's maximum by that. Once
+	// admitted, req.MaxTokens is the limit applied.
+	modelMax bool
 }
 
 func (d *decoded) common() *decoded { return d }
@@ -627,7 +663,7 @@ func decodeCall[T interface{ common() *decoded }](g *Gateway, w http.ResponseWri
 		return fail(classify(r.Context(), err))
 	}
 	d := v.common()
-	if f := g.ignored(w, d.ignored); f != nil {
+	if f := g.ignored(w, d.ignored, d.ignoredHeaders); f != nil {
 		return fail(f)
 	}
 	d.key = keyID(key)
@@ -649,11 +685,12 @@ func admit[T interface{ common() *decoded }](g *Gateway, w http.ResponseWriter, 
 	if !ok {
 		return v, call, false
 	}
-	asked := call.Request.MaxTokens
-	f := g.prepare(r.Context(), &call, id)
-	if n := call.Request.MaxTokens; n != asked {
-		w.Header().Set(HeaderAdjusted, "max_tokens="+strconv.Itoa(n))
+	d := v.common()
+	adjusted, f := g.prepare(r.Context(), &call, id, d.modelMax)
+	if adjusted {
+		w.Header().Set(HeaderAdjusted, "max_tokens="+strconv.Itoa(call.Request.MaxTokens))
 	}
+	d.req.MaxTokens = call.Request.MaxTokens
 	if f != nil {
 		p.writeError(w, r, f)
 		var zero T

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -76,18 +77,50 @@ func TestInterleavedToolFragmentsFailTheStream(t *testing.T) {
 	}
 }
 
-func TestCacheControlBecomesAPromptCacheHint(t *testing.T) {
+// Cache marks stay where the client put them: on message blocks (a
+// tool_result's inner blocks mark the result), on tools, and on the system
+// prompt as the prompt-cache hint; a top-level mark marks the last block.
+// A fifth mark is refused in the API's words, and the gateway's own mark on
+// the last tool, when the client's leave no room for it, is named.
+func TestCacheMarksStayWhereTheClientPutThem(t *testing.T) {
 	mr, err := decodeMessages([]byte(`{"model":"m","max_tokens":5,
 		"system":[{"type":"text","text":"rules","cache_control":{"type":"ephemeral"}}],
-		"tools":[{"name":"f","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral","ttl":"1h"}}],
-		"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]},{"role":"user","content":"again"}]}`), false)
+		"tools":[{"name":"f","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral","ttl":"1h"}},{"name":"g"}],
+		"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]},{"role":"user","content":"again"},
+			{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{}}]},
+			{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"42","cache_control":{"type":"ephemeral"}}]}]}]}`), false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if mr.req.PromptCache != provider.PromptCache1h || mr.req.System != "rules" || len(mr.req.Messages) != 1 || len(mr.req.Messages[0].Parts) != 2 {
-		t.Errorf("decoded = %+v", mr.req)
+	r := mr.req
+	if r.PromptCache != provider.PromptCache5m || r.System != "rules" || len(r.Messages) != 3 || len(r.Messages[0].Parts) != 2 {
+		t.Fatalf("decoded = %+v", r)
 	}
-	if _, err := decodeMessages([]byte(`{"model":"m","messages":[{"role":"user","content":"x"}],"cache_control":{"type":"ephemeral","ttl":"2d"}}`), false); err == nil || !strings.Contains(err.Error(), "cache_control.ttl") {
+	if r.Tools[0].Cache != provider.PromptCache1h || r.Tools[1].Cache != "" || r.Messages[0].Parts[0].Cache != "" || r.Messages[2].Parts[0].Cache != provider.PromptCache5m {
+		t.Errorf("marks: tools %q %q, first part %q, tool result %q", r.Tools[0].Cache, r.Tools[1].Cache, r.Messages[0].Parts[0].Cache, r.Messages[2].Parts[0].Cache)
+	}
+	if len(mr.ignored) != 0 {
+		t.Errorf("ignored = %v", mr.ignored)
+	}
+	// Automatic caching marks the last block.
+	mr, err = decodeMessages([]byte(`{"model":"m","max_tokens":5,"cache_control":{"type":"ephemeral","ttl":"1h"},"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"}]}`), false)
+	if err != nil || mr.req.Messages[2].Parts[0].Cache != provider.PromptCache1h || mr.req.Messages[0].Parts[0].Cache != "" || mr.req.PromptCache != "" {
+		t.Errorf("top-level mark: %v %+v", err, mr)
+	}
+	// Three marks on messages and one on the system prompt leave no room
+	// for the gateway's mark on the last tool: it is named.
+	marked := `{"type":"text","text":"x","cache_control":{"type":"ephemeral"}}`
+	three := `[` + marked + `,` + marked + `,` + marked + `]`
+	mr, err = decodeMessages([]byte(`{"model":"m","max_tokens":5,"system":[`+marked+`],"tools":[{"name":"f","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":`+three+`}]}`), false)
+	if err != nil || !slices.Equal(mr.ignored, []string{"tools[0].cache_control"}) {
+		t.Errorf("no room for the tool mark: %v, ignored %v", err, mr.ignored)
+	}
+	// A fifth is refused as the API refuses it.
+	_, err = decodeMessages([]byte(`{"model":"m","max_tokens":5,"system":[`+marked+`,`+marked+`],"messages":[{"role":"user","content":`+three+`}]}`), false)
+	if err == nil || err.Error() != "A maximum of 4 blocks with cache_control may be provided. Found 5." {
+		t.Errorf("five marks = %v", err)
+	}
+	if _, err := decodeMessages([]byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"}],"cache_control":{"type":"ephemeral","ttl":"2d"}}`), false); err == nil || !strings.Contains(err.Error(), "cache_control.ttl") {
 		t.Errorf("bad ttl = %v", err)
 	}
 }

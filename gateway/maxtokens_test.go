@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+
 	"github.com/cortexbuild/cortexbuild/gateway"
 	"github.com/cortexbuild/cortexbuild/ledger"
 	"github.com/cortexbuild/cortexbuild/provider"
@@ -179,5 +182,129 @@ func TestAdversarialPromptsNeverOverspendATask(t *testing.T) {
 	}
 	if served.Load() == 0 || refused.Load() == 0 {
 		t.Errorf("%d served, %d refused: want the budget to run out", served.Load(), refused.Load())
+	}
+}
+
+// Each protocol's own meaning of "no output limit": Chat Completions and
+// Responses mean the model's maximum, so the upstream gets the served
+// model's limit from the catalog (not the agent default), the Responses
+// object reports the limit applied, streamed or not, and the call is
+// admitted as what that limit can cost; a model the catalog gives no limit
+// gets the agent default, named in X-CortexBuild-Adjusted-Params. The
+// Messages API has no default: a request without max_tokens, or with 0, is
+// refused as the real API refuses it.
+func TestOutputLimitFollowsTheProtocol(t *testing.T) {
+	w := newWorld(t, withLedger, serveOn("claude"))
+	ctx := ctxT(t)
+	sentMax := func() float64 {
+		reqs := w.anth.Requests()
+		v, _ := body(t, reqs[len(reqs)-1].Body)["max_tokens"].(float64)
+		return v
+	}
+	for _, c := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"model":"claude-sonnet-4-6","messages":[{"role":"user","content":"hi"}]}`},
+		{"/v1/chat/completions", `{"model":"claude-sonnet-4-6","max_completion_tokens":0,"messages":[{"role":"user","content":"hi"}]}`},
+		{"/v1/responses", `{"model":"claude-sonnet-4-6","input":"hi"}`},
+	} {
+		resp, m := rawPost(t, w, w.key, c.path, c.body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s %s: %d %v", c.path, c.body, resp.StatusCode, m)
+		}
+		if got := sentMax(); got != 64000 {
+			t.Errorf("%s %s: upstream max_tokens = %v, want Sonnet's 64000", c.path, c.body, got)
+		}
+		if got := resp.Header.Get(gateway.HeaderAdjusted); got != "" {
+			t.Errorf("%s: the model's maximum reported as an adjustment: %q", c.path, got)
+		}
+		if c.path == "/v1/responses" && m["max_output_tokens"] != float64(64000) {
+			t.Errorf("Responses max_output_tokens = %v, want the 64000 applied", m["max_output_tokens"])
+		}
+	}
+	// A limit sent is the one reported.
+	if _, m := rawPost(t, w, w.key, "/v1/responses", `{"model":"claude-sonnet-4-6","max_output_tokens":100,"input":"hi"}`); m["max_output_tokens"] != float64(100) || sentMax() != 100 {
+		t.Errorf("max_output_tokens 100: response says %v, upstream got %v", m["max_output_tokens"], sentMax())
+	}
+	// Streamed, the response object of every event says so too.
+	st := w.openai(w.key).Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: "claude-sonnet-4-6",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
+	events := 0
+	for st.Next() {
+		if ev := st.Current(); ev.Type == "response.created" || ev.Type == "response.completed" {
+			events++
+			if ev.Response.MaxOutputTokens != 64000 {
+				t.Errorf("%s: max_output_tokens = %d, want 64000", ev.Type, ev.Response.MaxOutputTokens)
+			}
+		}
+	}
+	if err := st.Err(); err != nil || events != 2 {
+		t.Fatalf("stream: %v, %d response events", err, events)
+	}
+
+	// The admission estimate is the model's maximum: $0.96 of Sonnet
+	// output does not fit a $0.50 task budget, where the 4096-token
+	// default ($0.06) would have.
+	small, _, err := w.keys.Create(gateway.KeySpec{Name: "small", Project: "demo", Task: "small"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.store.SetBudget(context.Background(), ledger.TaskScope("small"), provider.MustMoney("0.50")); err != nil {
+		t.Fatal(err)
+	}
+	before := len(w.anth.Requests())
+	for _, c := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"model":"claude-sonnet-4-6","messages":[{"role":"user","content":"hi"}]}`},
+		{"/v1/responses", `{"model":"claude-sonnet-4-6","input":"hi"}`},
+	} {
+		resp, m := rawPost(t, w, small, c.path, c.body)
+		if msg := jsonString(m, "error", "message"); resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(msg, "the estimate $0.96") || !strings.Contains(msg, "does not fit") {
+			t.Errorf("%s without a limit under a $0.50 budget: %d %v, want the 429 insufficient_quota refusal", c.path, resp.StatusCode, m)
+		}
+	}
+	if resp, m := rawPost(t, w, small, "/v1/chat/completions", `{"model":"claude-sonnet-4-6","max_tokens":4096,"messages":[{"role":"user","content":"hi"}]}`); resp.StatusCode != 200 {
+		t.Errorf("max_tokens 4096 under a $0.50 budget: %d %v", resp.StatusCode, m)
+	}
+	if n := len(w.anth.Requests()) - before; n != 1 {
+		t.Errorf("%d upstream requests, want the one that fits", n)
+	}
+
+	// Messages: max_tokens is required and at least 1.
+	for _, c := range []struct{ body, want string }{
+		{`{"model":"claude-sonnet-4-6","messages":[{"role":"user","content":"hi"}]}`, "max_tokens: Field required"},
+		{`{"model":"claude-sonnet-4-6","max_tokens":0,"messages":[{"role":"user","content":"hi"}]}`, "max_tokens: Input should be greater than or equal to 1"},
+	} {
+		resp, m := rawPost(t, w, w.key, "/v1/messages", c.body)
+		if resp.StatusCode != 400 || jsonString(m, "error", "type") != "invalid_request_error" || !strings.HasPrefix(jsonString(m, "error", "message"), c.want) {
+			t.Errorf("%s: %d %v, want 400 %q", c.body, resp.StatusCode, m, c.want)
+		}
+	}
+	if n := len(w.anth.Requests()) - before; n != 1 {
+		t.Errorf("refused Messages calls reached the provider")
+	}
+}
+
+// A model the catalog gives no output limit gets the agent default
+// without a limit asked for, named as an adjustment and reported by the
+// Responses object.
+func TestOutputLimitOfAModelWithoutOne(t *testing.T) {
+	w := newWorld(t, serveOn("gpt"))
+	for _, path := range []string{"/v1/chat/completions", "/v1/responses"} {
+		b := `{"model":"gpt/my-finetune","messages":[{"role":"user","content":"hi"}]}`
+		if path == "/v1/responses" {
+			b = `{"model":"gpt/my-finetune","input":"hi"}`
+		}
+		resp, m := rawPost(t, w, w.key, path, b)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %v", path, resp.StatusCode, m)
+		}
+		if got := resp.Header.Get(gateway.HeaderAdjusted); got != "max_tokens=4096" {
+			t.Errorf("%s: %s = %q, want max_tokens=4096", path, gateway.HeaderAdjusted, got)
+		}
+		reqs := w.oai.Requests()
+		if got := body(t, reqs[len(reqs)-1].Body)["max_completion_tokens"]; got != float64(4096) {
+			t.Errorf("%s: upstream max_completion_tokens = %v", path, got)
+		}
+		if path == "/v1/responses" && m["max_output_tokens"] != float64(4096) {
+			t.Errorf("Responses max_output_tokens = %v, want 4096", m["max_output_tokens"])
+		}
 	}
 }

@@ -15,7 +15,7 @@ import (
 
 // Chat Completions parameters the gateway accepts without applying them,
 // silently: they carry no meaning for the answer.
-var openAIQuiet = []string{"user", "metadata", "store", "safety_identifier", "prompt_cache_key", "prompt_cache_retention", "service_tier", "parallel_tool_calls"}
+var openAIQuiet = []string{"user", "metadata", "store", "safety_identifier", "prompt_cache_key", "prompt_cache_retention", "service_tier"}
 
 // Chat Completions parameters the gateway accepts without applying them,
 // naming them in X-CortexBuild-Ignored-Params (refused with
@@ -67,6 +67,7 @@ func decodeChat(body []byte) (*chatRequest, error) {
 		}
 		cr.req.MaxTokens = *maxTokens
 	}
+	cr.modelMax = cr.req.MaxTokens == 0
 	if err := refuseOpenAIFeatures(f); err != nil {
 		return nil, err
 	}
@@ -81,17 +82,31 @@ func decodeChat(body []byte) (*chatRequest, error) {
 			return nil, err
 		}
 	}
+	if cr.req.DisableParallelToolCalls, err = serialToolCalls(f); err != nil {
+		return nil, err
+	}
 	raw := f.raw("messages")
 	if raw == nil {
 		return nil, badField("messages", "required: send at least one message")
 	}
-	if cr.req.System, cr.req.Messages, err = openAIMessages(raw, cr.tools); err != nil {
+	var named []string
+	if cr.req.System, cr.req.Messages, named, err = openAIMessages(raw, cr.tools); err != nil {
 		return nil, err
 	}
 	f.skip(openAIQuiet...)
-	cr.ignored = append(append(f.present(openAIIgnored...), f.unknown()...), toolsIgnored...)
+	cr.ignored = append(append(append(f.present(openAIIgnored...), f.unknown()...), toolsIgnored...), named...)
 	slices.Sort(cr.ignored)
 	return cr, nil
+}
+
+// serialToolCalls reads parallel_tool_calls (both OpenAI protocols): false
+// lets the model call at most one tool per turn.
+func serialToolCalls(f *fields) (bool, error) {
+	var parallel *bool
+	if err := f.take("parallel_tool_calls", &parallel); err != nil {
+		return false, err
+	}
+	return parallel != nil && !*parallel, nil
 }
 
 // refuseOpenAIFeatures refuses the parameters whose absence would change
@@ -227,6 +242,9 @@ func openAITools(raw json.RawMessage) (defs []provider.ToolDef, names *toolMap, 
 		if err := fn.take("description", &td.Description); err != nil {
 			return nil, nil, nil, err
 		}
+		if err := fn.take("strict", &td.Strict); err != nil {
+			return nil, nil, nil, err
+		}
 		td.InputSchema = keep(schemaOrEmpty(fn.raw("parameters")))
 		if _, err := object(path+".function.parameters", td.InputSchema); err != nil {
 			return nil, nil, nil, err
@@ -294,81 +312,86 @@ func openAIToolChoice(raw json.RawMessage, names *toolMap) (provider.ToolChoice,
 // openAIMessages turns messages into the system prompt and the
 // conversation: system and developer messages join the system prompt, tool
 // messages become tool results in a user turn, and consecutive turns of one
-// role merge.
-func openAIMessages(raw json.RawMessage, tools *toolMap) (string, []provider.Message, error) {
+// role merge. A participant's name is not carried (no provider but OpenAI
+// has one): ignored lists each.
+func openAIMessages(raw json.RawMessage, tools *toolMap) (string, []provider.Message, []string, error) {
 	items, err := array("messages", raw)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	if len(items) == 0 {
-		return "", nil, badField("messages", "send at least one message")
+		return "", nil, nil, badField("messages", "send at least one message")
 	}
-	var system []string
+	var system, ignored []string
 	var out []provider.Message
 	names := map[string]string{} // tool call id -> tool name
 	for i, it := range items {
 		path := fmt.Sprintf("messages[%d]", i)
 		mf, err := object(path, it)
 		if err != nil {
-			return "", nil, err
+			return "", nil, nil, err
 		}
 		var role string
 		if err := mf.take("role", &role); err != nil {
-			return "", nil, err
+			return "", nil, nil, err
 		}
+		if mf.has("name") && role != "tool" {
+			ignored = append(ignored, path+".name")
+		}
+		mf.skip("name")
 		switch role {
 		case "system", "developer":
 			parts, err := openAIContent(path+".content", mf.raw("content"), false)
 			if err != nil {
-				return "", nil, err
+				return "", nil, nil, err
 			}
 			system = append(system, joinText(parts, "\n"))
 		case "user":
 			parts, err := openAIContent(path+".content", mf.raw("content"), false)
 			if err != nil {
-				return "", nil, err
+				return "", nil, nil, err
 			}
 			out = appendTurn(out, provider.RoleUser, parts)
 		case "assistant":
 			parts, err := openAIContent(path+".content", mf.raw("content"), true)
 			if err != nil {
-				return "", nil, err
+				return "", nil, nil, err
 			}
 			calls, err := openAIToolCalls(path+".tool_calls", mf.raw("tool_calls"), tools)
 			if err != nil {
-				return "", nil, err
+				return "", nil, nil, err
 			}
 			for _, c := range calls {
 				names[c.ToolCall.ID] = c.ToolCall.Name
 			}
-			mf.skip("refusal", "name", "audio", "annotations")
+			mf.skip("refusal", "audio", "annotations")
 			if mf.has("function_call") {
-				return "", nil, badField(path+".function_call", "legacy function calls are not supported: send tool_calls")
+				return "", nil, nil, badField(path+".function_call", "legacy function calls are not supported: send tool_calls")
 			}
 			out = appendTurn(out, provider.RoleAssistant, append(parts, calls...))
 		case "tool":
 			var id string
 			if err := mf.take("tool_call_id", &id); err != nil {
-				return "", nil, err
+				return "", nil, nil, err
 			}
 			if id == "" {
-				return "", nil, badField(path+".tool_call_id", "required: the id of the tool call this message answers")
+				return "", nil, nil, badField(path+".tool_call_id", "required: the id of the tool call this message answers")
 			}
 			parts, err := openAIContent(path+".content", mf.raw("content"), false)
 			if err != nil {
-				return "", nil, err
+				return "", nil, nil, err
 			}
 			res := provider.ToolResult{CallID: id, Name: names[id], Content: joinText(parts, "\n")}
 			out = appendTurn(out, provider.RoleUser, []provider.Part{{Type: provider.PartToolResult, ToolResult: &res}})
 		case "function":
-			return "", nil, badField(path+".role", "legacy function messages are not supported: send role tool with tool_call_id")
+			return "", nil, nil, badField(path+".role", "legacy function messages are not supported: send role tool with tool_call_id")
 		case "":
-			return "", nil, badField(path+".role", "required")
+			return "", nil, nil, badField(path+".role", "required")
 		default:
-			return "", nil, badField(path+".role", "%q is not a role: write system, developer, user, assistant or tool", role)
+			return "", nil, nil, badField(path+".role", "%q is not a role: write system, developer, user, assistant or tool", role)
 		}
 	}
-	return strings.Join(nonEmpty(system), "\n\n"), out, nil
+	return strings.Join(nonEmpty(system), "\n\n"), out, ignored, nil
 }
 
 // openAIContent reads a message's content: a string, null, or text parts

@@ -98,12 +98,20 @@ type anthropicErrorBody struct {
 }
 
 type anthropicErrorObject struct {
-	Type    string `json:"type"`
-	Message string `json:"message"`
+	Type    string                 `json:"type"`
+	Message string                 `json:"message"`
+	Details *anthropicErrorDetails `json:"details,omitempty"`
+}
+
+type anthropicErrorDetails struct {
+	ErrorCode string `json:"error_code"`
 }
 
 func anthropicError(w http.ResponseWriter, f *failure) anthropicErrorBody {
 	b := anthropicErrorBody{Type: "error", Error: anthropicErrorObject{Type: anthropicShapes[f.class].typ, Message: f.anthropicMessage()}}
+	if f.errorCode != "" {
+		b.Error.Details = &anthropicErrorDetails{ErrorCode: f.errorCode}
+	}
 	if w != nil {
 		b.RequestID = w.Header().Get("Request-Id")
 	}

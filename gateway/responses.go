@@ -13,7 +13,7 @@ import (
 
 // Responses parameters the gateway accepts without applying them,
 // silently: they carry no meaning for a stateless answer.
-var responsesQuiet = []string{"user", "metadata", "safety_identifier", "prompt_cache_key", "prompt_cache_retention", "service_tier", "parallel_tool_calls", "include", "stream_options", "store"}
+var responsesQuiet = []string{"user", "metadata", "safety_identifier", "prompt_cache_key", "prompt_cache_retention", "service_tier", "include", "stream_options", "store"}
 
 // Responses parameters the gateway accepts without applying them, naming
 // them in X-CortexBuild-Ignored-Params (refused with
@@ -76,6 +76,7 @@ func decodeResponses(body []byte) (*responsesRequest, error) {
 		}
 		rr.req.MaxTokens = *maxTokens
 	}
+	rr.modelMax = rr.req.MaxTokens == 0
 	var textIgnored []string
 	if raw := f.raw("text"); raw != nil {
 		tf, err := object("text", raw)
@@ -114,6 +115,9 @@ func decodeResponses(body []byte) (*responsesRequest, error) {
 			return nil, err
 		}
 		rr.toolChoice = keep(raw)
+	}
+	if rr.req.DisableParallelToolCalls, err = serialToolCalls(f); err != nil {
+		return nil, err
 	}
 	var instructions string
 	if err := f.take("instructions", &instructions); err != nil {
@@ -255,6 +259,7 @@ func responsesTools(groups []toolGroup) (defs []provider.ToolDef, names *toolMap
 		if _, err := object(path+".parameters", td.InputSchema); err != nil {
 			return false, err
 		}
+		td.Strict = strict != nil && *strict
 		defs = append(defs, td)
 		declared = append(declared, clientTool{name: name, namespace: ns})
 		if ns == "" {
@@ -644,7 +649,7 @@ func (rr *responsesRequest) responseShell(id string, created int64, model string
 		mt = &rr.req.MaxTokens
 	}
 	return responseObject{ID: "resp_" + id, Object: "response", CreatedAt: created, Status: "in_progress", Instructions: rr.instructions,
-		MaxOutputTokens: mt, Model: model, Output: []responseItem{}, ParallelToolCalls: true, ToolChoice: tc, Tools: tools}
+		MaxOutputTokens: mt, Model: model, Output: []responseItem{}, ParallelToolCalls: !rr.req.DisableParallelToolCalls, ToolChoice: tc, Tools: tools}
 }
 
 // finishResponse sets the status of a finished response from its stop

@@ -175,6 +175,8 @@ func TestRequestDefaultsAndValidate(t *testing.T) {
 		{"result without id", Request{Messages: []Message{ToolResults(ToolResult{Content: "x"})}}, "call id"},
 		{"call in user turn", Request{Messages: []Message{{Role: RoleUser, Parts: []Part{{Type: PartToolCall, ToolCall: call}}}}}, "assistant turns"},
 		{"bad prompt cache", Request{Prompt: "x", PromptCache: "1d"}, "prompt_cache"},
+		{"bad tool cache mark", Request{Prompt: "x", Tools: []ToolDef{{Name: "a", Cache: "2h"}}}, `tools[0] "a": cache`},
+		{"bad part cache mark", Request{Messages: []Message{{Role: RoleUser, Parts: []Part{{Type: PartText, Text: "x", Cache: "forever"}}}}}, "messages[0].parts[0]: cache"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

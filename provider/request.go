@@ -20,6 +20,12 @@ type ToolDef struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	InputSchema json.RawMessage `json:"input_schema"`
+	// Strict asks that the model's arguments follow InputSchema exactly
+	// (OpenAI's strict functions, Anthropic's strict tool use).
+	Strict bool `json:"strict,omitempty"`
+	// Cache is a prompt-cache breakpoint after this tool, with its
+	// lifetime, where the caller placed it; "" for none.
+	Cache PromptCache `json:"cache,omitempty"`
 }
 
 // Role is the speaker of a [Message].
@@ -44,13 +50,18 @@ const (
 
 // Part is one piece of a message, in order. Meta carries provider data that
 // must be sent back unchanged on the next turn (thinking signatures, opaque
-// reasoning, cache-control marks); adapters read only their own keys.
+// reasoning); adapters read only their own keys.
 type Part struct {
 	Type       PartType    `json:"type"`
 	Text       string      `json:"text,omitempty"`
 	ToolCall   *ToolCall   `json:"tool_call,omitempty"`
 	ToolResult *ToolResult `json:"tool_result,omitempty"`
 	Meta       Metadata    `json:"meta,omitempty"`
+	// Cache is a prompt-cache breakpoint after this part, with its
+	// lifetime, where the caller placed it (a growing conversation is
+	// cached up to its latest turns this way); "" for none. Providers that
+	// cache on their own ignore it.
+	Cache PromptCache `json:"cache,omitempty"`
 }
 
 // Message is one turn of a conversation.
@@ -119,6 +130,10 @@ const (
 	PromptCache1h  PromptCache = "1h"
 )
 
+func (c PromptCache) valid() bool {
+	return c == PromptCacheOff || c == PromptCache5m || c == PromptCache1h
+}
+
 // Request is one model invocation: the spec's parameters plus a multi-turn
 // conversation. The zero value of each optional field takes the default
 // named in its comment.
@@ -148,9 +163,63 @@ type Request struct {
 	CacheKey string `json:"cache_key,omitempty"`
 	// PromptCache asks the provider to cache the stable prefix.
 	PromptCache PromptCache `json:"prompt_cache,omitempty"`
+	// DisableParallelToolCalls lets the model call at most one tool per
+	// turn.
+	DisableParallelToolCalls bool `json:"disable_parallel_tool_calls,omitempty"`
 	// Meta carries provider-specific request options that must reach the
 	// adapter unchanged.
 	Meta Metadata `json:"meta,omitempty"`
+}
+
+// CacheMarks are the prompt-cache breakpoints of a request on a provider
+// that takes at most a few per request (see [Request.CacheMarks]).
+type CacheMarks struct {
+	// Caller counts the caller's own marks: parts and tools with Cache.
+	Caller int
+	// System and LastTool report the marks PromptCache places: on the
+	// system prompt and on the last tool.
+	System, LastTool bool
+	// Dropped names the marks PromptCache asks for that did not fit:
+	// "system", "tools".
+	Dropped []string
+}
+
+// CacheMarks places r's prompt-cache breakpoints within limit marks: the
+// caller's own always (more than limit is the caller's error, for the
+// provider to refuse), then PromptCache's, on the system prompt first and
+// then on the last tool (which needs none more when the caller marked
+// it), while there is room.
+func (r *Request) CacheMarks(limit int) CacheMarks {
+	var m CacheMarks
+	for i := range r.Tools {
+		if r.Tools[i].Cache != PromptCacheOff {
+			m.Caller++
+		}
+	}
+	for _, msg := range r.Messages {
+		for _, p := range msg.Parts {
+			if p.Cache != PromptCacheOff {
+				m.Caller++
+			}
+		}
+	}
+	if r.PromptCache == PromptCacheOff {
+		return m
+	}
+	n := m.Caller
+	if r.System != "" {
+		if m.System = n < limit; m.System {
+			n++
+		} else {
+			m.Dropped = append(m.Dropped, "system")
+		}
+	}
+	if len(r.Tools) > 0 && r.Tools[len(r.Tools)-1].Cache == PromptCacheOff {
+		if m.LastTool = n < limit; !m.LastTool {
+			m.Dropped = append(m.Dropped, "tools")
+		}
+	}
+	return m
 }
 
 // EffectiveTier returns Tier, or balanced when unset.
@@ -214,9 +283,7 @@ func (r *Request) Validate() error {
 	if r.MaxTokens < 0 {
 		return bad("max_tokens must not be negative, got %d", r.MaxTokens)
 	}
-	switch r.PromptCache {
-	case PromptCacheOff, PromptCache5m, PromptCache1h:
-	default:
+	if !r.PromptCache.valid() {
 		return bad("prompt_cache must be \"\", \"5m\" or \"1h\", got %q", string(r.PromptCache))
 	}
 	conv := r.Conversation()
@@ -227,6 +294,9 @@ func (r *Request) Validate() error {
 	for i, t := range r.Tools {
 		if t.Name == "" {
 			return bad("tools[%d] has no name", i)
+		}
+		if !t.Cache.valid() {
+			return bad("tools[%d] %q: cache must be \"\", \"5m\" or \"1h\", got %q", i, t.Name, string(t.Cache))
 		}
 		if seen[t.Name] {
 			return bad("tools[%d]: tool %q is declared twice", i, t.Name)
@@ -251,6 +321,9 @@ func (r *Request) Validate() error {
 			return bad("messages[%d]: role must be \"user\" or \"assistant\", got %q", i, string(m.Role))
 		}
 		for j, p := range m.Parts {
+			if !p.Cache.valid() {
+				return bad("messages[%d].parts[%d]: cache must be \"\", \"5m\" or \"1h\", got %q", i, j, string(p.Cache))
+			}
 			switch p.Type {
 			case PartText, PartReasoning:
 			case PartToolCall:

@@ -1,10 +1,13 @@
 package anthropic_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -79,6 +82,35 @@ func TestErrorTable(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), testKey) {
 				t.Errorf("error leaks the key: %v", err)
+			}
+		})
+	}
+}
+
+// A proxy that strips the request-id header leaves the error body's
+// request_id: the diagnostic takes it from there, streamed or not.
+func TestErrorRequestIDFromBody(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			a, f := newEnv(t)
+			f.srv.Enqueue(anthropicfake.Overloaded().WithHeader("request-id", ""))
+			var err error
+			if stream {
+				var st provider.Stream
+				if st, err = a.Stream(context.Background(), &provider.Request{Prompt: "hi"}); err == nil {
+					defer st.Close()
+					_, err = st.Recv()
+				}
+			} else {
+				_, err = invoke(t, a, &provider.Request{Prompt: "hi"})
+			}
+			var pe *provider.Error
+			if !errors.As(err, &pe) {
+				t.Fatalf("error %v is not a *provider.Error", err)
+			}
+			want := f.srv.Requests()[0].RequestID
+			if !strings.HasPrefix(want, "req_") || pe.Diagnostic.RequestID != want {
+				t.Errorf("request id = %q, want %q from the body", pe.Diagnostic.RequestID, want)
 			}
 		})
 	}
@@ -358,5 +390,156 @@ func TestHealthCheckSpendsNoTokens(t *testing.T) {
 	r := f.srv.Requests()
 	if len(r) != 1 || r[0].Path != "/v1/models" || r[0].Query().Get("limit") != "1" {
 		t.Errorf("health probe = %+v", r)
+	}
+}
+
+// The caller's cache marks go where it put them (parts and tools, with
+// their lifetimes); PromptCache's own marks, on the system prompt and the
+// last tool, fill what is left of the API's four and are the ones left
+// out when there is no room (the fake refuses a fifth).
+func TestCacheMarksWhereTheCallerPutThem(t *testing.T) {
+	type cc = *struct{ Type, TTL string }
+	type sent struct {
+		System []struct {
+			CacheControl cc `json:"cache_control"`
+		} `json:"system"`
+		Tools []struct {
+			CacheControl cc `json:"cache_control"`
+		} `json:"tools"`
+		Messages []struct {
+			Content []struct {
+				Type         string
+				CacheControl cc `json:"cache_control"`
+			} `json:"content"`
+		} `json:"messages"`
+	}
+	tools := func() []provider.ToolDef {
+		return []provider.ToolDef{{Name: "a", InputSchema: json.RawMessage(`{"type":"object"}`)}, {Name: "b"}}
+	}
+	conv := func(marks ...provider.PromptCache) []provider.Message {
+		var msgs []provider.Message
+		for i, m := range marks {
+			role := provider.RoleUser
+			if i%2 == 1 {
+				role = provider.RoleAssistant
+			}
+			msgs = append(msgs, provider.Message{Role: role, Parts: []provider.Part{{Type: provider.PartText, Text: fmt.Sprintf("turn %d", i), Cache: m}}})
+		}
+		return msgs
+	}
+	ttl := func(c cc) string {
+		if c == nil {
+			return "-"
+		}
+		return cmp.Or(c.TTL, "5m") // the API's default
+	}
+	for _, c := range []struct {
+		name     string
+		req      provider.Request
+		system   string // the system block's mark: "-" none, else its ttl
+		tools    string // each tool's mark
+		messages string // each message's mark
+	}{
+		{"the caller's marks and ours",
+			provider.Request{System: "s", Tools: tools(), PromptCache: provider.PromptCache1h, Messages: conv("", "5m", "1h")},
+			"1h", "- 1h", "- 5m 1h"},
+		{"a marked tool needs no mark of ours",
+			provider.Request{System: "s", Tools: []provider.ToolDef{{Name: "a"}, {Name: "b", Cache: provider.PromptCache5m}}, PromptCache: provider.PromptCache1h, Messages: conv("5m", "", "5m")},
+			"1h", "- 5m", "5m - 5m"},
+		{"three of the caller's: our tool mark is dropped",
+			provider.Request{System: "s", Tools: tools(), PromptCache: provider.PromptCache5m, Messages: conv("5m", "5m", "5m")},
+			"5m", "- -", "5m 5m 5m"},
+		{"four of the caller's: both of ours are dropped",
+			provider.Request{System: "s", Tools: tools(), PromptCache: provider.PromptCache5m, Messages: conv("5m", "5m", "5m", "1h")},
+			"-", "- -", "5m 5m 5m 1h"},
+		{"no PromptCache: only the caller's",
+			provider.Request{System: "s", Tools: tools(), Messages: conv("", "1h")},
+			"-", "- -", "- 1h"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, f := newEnv(t)
+			if _, err := invoke(t, a, &c.req); err != nil {
+				t.Fatal(err)
+			}
+			var body sent
+			if err := f.srv.Requests()[0].Decode(&body); err != nil {
+				t.Fatal(err)
+			}
+			var tl, ml []string
+			for _, tt := range body.Tools {
+				tl = append(tl, ttl(tt.CacheControl))
+			}
+			for _, m := range body.Messages {
+				ml = append(ml, ttl(m.Content[0].CacheControl))
+			}
+			if got := ttl(body.System[0].CacheControl); got != c.system {
+				t.Errorf("system mark = %s, want %s", got, c.system)
+			}
+			if got := strings.Join(tl, " "); got != c.tools {
+				t.Errorf("tool marks = %s, want %s", got, c.tools)
+			}
+			if got := strings.Join(ml, " "); got != c.messages {
+				t.Errorf("message marks = %s, want %s", got, c.messages)
+			}
+			m := c.req.CacheMarks(anthropic.MaxCacheMarks)
+			if c.system == "-" && c.req.PromptCache != "" && !slices.Contains(m.Dropped, "system") {
+				t.Errorf("dropped = %v, want the system mark named", m.Dropped)
+			}
+		})
+	}
+}
+
+// Tool settings reach the API: every tool has an input_schema (the API
+// requires one; a tool declared without arguments gets empty properties),
+// strict, and disable_parallel_tool_use on every tool choice; anthropic-beta
+// values from the request's metadata are sent as headers.
+func TestToolSettingsAndBetas(t *testing.T) {
+	for _, choice := range []provider.ToolChoice{"", provider.ToolChoiceRequired, "b"} {
+		a, f := newEnv(t)
+		req := &provider.Request{Prompt: "hi", ToolChoice: choice, DisableParallelToolCalls: true,
+			Tools: []provider.ToolDef{{Name: "a", Strict: true, InputSchema: json.RawMessage(`{"type":"object","properties":{"x":{"type":"string"}},"required":["x"],"additionalProperties":false}`)}, {Name: "b"}},
+			Meta:  provider.Metadata{anthropic.MetaBeta: json.RawMessage(`["fine-grained-tool-streaming-2025-05-14","context-1m-2025-08-07"]`)}}
+		if _, err := invoke(t, a, req); err != nil {
+			t.Fatalf("choice %q: %v", choice, err)
+		}
+		rec := f.srv.Requests()[0]
+		var body struct {
+			Tools []struct {
+				Name        string
+				Strict      *bool
+				InputSchema map[string]any `json:"input_schema"`
+			}
+			ToolChoice struct {
+				Type                   string
+				DisableParallelToolUse *bool `json:"disable_parallel_tool_use"`
+			} `json:"tool_choice"`
+		}
+		if err := rec.Decode(&body); err != nil {
+			t.Fatal(err)
+		}
+		if len(body.Tools) != 2 || body.Tools[0].Strict == nil || !*body.Tools[0].Strict || body.Tools[1].Strict != nil {
+			t.Errorf("choice %q: strict = %+v", choice, body.Tools)
+		}
+		if s := body.Tools[1].InputSchema; s["type"] != "object" || s["properties"] == nil {
+			t.Errorf("choice %q: a tool without arguments is sent with input_schema %v", choice, s)
+		}
+		if d := body.ToolChoice.DisableParallelToolUse; d == nil || !*d {
+			t.Errorf("choice %q: tool_choice = %+v, want disable_parallel_tool_use", choice, body.ToolChoice)
+		}
+		if got := rec.Header.Values("anthropic-beta"); strings.Join(got, ",") != "fine-grained-tool-streaming-2025-05-14,context-1m-2025-08-07" {
+			t.Errorf("anthropic-beta = %q", got)
+		}
+	}
+	// Without the flag, no tool_choice is sent for auto.
+	a, f := newEnv(t)
+	if _, err := invoke(t, a, &provider.Request{Prompt: "hi", Tools: []provider.ToolDef{{Name: "a"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if b := string(f.srv.Requests()[0].Body); strings.Contains(b, "tool_choice") || f.srv.Requests()[0].Header.Get("anthropic-beta") != "" {
+		t.Errorf("defaults sent a tool_choice or a beta: %s", b)
+	}
+	// A malformed beta list is the caller's error.
+	if _, err := invoke(t, a, &provider.Request{Prompt: "hi", Meta: provider.Metadata{anthropic.MetaBeta: json.RawMessage(`"x"`)}}); provider.KindOf(err) != provider.KindBadRequest || !strings.Contains(err.Error(), anthropic.MetaBeta) {
+		t.Errorf("bad beta meta: %v", err)
 	}
 }

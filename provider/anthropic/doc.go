@@ -25,10 +25,10 @@
 //     input_tokens excludes cache reads and writes. Streamed usage takes
 //     message_start's input counts and message_delta's cumulative output
 //     count; nothing is summed twice.
-//   - Prompt caching (Request.PromptCache "5m" or "1h") puts cache_control
-//     breakpoints on the last tool and on the system prompt, the stable
-//     prefix. A part whose Meta holds "anthropic.cache_control" gets that
-//     mark as written.
+//   - Cache marks: a part or tool with Cache gets a cache_control
+//     breakpoint there; Request.PromptCache "5m" or "1h" adds ours on the
+//     system prompt and then the last tool, the stable prefix, while the
+//     request stays within the API's four marks (the caller's first).
 //   - Thinking blocks come back as reasoning parts with their signature in
 //     Meta["anthropic.signature"] (redacted ones in
 //     Meta["anthropic.redacted_thinking"]) and are echoed unchanged.

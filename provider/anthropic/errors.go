@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"regexp"
@@ -30,6 +31,18 @@ func (a *Adapter) classify(ctx context.Context, err error, model string) *provid
 	return a.base.Finish(a.base.Unreadable(err, model))
 }
 
+// bodyRequestID returns the request_id of an error body
+// ({"type":"error","error":{...},"request_id":"req_..."}), or "".
+func bodyRequestID(raw string) string {
+	var b struct {
+		RequestID string `json:"request_id"`
+	}
+	if json.Unmarshal([]byte(raw), &b) != nil {
+		return ""
+	}
+	return b.RequestID
+}
+
 func (a *Adapter) fromAPIError(pe *provider.Error, e *anthropic.Error) {
 	typ := string(e.Type())
 	code := string(e.ErrorCode())
@@ -40,6 +53,10 @@ func (a *Adapter) fromAPIError(pe *provider.Error, e *anthropic.Error) {
 		if d.RequestID == "" {
 			d.RequestID = h.Get("request-id")
 		}
+	}
+	if d.RequestID == "" {
+		// A proxy may strip the header; the error body names the request too.
+		d.RequestID = bodyRequestID(e.RawJSON())
 	}
 	if d.Message == "" && typ == "" {
 		ct := ""

@@ -32,8 +32,15 @@ func (a *Adapter) begin(ctx context.Context, req *provider.Request) (*attempt, e
 	if at.params, err = a.params(req, at.model); err != nil {
 		return nil, err
 	}
+	bs, err := betas(req)
+	if err != nil {
+		return nil, a.base.BadRequest(at.model, err.Error())
+	}
 	at.ctx, at.cancel = a.base.Attempt(ctx, req)
 	at.opts = []option.RequestOption{option.WithRequestTimeout(a.base.AttemptTimeout(req)), option.WithResponseInto(&at.raw)}
+	for _, b := range bs {
+		at.opts = append(at.opts, option.WithHeaderAdd("anthropic-beta", b))
+	}
 	return at, nil
 }
 

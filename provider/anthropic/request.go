@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
 
 	"github.com/cortexbuild/cortexbuild/provider"
 )
@@ -13,8 +14,15 @@ import (
 const (
 	MetaSignature        = "anthropic.signature"         // JSON string: a thinking block's signature
 	MetaRedactedThinking = "anthropic.redacted_thinking" // JSON string: a redacted thinking block's data
-	MetaCacheControl     = "anthropic.cache_control"     // JSON object: {"type":"ephemeral","ttl":"1h"}
 )
+
+// MetaBeta is the Request.Meta key of the beta features a call asks for: a
+// JSON array of anthropic-beta values, sent as that header as given.
+const MetaBeta = "anthropic.beta"
+
+// MaxCacheMarks is how many cache_control breakpoints the API takes in
+// one request.
+const MaxCacheMarks = 4
 
 func cacheControl(ttl provider.PromptCache) anthropic.CacheControlEphemeralParam {
 	cc := anthropic.NewCacheControlEphemeralParam()
@@ -24,15 +32,31 @@ func cacheControl(ttl provider.PromptCache) anthropic.CacheControlEphemeralParam
 	return cc
 }
 
+// betas returns the anthropic-beta values req asks for (Meta[MetaBeta]).
+func betas(req *provider.Request) ([]string, error) {
+	raw, ok := req.Meta[MetaBeta]
+	if !ok {
+		return nil, nil
+	}
+	var v []string
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, fmt.Errorf("meta %s must be a JSON array of strings: %v", MetaBeta, err)
+	}
+	return v, nil
+}
+
 // params turns a request into the SDK's parameters.
 func (a *Adapter) params(req *provider.Request, model string) (anthropic.MessageNewParams, error) {
 	if err := a.base.Validate(req, model); err != nil {
 		return anthropic.MessageNewParams{}, err
 	}
 	p := anthropic.MessageNewParams{Model: anthropic.Model(model), MaxTokens: int64(a.base.MaxTokens(Namespace, model, req))}
+	// The caller's marks go where it put them; PromptCache's own, on the
+	// stable prefix, only while the request stays within the API's limit.
+	marks := req.CacheMarks(MaxCacheMarks)
 	if req.System != "" {
 		sys := anthropic.TextBlockParam{Text: req.System}
-		if req.PromptCache != provider.PromptCacheOff {
+		if marks.System {
 			sys.CacheControl = cacheControl(req.PromptCache)
 		}
 		p.System = []anthropic.TextBlockParam{sys}
@@ -42,22 +66,32 @@ func (a *Adapter) params(req *provider.Request, model string) (anthropic.Message
 		if err != nil {
 			return p, a.base.BadRequest(model, fmt.Sprintf("tools[%d] %q: %v", i, t.Name, err))
 		}
-		if i == len(req.Tools)-1 && req.PromptCache != provider.PromptCacheOff {
+		switch {
+		case t.Cache != provider.PromptCacheOff:
+			tp.CacheControl = cacheControl(t.Cache)
+		case i == len(req.Tools)-1 && marks.LastTool:
 			tp.CacheControl = cacheControl(req.PromptCache)
 		}
 		p.Tools = append(p.Tools, anthropic.ToolUnionParam{OfTool: tp})
 	}
+	var serial param.Opt[bool] // disable_parallel_tool_use, sent only when set
+	if req.DisableParallelToolCalls {
+		serial = anthropic.Bool(true)
+	}
 	switch req.ToolChoice {
 	case "", provider.ToolChoiceAuto:
+		if serial.Valid() && len(req.Tools) > 0 {
+			p.ToolChoice = anthropic.ToolChoiceUnionParam{OfAuto: &anthropic.ToolChoiceAutoParam{DisableParallelToolUse: serial}}
+		}
 	case provider.ToolChoiceNone:
 		if len(req.Tools) > 0 {
 			none := anthropic.NewToolChoiceNoneParam()
 			p.ToolChoice = anthropic.ToolChoiceUnionParam{OfNone: &none}
 		}
 	case provider.ToolChoiceRequired:
-		p.ToolChoice = anthropic.ToolChoiceUnionParam{OfAny: &anthropic.ToolChoiceAnyParam{}}
+		p.ToolChoice = anthropic.ToolChoiceUnionParam{OfAny: &anthropic.ToolChoiceAnyParam{DisableParallelToolUse: serial}}
 	default:
-		p.ToolChoice = anthropic.ToolChoiceUnionParam{OfTool: &anthropic.ToolChoiceToolParam{Name: string(req.ToolChoice)}}
+		p.ToolChoice = anthropic.ToolChoiceUnionParam{OfTool: &anthropic.ToolChoiceToolParam{Name: string(req.ToolChoice), DisableParallelToolUse: serial}}
 	}
 	for i, m := range req.Conversation() {
 		blocks := make([]anthropic.ContentBlockParamUnion, 0, len(m.Parts))
@@ -89,6 +123,9 @@ func toolParam(t provider.ToolDef) (*anthropic.ToolParam, error) {
 	if t.Description != "" {
 		tp.Description = anthropic.String(t.Description)
 	}
+	if t.Strict {
+		tp.Strict = anthropic.Bool(true)
+	}
 	schema := map[string]any{}
 	if len(t.InputSchema) > 0 {
 		if err := json.Unmarshal(t.InputSchema, &schema); err != nil {
@@ -99,6 +136,9 @@ func toolParam(t provider.ToolDef) (*anthropic.ToolParam, error) {
 		return nil, fmt.Errorf(`input_schema must have "type": "object", got %v`, typ)
 	}
 	delete(schema, "type")
+	// The API requires input_schema: a tool without arguments gets empty
+	// properties, which the SDK would otherwise leave out with the schema.
+	tp.InputSchema.Properties = map[string]any{}
 	if props, ok := schema["properties"]; ok {
 		tp.InputSchema.Properties = props
 		delete(schema, "properties")
@@ -159,13 +199,9 @@ func contentBlock(part provider.Part) (*anthropic.ContentBlockParamUnion, error)
 	default:
 		return nil, fmt.Errorf("unsupported part type %q", part.Type)
 	}
-	if raw, ok := part.Meta[MetaCacheControl]; ok {
-		var cc anthropic.CacheControlEphemeralParam
-		if err := json.Unmarshal(raw, &cc); err != nil {
-			return nil, fmt.Errorf("%s: %v", MetaCacheControl, err)
-		}
+	if part.Cache != provider.PromptCacheOff {
 		if cp := b.GetCacheControl(); cp != nil {
-			*cp = cc
+			*cp = cacheControl(part.Cache)
 		}
 	}
 	return &b, nil

@@ -2,6 +2,7 @@ package openaicompat_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -215,5 +216,34 @@ func TestRateLimitStatusAndHealth(t *testing.T) {
 	}
 	if r := f.srv.Requests(); r[len(r)-1].Path != "/v1/models" {
 		t.Errorf("health probe hit %s", r[len(r)-1].Path)
+	}
+}
+
+// Strict tools and parallel tool calls off reach Chat Completions as
+// function.strict and parallel_tool_calls: false; neither is sent unset.
+func TestStrictToolsAndSerialCalls(t *testing.T) {
+	a, f := newEnv(t, flavours[0])
+	schema := json.RawMessage(`{"type":"object","properties":{"x":{"type":"string"}},"required":["x"],"additionalProperties":false}`)
+	for _, serial := range []bool{true, false} {
+		req := &provider.Request{Prompt: "hi", DisableParallelToolCalls: serial, Tools: []provider.ToolDef{{Name: "a", Strict: serial, InputSchema: schema}}}
+		if _, err := invoke(t, a, req); err != nil {
+			t.Fatal(err)
+		}
+		reqs := f.srv.Requests()
+		var body struct {
+			ParallelToolCalls *bool `json:"parallel_tool_calls"`
+			Tools             []struct {
+				Function struct{ Strict *bool } `json:"function"`
+			} `json:"tools"`
+		}
+		if err := reqs[len(reqs)-1].Decode(&body); err != nil {
+			t.Fatal(err)
+		}
+		if serial && (body.ParallelToolCalls == nil || *body.ParallelToolCalls || body.Tools[0].Function.Strict == nil || !*body.Tools[0].Function.Strict) {
+			t.Errorf("set: parallel_tool_calls %v, strict %v", body.ParallelToolCalls, body.Tools[0].Function.Strict)
+		}
+		if !serial && (body.ParallelToolCalls != nil || body.Tools[0].Function.Strict != nil) {
+			t.Errorf("unset: parallel_tool_calls %v, strict %v", body.ParallelToolCalls, body.Tools[0].Function.Strict)
+		}
 	}
 }

@@ -80,6 +80,9 @@ func (a *Adapter) params(req *provider.Request, model string, stream bool) (open
 		if t.Description != "" {
 			def.Description = openai.String(t.Description)
 		}
+		if t.Strict {
+			def.Strict = openai.Bool(true)
+		}
 		p.Tools = append(p.Tools, openai.ChatCompletionFunctionTool(def))
 	}
 	switch req.ToolChoice {
@@ -91,6 +94,9 @@ func (a *Adapter) params(req *provider.Request, model string, stream bool) (open
 	default:
 		p.ToolChoice = openai.ChatCompletionToolChoiceOptionUnionParam{OfFunctionToolChoice: &openai.ChatCompletionNamedToolChoiceParam{
 			Function: openai.ChatCompletionNamedToolChoiceFunctionParam{Name: string(req.ToolChoice)}}}
+	}
+	if req.DisableParallelToolCalls && len(req.Tools) > 0 {
+		p.ParallelToolCalls = openai.Bool(false)
 	}
 	if req.PromptCache != provider.PromptCacheOff && a.profile.PromptCaching && req.CacheKey != "" {
 		p.PromptCacheKey = openai.String(req.CacheKey)

@@ -82,16 +82,28 @@
 //   - A derived answer (no scripted Usage) never bills more output than
 //     the request's max_tokens: its text is cut and stop_reason is
 //     max_tokens, as the API stops generating there.
+//   - Prompt caching as the API accounts it: cache_control marks on
+//     tools, system and message blocks (and a top-level one, on the last
+//     block); the longest prefix cached at a breakpoint, or up to 20
+//     blocks before one, is read (cache_read_input_tokens, refreshing its
+//     lifetime), and each later breakpoint whose prefix reaches the
+//     model's minimum ([MinCacheableTokens]) is written at its ttl
+//     (cache_creation, 5m and 1h apart); entries expire on the fake's
+//     clock. A fifth mark is a 400 ("A maximum of 4 blocks with
+//     cache_control may be provided. Found 5.").
+//   - The API's refusals of tool use: a tool_result whose tool_use is not
+//     in the previous message, a tool_use without its tool_result next, a
+//     custom tool without input_schema (or its type).
 //
 // # What it cannot reproduce
 //
 // It runs no model: replies are scripted or echoed, and token counts are a
 // deterministic estimate, not the real tokenizer. It does not resolve model
 // aliases to dated ids, validate message structure beyond the required
-// top-level fields (roles, block types, tool schemas, tool_result pairing,
-// the other 2026-10-21 restrictions on documents and citations), enforce
-// rate limits on its own (a 429 happens only when scripted), cache
-// prompts (cache counts are whatever the script says), apply per-model
+// top-level fields, tool schemas and tool_result pairing (roles, block
+// types, the 2026-10-21 restrictions on documents and citations), enforce
+// rate limits on its own (a 429 happens only when scripted), apply
+// per-model
 // limits (max_tokens ceilings, context windows), emit citations, server
 // tools, redacted thinking or the Batches, Files and beta endpoints, or
 // reproduce timing (latency, read timeouts, Cloudflare headers, HTTP/2).

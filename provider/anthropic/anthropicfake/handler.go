@@ -99,6 +99,10 @@ func routeOf(r *http.Request) (route Route, modelID string) {
 
 func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request, rec Recorded, version string) {
 	fields, msg := validateBody(rec.Body, true, version)
+	var blocks []cacheBlock
+	if msg == "" {
+		blocks, msg = cacheBlocks(fields)
+	}
 	if msg != "" {
 		s.writeError(w, rec.RequestID, 400, TypeInvalidRequest, msg)
 		return
@@ -132,7 +136,7 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request, rec Recor
 	if !reply.hasContent() {
 		reply.Text = Echo(rec).Text
 	}
-	res := s.resolve(reply, model, rec.Body)
+	res := s.resolve(reply, model, rec.Body, blocks)
 	s.consume(Usage{Input: res.usage.Input, CacheCreation5m: res.usage.CacheCreation5m, CacheCreation1h: res.usage.CacheCreation1h})
 	defer s.consume(Usage{Output: res.usage.Output})
 	if stream {
@@ -147,8 +151,9 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request, rec Recor
 	s.writeBody(w, rec.RequestID, 200, "application/json", body, cut, reply.Headers)
 }
 
-// resolve fills in every default of a success reply.
-func (s *Server) resolve(reply Reply, model string, body []byte) *resolved {
+// resolve fills in every default of a success reply; derived usage
+// follows the fake's prompt cache over the request's blocks.
+func (s *Server) resolve(reply Reply, model string, body []byte, blocks []cacheBlock) *resolved {
 	res := &resolved{
 		id:           reply.ID,
 		model:        cmpOr(reply.Model, model),
@@ -182,7 +187,8 @@ func (s *Server) resolve(reply Reply, model string, body []byte) *resolved {
 		}
 	}
 	if res.usage == (Usage{}) {
-		res.usage = Usage{Input: CountTokens(body), Output: max(1, (outBytes+3)/4)}
+		res.usage = s.cache.account(model, blocks, CountTokens(body), s.cfg.now())
+		res.usage.Output = max(1, (outBytes+3)/4)
 		// The API stops at max_tokens: a derived answer never bills more.
 		var capped bool
 		if res.text, res.usage.Output, capped = fakekit.CapOutput(res.text, res.usage.Output, maxTokens(body)); capped {
@@ -261,6 +267,18 @@ func (s *Server) writeError(w http.ResponseWriter, reqID string, status int, typ
 	s.writeBody(w, reqID, status, "application/json", marshal(newErrorBody(typ, msg, "", reqID)), 0, nil)
 }
 
+// setExtra applies a reply's headers after the standard ones; an empty
+// value removes the header (as a proxy that strips it).
+func setExtra(h http.Header, extra map[string]string) {
+	for k, v := range extra {
+		if v == "" {
+			h.Del(k)
+			continue
+		}
+		h.Set(k, v)
+	}
+}
+
 // writeBody writes a complete response; cut > 0 sends only that many bytes
 // of it and then drops the connection.
 func (s *Server) writeBody(w http.ResponseWriter, reqID string, status int, contentType string, body []byte, cut int, extra map[string]string) {
@@ -268,9 +286,7 @@ func (s *Server) writeBody(w http.ResponseWriter, reqID string, status int, cont
 	s.setStandardHeaders(h, reqID)
 	h.Set("Content-Type", contentType)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
-	for k, v := range extra {
-		h.Set(k, v)
-	}
+	setExtra(h, extra)
 	fakekit.WriteBody(w, status, body, cut)
 }
 
@@ -281,9 +297,7 @@ func (s *Server) writeStream(w http.ResponseWriter, r *http.Request, reqID strin
 	s.setStandardHeaders(h, reqID)
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
 	h.Set("Cache-Control", "no-cache")
-	for k, v := range reply.Headers {
-		h.Set(k, v)
-	}
+	setExtra(h, reply.Headers)
 	sw, err := fakekit.StartStream(w, http.StatusOK)
 	if err != nil {
 		return

@@ -31,7 +31,9 @@ type Reply struct {
 	// "stop_sequence").
 	StopSequence string
 	// Usage is reported as given; the zero Usage means "derive it": input
-	// tokens are [CountTokens] of the request and output tokens are one per
+	// tokens are [CountTokens] of the request, split into cache reads,
+	// cache writes and the rest by the fake's prompt cache (see the package
+	// doc), and output tokens are one per
 	// four bytes of generated content (at least 1), at most the request's
 	// max_tokens (the text is then cut, with stop_reason max_tokens).
 	Usage Usage
@@ -49,7 +51,8 @@ type Reply struct {
 	ErrorCode string
 	// Headers are added to the response (e.g. "retry-after": "2",
 	// "retry-after-ms": "1500", "x-should-retry": "false"). They are set
-	// after the standard headers, so they can also override them.
+	// after the standard headers, so they can also override them; an empty
+	// value removes a header (e.g. "request-id", as a proxy that strips it).
 	Headers map[string]string
 	// RawBody, when non-empty, replaces the body entirely (e.g. a proxy's
 	// HTML 502 page), for streaming requests too.

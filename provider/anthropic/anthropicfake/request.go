@@ -3,6 +3,7 @@ package anthropicfake
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"unicode/utf8"
@@ -211,7 +212,108 @@ func validateBody(body []byte, needMaxTokens bool, version string) (map[string]j
 			return nil, "stream: Input should be a valid boolean"
 		}
 	}
+	if msg := checkTools(fields["tools"]); msg != "" {
+		return nil, msg
+	}
+	if msg := checkToolPairs(fields["messages"]); msg != "" {
+		return nil, msg
+	}
 	return fields, ""
+}
+
+// checkTools refuses a custom tool (no type, or "custom") without an
+// input_schema object with a type, in the API's words.
+func checkTools(raw json.RawMessage) string {
+	if raw == nil {
+		return ""
+	}
+	var tools []map[string]json.RawMessage
+	if json.Unmarshal(raw, &tools) != nil {
+		return "tools: Input should be a valid list"
+	}
+	for i, t := range tools {
+		var typ string
+		_ = json.Unmarshal(t["type"], &typ)
+		if typ != "" && typ != "custom" {
+			continue // a server tool, with a schema of its own
+		}
+		path := fmt.Sprintf("tools.%d.custom", i)
+		if _, ok := t["name"]; !ok {
+			return path + ".name: Field required"
+		}
+		schema, ok := t["input_schema"]
+		if !ok || string(schema) == "null" {
+			return path + ".input_schema: Field required"
+		}
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(schema, &obj) != nil {
+			return path + ".input_schema: Input should be a valid dictionary"
+		}
+		if _, ok := obj["type"]; !ok {
+			return path + ".input_schema.type: Field required"
+		}
+	}
+	return ""
+}
+
+// checkToolPairs refuses what the API refuses of tool use in a
+// conversation: a tool_result whose tool_use_id is not a tool_use of the
+// previous (assistant) message, and an assistant message's tool_use
+// without a tool_result in the next message.
+func checkToolPairs(raw json.RawMessage) string {
+	type block struct {
+		Type      string `json:"type"`
+		ID        string `json:"id"`
+		ToolUseID string `json:"tool_use_id"`
+	}
+	var msgs []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	}
+	if json.Unmarshal(raw, &msgs) != nil {
+		return ""
+	}
+	blocks := make([][]block, len(msgs))
+	for i, m := range msgs {
+		_ = json.Unmarshal(m.Content, &blocks[i]) // a string content has no blocks
+	}
+	uses := func(i int) map[string]bool {
+		ids := map[string]bool{}
+		if i >= 0 && msgs[i].Role == "assistant" {
+			for _, b := range blocks[i] {
+				if b.Type == "tool_use" {
+					ids[b.ID] = true
+				}
+			}
+		}
+		return ids
+	}
+	for i := range msgs {
+		prev := uses(i - 1)
+		answered := map[string]bool{}
+		for j, b := range blocks[i] {
+			if b.Type != "tool_result" {
+				continue
+			}
+			if !prev[b.ToolUseID] {
+				return fmt.Sprintf("messages.%d.content.%d: unexpected `tool_use_id` found in `tool_result` blocks: %s. Each `tool_result` block must have a corresponding `tool_use` block in the previous message.", i, j, b.ToolUseID)
+			}
+			answered[b.ToolUseID] = true
+		}
+		if i == 0 || len(prev) == 0 {
+			continue
+		}
+		var missing []string
+		for _, b := range blocks[i-1] {
+			if b.Type == "tool_use" && !answered[b.ID] {
+				missing = append(missing, b.ID)
+			}
+		}
+		if len(missing) > 0 {
+			return fmt.Sprintf("messages.%d: `tool_use` ids were found without `tool_result` blocks immediately after: %s. Each `tool_use` block must have a corresponding `tool_result` block in the next message.", i-1, strings.Join(missing, ", "))
+		}
+	}
+	return ""
 }
 
 // checkField runs check on a required field, prefixing its complaint with

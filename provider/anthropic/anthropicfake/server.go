@@ -134,6 +134,8 @@ type Server struct {
 
 	mu   sync.Mutex // guards used
 	used struct{ requests, input, output int }
+
+	cache promptCache
 }
 
 // New starts an Anthropic API fake on a loopback address (127.0.0.1, or
