@@ -7,10 +7,12 @@ GO ?= go
 demo:
 	$(GO) run ./cmd/cortexbuild demo
 
-# Every test, with the race detector. Integration tests that need PostgreSQL
-# or Redis skip (saying why) when those are absent, and fail in CI.
+# Every test, with the race detector, through gotestsum (a tool pinned in
+# go.mod): go test's output, then every skipped test with its reason.
+# Integration tests that need PostgreSQL or Redis skip (saying why) when
+# those are absent, and fail in CI.
 test:
-	$(GO) test -race -count=1 ./...
+	$(GO) tool gotestsum --format pkgname-and-test-fails -- -race -count=1 ./...
 
 build:
 	$(GO) build -o bin/cortexbuild ./cmd/cortexbuild
