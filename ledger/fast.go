@@ -67,8 +67,11 @@ type Fast struct {
 	// Health: while journalErr or storeErr is set, no call is admitted.
 	journalErr error // the last failed journal write, until one succeeds
 	storeErr   error // the last failed apply, until one succeeds
-	held       []job // settlements neither in the journal nor in the store
-	kept       int   // how many: held, and those being retried
+	// leaseRefused: the store refused a lease's write; said once in the
+	// log, until a lease is written again.
+	leaseRefused bool
+	held         []job // settlements neither in the journal nor in the store
+	kept         int   // how many: held, and those being retried
 
 	kick    chan struct{} // wakes the retrier of held settlements
 	quit    chan struct{} // closed by Close: retries stop
@@ -333,6 +336,10 @@ func (f *Fast) acquire(ctx context.Context, key string, r Reservation) (bool, er
 	}
 	l := &lease{id: id, key: key, scopes: slices.Clone(r.Scopes), amount: size, until: f.now().Add(f.o.window), open: true, seg: seg}
 	f.mu.Lock()
+	if f.leaseRefused {
+		f.leaseRefused = false
+		defer f.onErr(errors.New("ledger: the store takes writes again: new calls are admitted"))
+	}
 	f.leases[key] = l
 	f.all[l] = true
 	f.timeLocked(l, f.o.window)
@@ -713,7 +720,17 @@ func (f *Fast) storeRefused(err error) error {
 	if err == nil || !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrClosed) {
 		return err
 	}
-	return f.newWriteError(false, err)
+	we := f.newWriteError(false, err)
+	f.mu.Lock()
+	first := !f.leaseRefused
+	f.leaseRefused = true
+	f.mu.Unlock()
+	if first {
+		// Each refused call says why; the log says it once, when calls
+		// start being refused.
+		f.onErr(we)
+	}
+	return we
 }
 
 func (f *Fast) newWriteError(journal bool, err error) *WriteError {

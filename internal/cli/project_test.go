@@ -241,3 +241,25 @@ cache:
 		t.Errorf("the project in another directory named %q got the first project's cached answer (%d provider requests; want 2)", filepath.Base(dirs[1]), n)
 	}
 }
+
+// The commands that only read a project's records refuse, with the
+// configuration's exit code, to run where there is no project, and leave
+// nothing behind; once a ledger exists there they read it.
+func TestReportsOutsideAProjectCreateNothing(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{{"spend"}, {"budget", "show"}, {"task", "show", "T1"}, {"spend", "--json"}} {
+		code, out, errs := run(t, dir, nil, args...)
+		if code != ExitConfig || !strings.Contains(out+errs, "no CortexBuild project in") || !strings.Contains(out+errs, "cortexbuild init") {
+			t.Errorf("%v outside a project = %d %q %q", args, code, out, errs)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("the reports left %v behind", entries)
+	}
+	if code, _, errs := run(t, dir, nil, "budget", "set", "month", "10"); code != 0 {
+		t.Fatalf("budget set = %d %s", code, errs)
+	}
+	if code, out, errs := run(t, dir, nil, "budget", "show"); code != 0 || !strings.Contains(out, "10.00") {
+		t.Errorf("budget show with a ledger = %d %q %q", code, out, errs)
+	}
+}

@@ -1,7 +1,11 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"text/tabwriter"
 	"time"
 
@@ -13,10 +17,17 @@ import (
 )
 
 // withStore opens the project's ledger for a command and closes it after.
-func (e *env) withStore(cmd *cobra.Command, fn func(f *config.File, st ledger.Store) error) error {
+// A report (readOnly) outside any project is refused rather than creating
+// an empty ledger where it runs.
+func (e *env) withStore(cmd *cobra.Command, readOnly bool, fn func(f *config.File, st ledger.Store) error) error {
 	f, err := e.loadConfig(false)
 	if err != nil {
 		return err
+	}
+	if readOnly {
+		if err := e.needProject(f); err != nil {
+			return err
+		}
 	}
 	st, err := e.openLedger(cmd.Context(), f)
 	if err != nil {
@@ -37,7 +48,7 @@ func (e *env) spendCmd() *cobra.Command {
 		Short: "What was spent, from the ledger: cost, tokens, attempts, cache hits and savings",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return e.withStore(cmd, func(f *config.File, st ledger.Store) error {
+			return e.withStore(cmd, true, func(f *config.File, st ledger.Store) error {
 				flt := ledger.Filter{Task: task, Agent: agent, By: ledger.GroupBy(by), Location: budgetLocation(f)}
 				switch flt.By {
 				case ledger.ByNone, ledger.ByTask, ledger.ByAgent, ledger.ByModel, ledger.ByMonth:
@@ -103,7 +114,7 @@ func (e *env) budgetCmd() *cobra.Command {
 	show := &cobra.Command{
 		Use: "show", Short: "Every budget: limit, spent, held, remaining, paused", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return e.withStore(cmd, func(f *config.File, st ledger.Store) error {
+			return e.withStore(cmd, true, func(f *config.File, st ledger.Store) error {
 				bs, err := st.Budgets(cmd.Context())
 				if err != nil {
 					return withCode(ExitFailure, err)
@@ -136,7 +147,7 @@ func (e *env) budgetCmd() *cobra.Command {
 	set := &cobra.Command{
 		Use: "set SCOPE AMOUNT", Short: "Set a limit in USD (task:ID, month:YYYY-MM or month), kept in the ledger; it wins over the configuration's default for that scope until 'budget unset'; raising it lifts a budget pause", Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return e.withStore(cmd, func(f *config.File, st ledger.Store) error {
+			return e.withStore(cmd, false, func(f *config.File, st ledger.Store) error {
 				sc, err := parseScope(args[0], f)
 				if err != nil {
 					return err
@@ -171,7 +182,7 @@ func (e *env) budgetCmd() *cobra.Command {
 	unset := &cobra.Command{
 		Use: "unset SCOPE", Short: "Remove the limit set with 'budget set' (task:ID, month:YYYY-MM or month): the configuration's default applies again, if it sets one", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return e.withStore(cmd, func(f *config.File, st ledger.Store) error {
+			return e.withStore(cmd, false, func(f *config.File, st ledger.Store) error {
 				sc, err := parseScope(args[0], f)
 				if err != nil {
 					return err
@@ -198,7 +209,7 @@ func (e *env) budgetCmd() *cobra.Command {
 	resume := &cobra.Command{
 		Use: "resume SCOPE", Short: "Lift the pause of a scope (task:ID, month:YYYY-MM or month); raising its budget lifts a budget pause too", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return e.withStore(cmd, func(f *config.File, st ledger.Store) error {
+			return e.withStore(cmd, false, func(f *config.File, st ledger.Store) error {
 				sc, err := parseScope(args[0], f)
 				if err != nil {
 					return err
@@ -227,4 +238,18 @@ func limitOf(m *provider.Money) string {
 		return ""
 	}
 	return m.String()
+}
+
+// needProject refuses a command that reads a project's records where there
+// is no project: no llm-config.yaml was found in the directory or above it,
+// and no ledger was ever written there.
+func (e *env) needProject(f *config.File) error {
+	if f.Path != "" || f.Store.Backend == config.StorePostgres {
+		return nil
+	}
+	path := e.sqlitePath(f)
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return withCode(ExitConfig, fmt.Errorf("no CortexBuild project in %s: no %s there or in a parent directory, and no ledger (%s); run this in a project's directory, or start one with 'cortexbuild init'", e.projectDir(f), filepath.Join(config.Dir, config.FileName), filepath.Join(config.Dir, "state.db")))
 }

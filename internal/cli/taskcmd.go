@@ -29,7 +29,7 @@ only after such a review. Starting a task again changes its budget, or raises it
 is never lowered.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return e.withStore(cmd, func(f *config.File, st ledger.Store) error {
+			return e.withStore(cmd, false, func(f *config.File, st ledger.Store) error {
 				ctx, id := cmd.Context(), args[0]
 				sc := ledger.TaskScope(id)
 				if err := sc.Validate(); err != nil {
@@ -78,7 +78,7 @@ is never lowered.`,
 	show := &cobra.Command{
 		Use: "show ID [--json]", Short: "A task's audit trail: risk, plan author, reviewer, decision, budget, spend and every attempt", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return e.withStore(cmd, func(f *config.File, st ledger.Store) error {
+			return e.withStore(cmd, true, func(f *config.File, st ledger.Store) error {
 				return e.showTask(cmd, st, args[0], asJSON)
 			})
 		},
@@ -89,7 +89,7 @@ is never lowered.`,
 	complete := &cobra.Command{
 		Use: "complete ID", Short: "Complete a task; medium-or-higher risk needs a valid independent critic review", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return e.withStore(cmd, func(f *config.File, st ledger.Store) error {
+			return e.withStore(cmd, false, func(f *config.File, st ledger.Store) error {
 				t, err := orchestrator.CompleteTask(cmd.Context(), st, args[0])
 				var rj *critic.Rejection
 				switch {
@@ -111,7 +111,7 @@ is never lowered.`,
 	resume := &cobra.Command{
 		Use: "resume ID", Short: "Lift a task's pause (raising its budget does too)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return e.withStore(cmd, func(f *config.File, st ledger.Store) error {
+			return e.withStore(cmd, false, func(f *config.File, st ledger.Store) error {
 				if err := st.Resume(cmd.Context(), ledger.TaskScope(args[0])); err != nil {
 					return withCode(ExitFailure, err)
 				}
