@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/term"
+
 	"github.com/cortexbuild/cortexbuild/cache"
 	"github.com/cortexbuild/cortexbuild/ledger"
 
@@ -514,11 +516,9 @@ func isTerminal(r any) bool {
 		r = l.w
 	}
 	f, ok := r.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	// A character device is not enough: /dev/null is one, and a command
+	// run by a script or CI with its input from there has nobody to ask.
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // confirm asks a yes/no question on a terminal.
