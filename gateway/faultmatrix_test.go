@@ -218,9 +218,15 @@ var (
 	gmUpstream   = gmErr{name: "upstream", oStatus: 502, oType: "server_error", oCode: "upstream_error", aStatus: 502, aType: "api_error"}
 )
 
+// gmRateLimit is the rate limit; its OpenAI type is the limit each
+// upstream's fake says was hit (gmLimitType).
 func gmRateLimit(retryAfter string) gmErr {
-	return gmErr{name: "rate_limit", oStatus: 429, oType: "requests", oCode: "rate_limit_exceeded", aStatus: 429, aType: "rate_limit_error", retryAfter: retryAfter}
+	return gmErr{name: "rate_limit", oStatus: 429, oCode: "rate_limit_exceeded", aStatus: 429, aType: "rate_limit_error", retryAfter: retryAfter}
 }
+
+// gmLimitType is the limit each upstream's scripted rate limit hits:
+// OpenAI's fake, tokens per minute; the others, requests.
+var gmLimitType = map[string]string{"claude": "requests", "gpt": "tokens", "gemini": "requests"}
 
 // gmWant is what the caller must get, and the ledger rows the invocation
 // must have ("P:server N:ok": P the faulted upstream, N the next).
@@ -699,6 +705,11 @@ func TestGatewayFaultMatrix(t *testing.T) {
 						want := f.want[mode]
 						if want.inStream && want.err == nil {
 							want.err = ptr(gmServerKind[up.name].err)
+						}
+						if want.err != nil && want.err.name == "rate_limit" {
+							e := *want.err
+							e.oType = gmLimitType[up.name]
+							want.err = &e
 						}
 						expand := func(s string) string {
 							s = strings.ReplaceAll(s, "{srv}", gmServerKind[up.name].kind)
