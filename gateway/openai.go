@@ -657,11 +657,8 @@ func (g *Gateway) streamChat(w http.ResponseWriter, r *http.Request, call orches
 		return
 	}
 	defer s.Close()
-	model := ""
-	if as := s.Attempts(); len(as) > 0 {
-		servedHeaders(w.Header(), as[len(as)-1].Provider, as[len(as)-1].Model)
-		model = as[len(as)-1].Model
-	}
+	prov, model := s.Served()
+	servedHeaders(w.Header(), prov, model)
 	out := newSSE(w)
 	base := chatChunk{ID: "chatcmpl-" + id, Object: "chat.completion.chunk", Created: g.opts.Now().Unix(), Model: model}
 	send := func(d chunkDelta, finish *string, usage *openAIUsage) error {

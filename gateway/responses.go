@@ -719,11 +719,8 @@ func (g *Gateway) streamResponses(w http.ResponseWriter, r *http.Request, call o
 		return
 	}
 	defer s.Close()
-	model := ""
-	if as := s.Attempts(); len(as) > 0 {
-		servedHeaders(w.Header(), as[len(as)-1].Provider, as[len(as)-1].Model)
-		model = as[len(as)-1].Model
-	}
+	prov, model := s.Served()
+	servedHeaders(w.Header(), prov, model)
 	st := &itemStream{out: newSSE(w), id: id, resp: rr.responseShell(id, g.opts.Now().Unix(), model), open: -1, openTool: -1, tools: map[int]int{}, names: rr.decoded.tools}
 	if st.send("response.created", map[string]any{"response": st.resp}) != nil {
 		return
