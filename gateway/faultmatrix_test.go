@@ -451,7 +451,7 @@ func (p gmProto) call(t testing.TB, w *world, task string, stream bool) gmAnswer
 	}
 	tr := &http.Transport{DisableKeepAlives: true}
 	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr}).Do(req)
+	resp, err := (&http.Client{Transport: checkedTransport(t, tr)}).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -625,12 +625,20 @@ func (p gmProto) failed(t testing.TB, a gmAnswer, e gmErr, inStream bool) {
 				typ = "event type " + top
 			}
 		}
-		want := e.aType
+		want, wantCode := e.aType, e.oCode
 		if p.openAI {
 			want = e.oType
 		}
-		if typ != want || (p.openAI && code != e.oCode) || msg == "" {
-			t.Errorf("the stream ended with %+v; want the in-stream error %s/%s", last, want, e.oCode)
+		if p.name == "responses" {
+			// response.error.code is one of the spec's ResponseErrorCode.
+			wantCode = "server_error"
+			if e.name == "rate_limit" {
+				wantCode = "rate_limit_exceeded"
+			}
+			p.keptPartial(t, a)
+		}
+		if typ != want || (p.openAI && code != wantCode) || msg == "" {
+			t.Errorf("the stream ended with %+v; want the in-stream error %s/%s", last, want, wantCode)
 		}
 		for _, ev := range a.events[:len(a.events)-1] {
 			if ev.data == "[DONE]" || ev.name == "message_stop" || ev.name == "response.completed" || strings.Contains(ev.data, `"finish_reason":"`) {
@@ -671,6 +679,41 @@ func (p gmProto) failed(t testing.TB, a gmAnswer, e gmErr, inStream bool) {
 	}
 	if e.noRetry && a.header.Get("X-Should-Retry") != "false" {
 		t.Errorf("x-should-retry %q; want false", a.header.Get("X-Should-Retry"))
+	}
+}
+
+// keptPartial checks that a failed Responses stream's response.failed
+// carries what was streamed: the text of its deltas, in a message item
+// marked incomplete.
+func (p gmProto) keptPartial(t testing.TB, a gmAnswer) {
+	t.Helper()
+	var streamed strings.Builder
+	for _, ev := range a.events {
+		if ev.name == "response.output_text.delta" {
+			d, _ := jsonPath([]byte(ev.data), "delta")
+			streamed.WriteString(d)
+		}
+	}
+	var failed struct {
+		Response struct {
+			Output []struct {
+				Type, Status string
+				Content      []struct{ Text string }
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(a.events[len(a.events)-1].data), &failed); err != nil {
+		t.Fatal(err)
+	}
+	out := failed.Response.Output
+	if streamed.Len() == 0 {
+		if len(out) != 0 {
+			t.Errorf("nothing was streamed, yet response.failed has output %+v", out)
+		}
+		return
+	}
+	if len(out) != 1 || out[0].Type != "message" || out[0].Status != "incomplete" || len(out[0].Content) != 1 || out[0].Content[0].Text != streamed.String() {
+		t.Errorf("response.failed has output %+v; want the %q streamed, in an incomplete message", out, streamed.String())
 	}
 }
 

@@ -587,7 +587,8 @@ type chatChunk struct {
 	Created int64         `json:"created"`
 	Model   string        `json:"model"`
 	Choices []chunkChoice `json:"choices"`
-	Usage   *openAIUsage  `json:"usage,omitempty"`
+	// Usage is null on every chunk but the usage chunk, as OpenAI sends it.
+	Usage *openAIUsage `json:"usage"`
 }
 
 type chunkChoice struct {
