@@ -618,13 +618,15 @@ func (g *Gateway) streamMessages(w http.ResponseWriter, r *http.Request, call or
 		return
 	}
 	defer s.Close()
-	model := ""
-	if as := s.Attempts(); len(as) > 0 {
-		servedHeaders(w.Header(), as[len(as)-1].Provider, as[len(as)-1].Model)
-		model = as[len(as)-1].Model
-	}
+	prov, model := s.Served()
+	servedHeaders(w.Header(), prov, model)
 	st := &blockStream{out: newSSE(w), open: -1, openTool: -1, tools: map[int]bool{}, args: map[int]int{}}
 	start := anthropicMessage{ID: "msg_" + id, Type: "message", Role: "assistant", Model: model, Content: []anthropicBlock{}}
+	if u := s.StartUsage(); u != nil {
+		// What the provider reported before the answer: the input and
+		// cache counts (message_delta carries the final output count).
+		start.Usage = toAnthropicUsage(*u)
+	}
 	if st.out.event("message_start", mustJSON(map[string]any{"type": "message_start", "message": start})) != nil {
 		return
 	}

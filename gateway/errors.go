@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cortexbuild/cortexbuild/ledger"
@@ -58,6 +59,8 @@ type failure struct {
 	// errorCode is Anthropic's error.details.error_code, which the official
 	// SDKs branch on.
 	errorCode string
+	// typ overrides OpenAI's error.type (a rate limit's "tokens").
+	typ string
 	// retryAfter is sent as retry-after and retry-after-ms when positive.
 	retryAfter time.Duration
 	// retry, when set, is sent as x-should-retry, which both official SDK
@@ -216,9 +219,22 @@ func classify(ctx context.Context, err error) *failure {
 	case errors.Is(err, orchestrator.ErrNoCandidate):
 		return &failure{class: classUnavailable, msg: msg, code: "no_provider", retry: no}
 	}
+	var we *orchestrator.WaitError
+	if errors.As(err, &we) {
+		// Every candidate is waiting: the caller gets the rate limit,
+		// overload or breaker that frees up first, and how long that is.
+		switch we.Reason {
+		case orchestrator.WaitRateLimit:
+			return &failure{class: classRateLimit, msg: msg, typ: limitType(err), retryAfter: we.RetryAfter}
+		case orchestrator.WaitOverloaded:
+			return &failure{class: classOverloaded, msg: msg, retryAfter: we.RetryAfter}
+		default:
+			return &failure{class: classUnavailable, msg: msg, retryAfter: we.RetryAfter}
+		}
+	}
 	switch provider.KindOf(err) {
 	case provider.KindRateLimit:
-		return &failure{class: classRateLimit, msg: msg, retryAfter: provider.RetryAfterOf(err)}
+		return &failure{class: classRateLimit, msg: msg, typ: limitType(err), retryAfter: provider.RetryAfterOf(err)}
 	case provider.KindQuotaExhausted:
 		return &failure{class: classBudget, msg: msg}
 	case provider.KindOverloaded:
@@ -271,6 +287,22 @@ func paramOf(err error) string {
 		return pe.Diagnostic.Param
 	}
 	return ""
+}
+
+// limitType is OpenAI's error.type for a rate limit: "tokens" when the
+// provider said a token limit was hit (OpenAI's own type; a token count
+// in Anthropic's or Gemini's message), else "requests".
+func limitType(err error) string {
+	var pe *provider.Error
+	if errors.As(err, &pe) {
+		switch d := pe.Diagnostic; {
+		case d.Type == "tokens" || d.Type == "requests":
+			return d.Type
+		case strings.Contains(strings.ToLower(d.Message+" "+d.Code), "token"):
+			return "tokens"
+		}
+	}
+	return "requests"
 }
 
 var integers = regexp.MustCompile(`\d[\d,]*`)

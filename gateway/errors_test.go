@@ -68,7 +68,7 @@ func TestAuth(t *testing.T) {
 	req, _ := http.NewRequestWithContext(ctx, "POST", w.url+"/v1/chat/completions", strings.NewReader(`{"model":"builder","messages":[{"role":"user","content":"hi"}]}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Api-Key", w.key)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := w.http().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func TestDecodingAndLimits(t *testing.T) {
 	}
 	// Wrong method, unknown route.
 	req, _ := http.NewRequestWithContext(ctx, "GET", w.url+"/v1/messages", nil)
-	r2, err := http.DefaultClient.Do(req)
+	r2, err := w.http().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +341,7 @@ func TestNoAuthOnlyOnLoopback(t *testing.T) {
 	defer srv.Shutdown(context.Background())
 	req, _ := http.NewRequest("POST", srv.URL()+"/v1/chat/completions", bytes.NewReader([]byte(`{"model":"builder","messages":[{"role":"user","content":"hi"}]}`)))
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := w.http().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -218,9 +218,15 @@ var (
 	gmUpstream   = gmErr{name: "upstream", oStatus: 502, oType: "server_error", oCode: "upstream_error", aStatus: 502, aType: "api_error"}
 )
 
+// gmRateLimit is the rate limit; its OpenAI type is the limit each
+// upstream's fake says was hit (gmLimitType).
 func gmRateLimit(retryAfter string) gmErr {
-	return gmErr{name: "rate_limit", oStatus: 429, oType: "requests", oCode: "rate_limit_exceeded", aStatus: 429, aType: "rate_limit_error", retryAfter: retryAfter}
+	return gmErr{name: "rate_limit", oStatus: 429, oCode: "rate_limit_exceeded", aStatus: 429, aType: "rate_limit_error", retryAfter: retryAfter}
 }
+
+// gmLimitType is the limit each upstream's scripted rate limit hits:
+// OpenAI's fake, tokens per minute; the others, requests.
+var gmLimitType = map[string]string{"claude": "requests", "gpt": "tokens", "gemini": "requests"}
 
 // gmWant is what the caller must get, and the ledger rows the invocation
 // must have ("P:server N:ok": P the faulted upstream, N the next).
@@ -445,7 +451,7 @@ func (p gmProto) call(t testing.TB, w *world, task string, stream bool) gmAnswer
 	}
 	tr := &http.Transport{DisableKeepAlives: true}
 	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr}).Do(req)
+	resp, err := (&http.Client{Transport: checkedTransport(t, tr)}).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -619,12 +625,20 @@ func (p gmProto) failed(t testing.TB, a gmAnswer, e gmErr, inStream bool) {
 				typ = "event type " + top
 			}
 		}
-		want := e.aType
+		want, wantCode := e.aType, e.oCode
 		if p.openAI {
 			want = e.oType
 		}
-		if typ != want || (p.openAI && code != e.oCode) || msg == "" {
-			t.Errorf("the stream ended with %+v; want the in-stream error %s/%s", last, want, e.oCode)
+		if p.name == "responses" {
+			// response.error.code is one of the spec's ResponseErrorCode.
+			wantCode = "server_error"
+			if e.name == "rate_limit" {
+				wantCode = "rate_limit_exceeded"
+			}
+			p.keptPartial(t, a)
+		}
+		if typ != want || (p.openAI && code != wantCode) || msg == "" {
+			t.Errorf("the stream ended with %+v; want the in-stream error %s/%s", last, want, wantCode)
 		}
 		for _, ev := range a.events[:len(a.events)-1] {
 			if ev.data == "[DONE]" || ev.name == "message_stop" || ev.name == "response.completed" || strings.Contains(ev.data, `"finish_reason":"`) {
@@ -668,6 +682,41 @@ func (p gmProto) failed(t testing.TB, a gmAnswer, e gmErr, inStream bool) {
 	}
 }
 
+// keptPartial checks that a failed Responses stream's response.failed
+// carries what was streamed: the text of its deltas, in a message item
+// marked incomplete.
+func (p gmProto) keptPartial(t testing.TB, a gmAnswer) {
+	t.Helper()
+	var streamed strings.Builder
+	for _, ev := range a.events {
+		if ev.name == "response.output_text.delta" {
+			d, _ := jsonPath([]byte(ev.data), "delta")
+			streamed.WriteString(d)
+		}
+	}
+	var failed struct {
+		Response struct {
+			Output []struct {
+				Type, Status string
+				Content      []struct{ Text string }
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(a.events[len(a.events)-1].data), &failed); err != nil {
+		t.Fatal(err)
+	}
+	out := failed.Response.Output
+	if streamed.Len() == 0 {
+		if len(out) != 0 {
+			t.Errorf("nothing was streamed, yet response.failed has output %+v", out)
+		}
+		return
+	}
+	if len(out) != 1 || out[0].Type != "message" || out[0].Status != "incomplete" || len(out[0].Content) != 1 || out[0].Content[0].Text != streamed.String() {
+		t.Errorf("response.failed has output %+v; want the %q streamed, in an incomplete message", out, streamed.String())
+	}
+}
+
 // rowsPath renders an invocation's rows as "provider:outcome …", in order.
 func rowsPath(rows []ledger.AttemptRow) string {
 	rows = slices.Clone(rows)
@@ -699,6 +748,11 @@ func TestGatewayFaultMatrix(t *testing.T) {
 						want := f.want[mode]
 						if want.inStream && want.err == nil {
 							want.err = ptr(gmServerKind[up.name].err)
+						}
+						if want.err != nil && want.err.name == "rate_limit" {
+							e := *want.err
+							e.oType = gmLimitType[up.name]
+							want.err = &e
 						}
 						expand := func(s string) string {
 							s = strings.ReplaceAll(s, "{srv}", gmServerKind[up.name].kind)

@@ -37,6 +37,7 @@ type world struct {
 	store ledger.Store
 	key   string // an active virtual key
 	url   string
+	t     testing.TB
 }
 
 // setup adjusts a world before it starts.
@@ -70,7 +71,7 @@ func newWorld(t testing.TB, opts ...func(*setup)) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &world{}
+	w := &world{t: t}
 	w.anth = anthropicfake.New(anthropicfake.WithAPIKey("ak-upstream"))
 	w.oai = openaifake.New(openaifake.WithAPIKey("ok-upstream"))
 	t.Cleanup(func() { w.anth.Close(); w.oai.Close() })
@@ -147,7 +148,7 @@ func newWorld(t testing.TB, opts ...func(*setup)) *world {
 // openai is the official OpenAI SDK pointed at the gateway.
 func (w *world) openai(key string, opts ...ooption.RequestOption) *openai.Client {
 	base := []ooption.RequestOption{ooption.WithBaseURL(w.url + "/v1/"), ooption.WithAPIKey(key), ooption.WithMaxRetries(0),
-		ooption.WithRequestTimeout(30 * time.Second), ooption.WithHTTPClient(&http.Client{})}
+		ooption.WithRequestTimeout(30 * time.Second), ooption.WithHTTPClient(w.http())}
 	c := openai.NewClient(append(base, opts...)...)
 	return &c
 }
@@ -155,9 +156,15 @@ func (w *world) openai(key string, opts ...ooption.RequestOption) *openai.Client
 // anthropic is the official Anthropic SDK pointed at the gateway.
 func (w *world) anthropic(key string, opts ...aoption.RequestOption) *anthropic.Client {
 	base := []aoption.RequestOption{aoption.WithoutEnvironmentDefaults(), aoption.WithBaseURL(w.url), aoption.WithAPIKey(key),
-		aoption.WithMaxRetries(0), aoption.WithRequestTimeout(30 * time.Second), aoption.WithHTTPClient(&http.Client{})}
+		aoption.WithMaxRetries(0), aoption.WithRequestTimeout(30 * time.Second), aoption.WithHTTPClient(w.http())}
 	c := anthropic.NewClient(append(base, opts...)...)
 	return &c
+}
+
+// http is a client whose every answer in the OpenAI protocol is checked
+// against OpenAI's published schemas (schemaChecked).
+func (w *world) http() *http.Client {
+	return &http.Client{Transport: checkedTransport(w.t, nil)}
 }
 
 func ctxT(t testing.TB) context.Context {

@@ -27,7 +27,7 @@ func rawPost(t *testing.T, w *world, key, path, body string) (*http.Response, ma
 	req, _ := http.NewRequestWithContext(ctxT(t), "POST", w.url+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := w.http().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestAdversarialPromptsNeverOverspendATask(t *testing.T) {
 				req, _ := http.NewRequestWithContext(ctx, "POST", w.url+"/v1/messages", bytes.NewReader(body))
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("Authorization", "Bearer "+key)
-				resp, err := http.DefaultClient.Do(req)
+				resp, err := w.http().Do(req)
 				if err != nil {
 					t.Error(err)
 					return

@@ -610,7 +610,8 @@ type chatChunk struct {
 	Created int64         `json:"created"`
 	Model   string        `json:"model"`
 	Choices []chunkChoice `json:"choices"`
-	Usage   *openAIUsage  `json:"usage,omitempty"`
+	// Usage is null on every chunk but the usage chunk, as OpenAI sends it.
+	Usage *openAIUsage `json:"usage"`
 }
 
 type chunkChoice struct {
@@ -680,11 +681,8 @@ func (g *Gateway) streamChat(w http.ResponseWriter, r *http.Request, call orches
 		return
 	}
 	defer s.Close()
-	model := ""
-	if as := s.Attempts(); len(as) > 0 {
-		servedHeaders(w.Header(), as[len(as)-1].Provider, as[len(as)-1].Model)
-		model = as[len(as)-1].Model
-	}
+	prov, model := s.Served()
+	servedHeaders(w.Header(), prov, model)
 	out := newSSE(w)
 	base := chatChunk{ID: "chatcmpl-" + id, Object: "chat.completion.chunk", Created: g.opts.Now().Unix(), Model: model}
 	send := func(d chunkDelta, finish *string, usage *openAIUsage) error {

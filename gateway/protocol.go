@@ -76,6 +76,9 @@ type openAIErrorObject struct {
 func openAIError(f *failure) openAIErrorBody {
 	s := openAIShapes[f.class]
 	e := openAIErrorObject{Message: f.openAIMessage(), Type: s.typ}
+	if f.typ != "" {
+		e.Type = f.typ
+	}
 	if f.param != "" {
 		e.Param = &f.param
 	}

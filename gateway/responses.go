@@ -551,13 +551,32 @@ type responseObject struct {
 	Store              bool                `json:"store"`
 	ToolChoice         json.RawMessage     `json:"tool_choice"`
 	Tools              []any               `json:"tools"`
-	Usage              *responsesUsage     `json:"usage"`
-	Metadata           struct{}            `json:"metadata"`
+	// Temperature and TopP are null: the sampling the provider applied
+	// is its default, which the gateway does not know.
+	Temperature *float64 `json:"temperature"`
+	TopP        *float64 `json:"top_p"`
+	// Usage is absent until the response ends.
+	Usage    *responsesUsage `json:"usage,omitempty"`
+	Metadata struct{}        `json:"metadata"`
 }
 
 type responseError struct {
+	// Code is one of the spec's ResponseErrorCode values.
 	Code    string `json:"code"`
 	Message string `json:"message"`
+}
+
+// responseErrorCode is the ResponseErrorCode of a failure that ends a
+// Responses stream: the enum has a code for a rate limit and for a
+// prompt the model refused, and server_error for everything else.
+func responseErrorCode(f *failure) string {
+	switch f.class {
+	case classRateLimit:
+		return "rate_limit_exceeded"
+	case classBadRequest, classContext:
+		return "invalid_prompt"
+	}
+	return "server_error"
 }
 
 type responseIncomplete struct {
@@ -595,17 +614,18 @@ type responsesUsage struct {
 }
 
 type responsesInputDetails struct {
-	CachedTokens int64 `json:"cached_tokens"`
+	CachedTokens     int64 `json:"cached_tokens"`
+	CacheWriteTokens int64 `json:"cache_write_tokens"`
 }
 
 func toResponsesUsage(u provider.Usage) *responsesUsage {
-	return &responsesUsage{InputTokens: u.InputTokens, InputTokensDetails: responsesInputDetails{CachedTokens: u.CacheReadTokens},
+	return &responsesUsage{InputTokens: u.InputTokens, InputTokensDetails: responsesInputDetails{CachedTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens},
 		OutputTokens: u.OutputTokens, OutputTokensDetails: openAICompletion{ReasoningTokens: u.ReasoningTokens}, TotalTokens: u.TotalTokens()}
 }
 
 func messageItem(id, text, status string) responseItem {
 	content := []responseOutput{}
-	if status == "completed" {
+	if status != "in_progress" {
 		content = append(content, outputText(text))
 	}
 	return responseItem{Type: "message", ID: id, Status: status, Role: "assistant", Content: &content}
@@ -652,16 +672,22 @@ func (rr *responsesRequest) responseShell(id string, created int64, model string
 		MaxOutputTokens: mt, Model: model, Output: []responseItem{}, ParallelToolCalls: !rr.req.DisableParallelToolCalls, ToolChoice: tc, Tools: tools}
 }
 
+// responseStatus is the status of a finished response, from its stop
+// reason: "incomplete", with the reason, when the answer was cut.
+func responseStatus(res *provider.Result) (string, *responseIncomplete) {
+	switch res.StopReason {
+	case provider.StopMaxTokens:
+		return "incomplete", &responseIncomplete{Reason: "max_output_tokens"}
+	case provider.StopContentFilter, provider.StopRefusal:
+		return "incomplete", &responseIncomplete{Reason: "content_filter"}
+	}
+	return "completed", nil
+}
+
 // finishResponse sets the status of a finished response from its stop
 // reason, and its usage.
 func finishResponse(o *responseObject, res *provider.Result) {
-	o.Status = "completed"
-	switch res.StopReason {
-	case provider.StopMaxTokens:
-		o.Status, o.IncompleteDetails = "incomplete", &responseIncomplete{Reason: "max_output_tokens"}
-	case provider.StopContentFilter, provider.StopRefusal:
-		o.Status, o.IncompleteDetails = "incomplete", &responseIncomplete{Reason: "content_filter"}
-	}
+	o.Status, o.IncompleteDetails = responseStatus(res)
 	o.Usage = toResponsesUsage(res.Usage)
 	if res.Model != "" {
 		o.Model = res.Model
@@ -671,11 +697,21 @@ func finishResponse(o *responseObject, res *provider.Result) {
 // responseOf renders a result as a Responses object.
 func (rr *responsesRequest) responseOf(id string, created int64, res *provider.Result) responseObject {
 	o := rr.responseShell(id, created, res.Model)
+	// The item the answer was cut in, the last, is as incomplete as the
+	// response.
+	status, _ := responseStatus(res)
+	last := len(res.ToolCalls) - 1
+	itemStatus := func(i int) string {
+		if i == last {
+			return status
+		}
+		return "completed"
+	}
 	if res.Content != "" || len(res.ToolCalls) == 0 {
-		o.Output = append(o.Output, messageItem("msg_"+id, res.Content, "completed"))
+		o.Output = append(o.Output, messageItem("msg_"+id, res.Content, itemStatus(-1)))
 	}
 	for i, tc := range res.ToolCalls {
-		o.Output = append(o.Output, callItem(fmt.Sprintf("fc_%s_%d", id, i), tc, string(argsOrEmpty(tc.Arguments)), "completed", rr.decoded.tools))
+		o.Output = append(o.Output, callItem(fmt.Sprintf("fc_%s_%d", id, i), tc, string(argsOrEmpty(tc.Arguments)), itemStatus(i), rr.decoded.tools))
 	}
 	finishResponse(&o, res)
 	return o
@@ -724,11 +760,8 @@ func (g *Gateway) streamResponses(w http.ResponseWriter, r *http.Request, call o
 		return
 	}
 	defer s.Close()
-	model := ""
-	if as := s.Attempts(); len(as) > 0 {
-		servedHeaders(w.Header(), as[len(as)-1].Provider, as[len(as)-1].Model)
-		model = as[len(as)-1].Model
-	}
+	prov, model := s.Served()
+	servedHeaders(w.Header(), prov, model)
 	st := &itemStream{out: newSSE(w), id: id, resp: rr.responseShell(id, g.opts.Now().Unix(), model), open: -1, openTool: -1, tools: map[int]int{}, names: rr.decoded.tools}
 	if st.send("response.created", map[string]any{"response": st.resp}) != nil {
 		return
@@ -741,12 +774,10 @@ func (g *Gateway) streamResponses(w http.ResponseWriter, r *http.Request, call o
 			return
 		}
 		f := classify(ctx, err)
-		e := openAIError(f).Error
-		code := openAIShapes[f.class].typ
-		if e.Code != nil {
-			code = *e.Code
-		}
-		st.resp.Status, st.resp.Error = "failed", &responseError{Code: code, Message: e.Message}
+		// The output keeps what was streamed: the item the failure cut
+		// is incomplete.
+		st.cut()
+		st.resp.Status, st.resp.Error = "failed", &responseError{Code: responseErrorCode(f), Message: openAIError(f).Error.Message}
 		_ = st.send("response.failed", map[string]any{"response": st.resp})
 	}
 	relay(s, st, failWith)
@@ -767,6 +798,17 @@ type itemStream struct {
 	tools    map[int]int // provider tool index -> output index
 	names    *toolMap
 	sentText bool
+	// cutStatus, when set, is the status of the item closed last: the
+	// answer was cut in it.
+	cutStatus string
+}
+
+// closing is the status of the item being closed.
+func (b *itemStream) closing() string {
+	if b.cutStatus != "" {
+		return b.cutStatus
+	}
+	return "completed"
 }
 
 // send writes one named event; payload gets its type and sequence number.
@@ -784,6 +826,20 @@ func (b *itemStream) itemID() string {
 	return fmt.Sprintf("msg_%s_%d", b.id, b.open)
 }
 
+// cut puts the open item, as far as it was streamed, in the response's
+// output as incomplete, without its done events: the stream failed.
+func (b *itemStream) cut() {
+	if b.open < 0 {
+		return
+	}
+	if b.openTool >= 0 {
+		b.resp.Output = append(b.resp.Output, callItem(b.itemID(), b.openCall, b.args.String(), "incomplete", b.names))
+	} else {
+		b.resp.Output = append(b.resp.Output, messageItem(b.itemID(), b.buf.String(), "incomplete"))
+	}
+	b.open, b.openTool = -1, -1
+}
+
 // closeOpen finishes the open item: its done events, and the item in the
 // response's output.
 func (b *itemStream) closeOpen() error {
@@ -797,7 +853,7 @@ func (b *itemStream) closeOpen() error {
 		if args == "" {
 			args = "{}"
 		}
-		item = callItem(itemID, b.openCall, args, "completed", b.names)
+		item = callItem(itemID, b.openCall, args, b.closing(), b.names)
 		if item.Input != nil {
 			// A custom tool's input goes out whole: it is the text inside
 			// the function's JSON arguments.
@@ -818,7 +874,7 @@ func (b *itemStream) closeOpen() error {
 		if err := b.send("response.content_part.done", map[string]any{"item_id": itemID, "output_index": idx, "content_index": 0, "part": outputText(text)}); err != nil {
 			return err
 		}
-		item = messageItem(itemID, text, "completed")
+		item = messageItem(itemID, text, b.closing())
 	}
 	b.resp.Output = append(b.resp.Output, item)
 	b.open, b.openTool = -1, -1
@@ -910,6 +966,9 @@ func (b *itemStream) finish(res *provider.Result) error {
 		if err := b.textOpen(); err != nil {
 			return err
 		}
+	}
+	if status, _ := responseStatus(res); status != "completed" {
+		b.cutStatus = status
 	}
 	if err := b.closeOpen(); err != nil {
 		return err

@@ -195,3 +195,61 @@ func TestResponsesFailuresAndStatefulRefused(t *testing.T) {
 		t.Errorf("a refused request reached the provider: %d requests", len(w.oai.Requests()))
 	}
 }
+
+// An answer cut at the output limit is an incomplete response whose
+// message item is incomplete too, unary and streamed; its usage says the
+// cache writes, and the response carries temperature and top_p (null: the
+// provider's defaults), as the spec requires. Every answer here also
+// passes the schema check of the harness's client.
+func TestResponsesCutAnswerIsIncomplete(t *testing.T) {
+	w := newWorld(t, serveOn("claude"))
+	p := gmProtos[1]
+	type item struct{ Type, Status string }
+	type response struct {
+		Status            string
+		IncompleteDetails *struct{ Reason string } `json:"incomplete_details"`
+		Output            []item
+		Usage             struct {
+			InputTokensDetails struct {
+				CacheWriteTokens *int64 `json:"cache_write_tokens"`
+			} `json:"input_tokens_details"`
+		}
+		Temperature json.RawMessage
+		TopP        json.RawMessage `json:"top_p"`
+	}
+	check := func(mode string, r response) {
+		t.Helper()
+		if r.Status != "incomplete" || r.IncompleteDetails == nil || r.IncompleteDetails.Reason != "max_output_tokens" ||
+			len(r.Output) != 1 || r.Output[0].Status != "incomplete" {
+			t.Errorf("%s: response %+v; want it and its message incomplete at max_output_tokens", mode, r)
+		}
+		if c := r.Usage.InputTokensDetails.CacheWriteTokens; c == nil || *c != 7 {
+			t.Errorf("%s: cache_write_tokens %v; want 7", mode, c)
+		}
+		if string(r.Temperature) != "null" || string(r.TopP) != "null" {
+			t.Errorf("%s: temperature %s, top_p %s; want both null", mode, r.Temperature, r.TopP)
+		}
+	}
+	for range 2 {
+		w.anth.Enqueue(anthropicfake.Reply{Text: "The answer was cut here", StopReason: "max_tokens", Usage: anthropicfake.Usage{Input: 20, Output: 1000, CacheCreation5m: 7}})
+	}
+	var r response
+	if a := p.call(t, w, "T1", false); json.Unmarshal(a.body, &r) != nil {
+		t.Fatalf("unary: %d %s", a.status, a.body)
+	}
+	check("unary", r)
+
+	a := p.call(t, w, "T1", true)
+	last := a.events[len(a.events)-1]
+	var end struct{ Response response }
+	if last.name != "response.incomplete" || json.Unmarshal([]byte(last.data), &end) != nil {
+		t.Fatalf("the stream ended with %+v", last)
+	}
+	check("stream", end.Response)
+	for _, ev := range a.events {
+		var done struct{ Item item }
+		if ev.name == "response.output_item.done" && (json.Unmarshal([]byte(ev.data), &done) != nil || done.Item.Status != "incomplete") {
+			t.Errorf("%s: %s; want the item incomplete", ev.name, ev.data)
+		}
+	}
+}

@@ -35,7 +35,7 @@ func (w *world) call(t *testing.T, method, path, host, body string, hdr ...strin
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := w.http().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,16 +16,6 @@ import (
 	"github.com/cortexbuild/cortexbuild/provider/anthropic/anthropicfake"
 	"github.com/cortexbuild/cortexbuild/provider/gemini/geminifake"
 )
-
-// clock is a test clock the gateway reads through Options.Now.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-
-func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
 // gemWorld is a world whose calls to model "gem3" go to "gem", the Gemini
 // fake serving gemini-3.1-pro-preview, which refuses a tool loop whose
@@ -43,7 +32,7 @@ func gemWorld(t *testing.T, clk *clock) (*world, *geminifake.Server) {
 		withGateway(func(o *gateway.Options) {
 			o.Providers = append(o.Providers, "gemini")
 			o.Models["gem3"] = gateway.Target{Model: "gemini-3.1-pro-preview", Provider: "gemini"}
-			o.Now = clk.now
+			o.Now = clk.Now
 		}))
 	return w, gem
 }
@@ -259,7 +248,7 @@ func TestTurnStateIsPerKeyAndExpires(t *testing.T) {
 		{"the same key", w.key, gateway.DefaultTurnStateTTL - time.Second, true},
 		{"the same key, after the state's lifetime", w.key, 2 * time.Second, false},
 	} {
-		clk.add(c.advance)
+		clk.Advance(c.advance)
 		gem.Enqueue(geminifake.TextReply("18C in Paris."))
 		if _, err := chat.second(t, w, c.key, "gem3", id); err != nil {
 			t.Fatalf("%s: %v", c.what, err)

@@ -299,7 +299,12 @@ func (o *Orchestrator) circuitsOpen(t Trace) error {
 	if !first.IsZero() && !probing {
 		next = fmt.Sprintf("the first probe is let through at %s (in %s)", clock(first), first.Sub(now).Round(time.Second))
 	}
-	return &Error{Err: fmt.Errorf("%w: %s", ErrCircuitOpen, strings.Join(parts, "; ")), Trace: t, Summary: fmt.Sprintf(
+	var wait time.Duration
+	if !first.IsZero() && !probing {
+		wait = first.Sub(now)
+	}
+	open := &WaitError{Reason: WaitCircuitOpen, RetryAfter: wait, Err: fmt.Errorf("%w: %s", ErrCircuitOpen, strings.Join(parts, "; "))}
+	return &Error{Err: open, Trace: t, Summary: fmt.Sprintf(
 		"every provider that could serve this call has its circuit breaker open after repeated server or network failures; %s (see 'cortexbuild providers health')", next)}
 }
 

@@ -387,6 +387,9 @@ func TestEveryCandidateOpenSaysSo(t *testing.T) {
 	if oe == nil || !errors.Is(oe, orchestrator.ErrCircuitOpen) || len(oe.Attempts) != 0 {
 		t.Fatalf("second call: %v", oe)
 	}
+	if we := waitOf(t, oe); we.Reason != orchestrator.WaitCircuitOpen || we.RetryAfter != 18*time.Second {
+		t.Errorf("second call's wait = %+v; want the breaker's 18 s", we)
+	}
 	for _, want := range []string{"every provider that could serve this call has its circuit breaker open", "anthropic: open since 2026-03-02T09:00:00Z (1 consecutive failure, last: server)", "the first probe is let through at 2026-03-02T09:00:30Z (in 18s)", "providers health"} {
 		if !strings.Contains(oe.Error(), want) {
 			t.Errorf("error lacks %q:\n%s", want, oe.Error())

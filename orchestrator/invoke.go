@@ -83,14 +83,17 @@ func (o *Orchestrator) baseURL(ep *Endpoint) string {
 func (o *Orchestrator) waitUntil(name string) time.Duration {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.notBefore[name].Sub(o.s.Now())
+	return o.notBefore[name].until.Sub(o.s.Now())
 }
 
-func (o *Orchestrator) holdOff(name string, d time.Duration) {
+// holdOff keeps calls away from provider name for d, because of err.
+func (o *Orchestrator) holdOff(name string, d time.Duration, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if t := o.s.Now().Add(d); t.After(o.notBefore[name]) {
-		o.notBefore[name] = t
+	if t := o.s.Now().Add(d); t.After(o.notBefore[name].until) {
+		var pe *provider.Error
+		errors.As(err, &pe)
+		o.notBefore[name] = rateHold{until: t, err: pe}
 	}
 }
 
@@ -129,6 +132,8 @@ func (o *Orchestrator) run(ctx context.Context, c Call, attempt try) (any, []Att
 	}
 	var attempts []Attempt
 	var last error
+	var waiting waits
+	o.circuitWaits(&waiting, trace)
 	summary := ""
 	tried := map[string]bool{}
 	for i := 0; i < len(cands); i++ {
@@ -139,6 +144,7 @@ func (o *Orchestrator) run(ctx context.Context, c Call, attempt try) (any, []Att
 			if err := o.s.Gate.Check(ctx, ep.Name, o.baseURL(ep)); err != nil {
 				attempts = append(attempts, Attempt{Provider: ep.Name, Model: cand.Model, Tier: cand.Tier, Outcome: "refused", Error: err.Error(), StartedAt: o.s.Now()})
 				last = err
+				waiting.other = true
 				continue
 			}
 		}
@@ -150,6 +156,11 @@ func (o *Orchestrator) run(ctx context.Context, c Call, attempt try) (any, []Att
 		for {
 			if w := o.waitUntil(ep.Name); w > 0 {
 				if w > o.s.MaxRetryAfter || (o.s.AllowAlternates && i < len(cands)-1) {
+					held := o.heldError(ep.Name, w)
+					if last == nil {
+						last = held
+					}
+					waiting.add(WaitRateLimit, w, held)
 					break attempts
 				}
 				if err := o.s.Sleep(ctx, w); err != nil {
@@ -160,9 +171,11 @@ func (o *Orchestrator) run(ctx context.Context, c Call, attempt try) (any, []Att
 			probe, refused := o.admit(ep.Name, model, t)
 			if refused != nil { // the breaker opened since routing
 				attempts = append(attempts, *refused)
+				open := fmt.Errorf("%w: %s", ErrCircuitOpen, refused.Error)
 				if last == nil {
-					last = fmt.Errorf("%w: %s", ErrCircuitOpen, refused.Error)
+					last = open
 				}
+				waiting.add(WaitCircuitOpen, o.breakerWait(ep.Name), open)
 				break attempts
 			}
 			req := c.Request
@@ -203,6 +216,7 @@ func (o *Orchestrator) run(ctx context.Context, c Call, attempt try) (any, []Att
 						}
 					}
 				}
+				waiting.other = true
 				break attempts
 			case provider.KindRateLimit:
 				ra := provider.RetryAfterOf(err)
@@ -211,18 +225,21 @@ func (o *Orchestrator) run(ctx context.Context, c Call, attempt try) (any, []Att
 				}
 				if ra > o.s.MaxRetryAfter {
 					summary = fmt.Sprintf("%s asks to wait %s, longer than routing.max_retry_after (%s)", ep.Name, ra, o.s.MaxRetryAfter)
-					o.holdOff(ep.Name, ra)
+					o.holdOff(ep.Name, ra, err)
+					waiting.add(WaitRateLimit, ra, err)
 					break attempts
 				}
-				o.holdOff(ep.Name, ra)
+				o.holdOff(ep.Name, ra, err)
 				rateWaits++
 				if (o.s.AllowAlternates && i < len(cands)-1) || rateWaits > maxRateWaits {
+					waiting.add(WaitRateLimit, ra, err)
 					break attempts
 				}
 				continue
 			case provider.KindQuotaExhausted:
 				o.notify(ctx, "warning", "quota_exhausted", ep.Name, err.Error())
 				if o.s.AllowAlternates {
+					waiting.other = true
 					break attempts
 				}
 				return fail(ep.Name + "'s quota is exhausted; waiting will not help (enable routing.allow_alternates to fail over)")
@@ -250,10 +267,16 @@ func (o *Orchestrator) run(ctx context.Context, c Call, attempt try) (any, []Att
 				}
 				trace.Candidates = append(trace.Candidates, next...)
 				cands = append(cands[:i+1], next...)
+				waiting.other = true
 				break attempts
 			case provider.KindServer, provider.KindOverloaded:
 				serverTries++
 				if serverTries >= o.s.ServerAttempts || o.tripped(ep.Name) {
+					if kind == provider.KindOverloaded {
+						waiting.add(WaitOverloaded, o.overloadWait(ep.Name, serverTries, err), err)
+					} else {
+						waiting.other = true
+					}
 					break attempts // no backoff for a provider whose breaker just opened
 				}
 				d := o.s.Backoff(serverTries)
@@ -275,8 +298,10 @@ func (o *Orchestrator) run(ctx context.Context, c Call, attempt try) (any, []Att
 				}
 				summary = ep.Name + " is unreachable (this machine is online)"
 				o.notify(ctx, "warning", "provider_unreachable", ep.Name, err.Error())
+				waiting.other = true
 				break attempts
 			case provider.KindCapabilityMissing:
+				waiting.other = true
 				break attempts
 			default: // bad request and anything unclassified: surface as is
 				return fail("")
@@ -286,7 +311,7 @@ func (o *Orchestrator) run(ctx context.Context, c Call, attempt try) (any, []Att
 	if summary == "" {
 		summary = fmt.Sprintf("all %d candidate providers failed", len(cands))
 	}
-	return nil, attempts, trace, &Error{Err: last, Summary: summary, Attempts: attempts, Trace: trace}
+	return nil, attempts, trace, &Error{Err: waiting.wrap(last), Summary: summary, Attempts: attempts, Trace: trace}
 }
 
 func resultOf(v any) *provider.Result {

@@ -129,13 +129,13 @@ type Orchestrator struct {
 	order []string
 
 	mu        sync.Mutex
-	notBefore map[string]time.Time // per-provider rate-limit queue
-	brk       breakers             // per-provider circuit breakers
+	notBefore map[string]rateHold // per-provider rate-limit queue
+	brk       breakers            // per-provider circuit breakers
 }
 
 // New validates settings and returns an orchestrator.
 func New(s Settings) (*Orchestrator, error) {
-	o := &Orchestrator{s: s, notBefore: map[string]time.Time{}}
+	o := &Orchestrator{s: s, notBefore: map[string]rateHold{}}
 	eps := map[string]*Endpoint{}
 	for i := range s.Endpoints {
 		ep := &s.Endpoints[i]

@@ -49,7 +49,10 @@ func (o *Orchestrator) stream(ctx context.Context, c Call) (*Stream, error) {
 		return nil, err
 	}
 	os := v.(*openedStream)
-	st := &Stream{inner: os.s, first: &os.first, attempts: attempts, trace: trace, id: h.id, estimate: h.estimate}
+	st := &Stream{inner: os.s, first: &os.first, attempts: attempts, trace: trace, id: h.id, estimate: h.estimate, model: os.first.Model, started: os.first.Usage}
+	if os.first.Final && os.first.Result != nil {
+		st.model = os.first.Result.Model
+	}
 	st.settle = func(ok bool, as []Attempt, res *provider.Result) {
 		ctx := context.WithoutCancel(ctx)
 		o.settle(ctx, h, &c, as, ok)
@@ -70,6 +73,10 @@ type Stream struct {
 	// reserved for it.
 	id       string
 	estimate provider.Money
+	// model and started are what the first chunk said: the model
+	// answering and the usage reported before the answer.
+	model   string
+	started *provider.Usage
 
 	mu       sync.Mutex
 	attempts []Attempt
@@ -132,6 +139,25 @@ func (s *Stream) Close() error {
 	s.mu.Unlock()
 	return err
 }
+
+// Served returns the provider serving the stream and the model answering
+// as the provider named it from the start (the model asked for when it
+// named none), known before the first Recv.
+func (s *Stream) Served() (prov, model string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last := s.attempts[len(s.attempts)-1]
+	model = s.model
+	if model == "" {
+		model = last.Model
+	}
+	return last.Provider, model
+}
+
+// StartUsage returns the usage the provider reported before the answer
+// (its input and cache counts), or nil when it reports usage only at the
+// end.
+func (s *Stream) StartUsage() *provider.Usage { return s.started }
 
 // Attempts returns every attempt, the last one updated as the stream went.
 func (s *Stream) Attempts() []Attempt {

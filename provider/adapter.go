@@ -74,6 +74,15 @@ type Chunk struct {
 	// usage, cost and stop reason.
 	Final  bool    `json:"is_final"`
 	Result *Result `json:"result,omitempty"`
+	// Model, on the first chunk, is the model answering as the provider
+	// names it (a dated snapshot of the model asked for, say), when the
+	// provider said it; later chunks leave it empty.
+	Model string `json:"model,omitempty"`
+	// Usage, on the first chunk, is what the provider reported of the
+	// usage before the answer (Anthropic's message_start, Gemini's usage
+	// metadata: input and cache counts), nil when it reports none until
+	// the end.
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // ToolCallDelta is a fragment of a streamed tool call. Index identifies the

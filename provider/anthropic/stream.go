@@ -58,6 +58,7 @@ type stream struct {
 	gotUsage  bool
 	respModel string
 	stop      string
+	started   bool // the first chunk went out
 	done      bool
 	err       error
 	closeOnce sync.Once
@@ -82,7 +83,7 @@ func (s *stream) Recv() (provider.Chunk, error) {
 		if c, ok, err := s.handle(ev); err != nil {
 			return provider.Chunk{}, s.fail(err)
 		} else if ok {
-			return c, nil
+			return s.first(c), nil
 		}
 	}
 	if err := s.sdk.Err(); err != nil {
@@ -92,6 +93,20 @@ func (s *stream) Recv() (provider.Chunk, error) {
 		return provider.Chunk{}, s.fail(s.a.classify(s.ctx, s.ctx.Err(), s.model))
 	}
 	return provider.Chunk{}, s.fail(s.a.base.Truncated(s.model, "message_stop", s.requestID()))
+}
+
+// first adds to the stream's first chunk the model answering and the
+// usage message_start reported.
+func (s *stream) first(c provider.Chunk) provider.Chunk {
+	if !s.started {
+		s.started = true
+		c.Model = s.respModel
+		if s.gotUsage {
+			u := s.usage
+			c.Usage = &u
+		}
+	}
+	return c
 }
 
 func (s *stream) requestID() string {

@@ -179,13 +179,19 @@ func (a *Adapter) result(acc *accumulator, requested string) (*provider.Result, 
 	}
 	res.StopReason = stopReason(acc.finish, len(res.ToolCalls) > 0)
 	if u := acc.usage; u != nil {
-		res.Usage = provider.UsageInclusive(int64(u.PromptTokenCount)+int64(u.ToolUsePromptTokenCount), int64(u.CachedContentTokenCount), 0, int64(u.CandidatesTokenCount)+int64(u.ThoughtsTokenCount))
-		res.Usage.ReasoningTokens = int64(u.ThoughtsTokenCount)
+		res.Usage = usageOf(u)
 	}
 	var priced bool
 	res.Cost, priced = a.base.Price(res.Usage, adapterkit.PriceRef{NS: Namespace, Model: res.Model}, adapterkit.PriceRef{NS: Namespace, Model: requested})
 	res.Unpriced = !priced
 	return res, nil
+}
+
+// usageOf is the usage a usage metadata reports.
+func usageOf(u *genai.GenerateContentResponseUsageMetadata) provider.Usage {
+	out := provider.UsageInclusive(int64(u.PromptTokenCount)+int64(u.ToolUsePromptTokenCount), int64(u.CachedContentTokenCount), 0, int64(u.CandidatesTokenCount)+int64(u.ThoughtsTokenCount))
+	out.ReasoningTokens = int64(u.ThoughtsTokenCount)
+	return out
 }
 
 // stopReason maps finishReason; Gemini has no tool-specific reason, so the

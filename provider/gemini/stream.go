@@ -36,6 +36,7 @@ type stream struct {
 
 	acc       accumulator
 	pending   []provider.Chunk
+	started   bool // the first chunk went out
 	done      bool
 	err       error
 	closeOnce sync.Once
@@ -53,7 +54,7 @@ func (s *stream) Recv() (provider.Chunk, error) {
 		if len(s.pending) > 0 {
 			c := s.pending[0]
 			s.pending = s.pending[1:]
-			return c, nil
+			return s.first(c), nil
 		}
 		if s.err != nil {
 			return provider.Chunk{}, s.err
@@ -84,6 +85,20 @@ func (s *stream) Recv() (provider.Chunk, error) {
 			s.pending = append(s.pending, provider.Chunk{ToolCall: &provider.ToolCallDelta{Index: i, ID: c.ID, Name: c.Name, Arguments: string(c.Arguments)}})
 		}
 	}
+}
+
+// first adds to the stream's first chunk the model answering and the
+// usage reported so far.
+func (s *stream) first(c provider.Chunk) provider.Chunk {
+	if !s.started {
+		s.started = true
+		c.Model = s.acc.model
+		if s.acc.usage != nil {
+			u := usageOf(s.acc.usage)
+			c.Usage = &u
+		}
+	}
+	return c
 }
 
 // end finishes a stream the server closed: complete with a finishReason,

@@ -48,6 +48,7 @@ type stream struct {
 	respModel string
 	usage     *provider.Usage
 	pending   []provider.Chunk
+	started   bool // the first chunk went out
 	done      bool
 	err       error
 	closeOnce sync.Once
@@ -67,6 +68,10 @@ func (s *stream) Recv() (provider.Chunk, error) {
 		if len(s.pending) > 0 {
 			c := s.pending[0]
 			s.pending = s.pending[1:]
+			if !s.started {
+				// The model answering; usage comes only at the end.
+				s.started, c.Model = true, s.respModel
+			}
 			return c, nil
 		}
 		if s.err != nil {

@@ -232,9 +232,23 @@ func streamText(t *testing.T, e *Env) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	first, err := s.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
 	text, _, res, chunks, err := drain(s)
 	if err != nil {
 		t.Fatal(err)
+	}
+	text, chunks = first.Text+text, chunks+1
+	// A caller that starts its own stream on the first chunk names the
+	// model answering, and the input count when the provider already
+	// said it.
+	if first.Model == "" || first.Model != res.Model {
+		t.Errorf("the first chunk names the model %q, the answer %q: the first chunk must name the model answering", first.Model, res.Model)
+	}
+	if first.Usage != nil && (first.Usage.InputTokens != res.Usage.InputTokens || first.Usage.CacheReadTokens != res.Usage.CacheReadTokens) {
+		t.Errorf("the first chunk reports usage %+v; the answer %+v", *first.Usage, res.Usage)
 	}
 	if text != want || res.Content != want {
 		t.Errorf("streamed %q, final %q; want %q", text, res.Content, want)
