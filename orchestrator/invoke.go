@@ -308,10 +308,14 @@ func (o *Orchestrator) run(ctx context.Context, c Call, attempt try) (any, []Att
 			}
 		}
 	}
+	err := waiting.wrap(last)
+	if we, ok := err.(*WaitError); ok && summary == "" {
+		summary = fmt.Sprintf("no candidate provider can serve this call for another %s (%s)", we.RetryAfter, strings.ReplaceAll(string(we.Reason), "_", " "))
+	}
 	if summary == "" {
 		summary = fmt.Sprintf("all %d candidate providers failed", len(cands))
 	}
-	return nil, attempts, trace, &Error{Err: waiting.wrap(last), Summary: summary, Attempts: attempts, Trace: trace}
+	return nil, attempts, trace, &Error{Err: err, Summary: summary, Attempts: attempts, Trace: trace}
 }
 
 func resultOf(v any) *provider.Result {

@@ -2,6 +2,7 @@ package orchestrator_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,6 +45,9 @@ func TestRateLimitWindowIsReportedToLaterCalls(t *testing.T) {
 	var pe *provider.Error
 	if !errors.As(oe, &pe) || pe.Diagnostic.Type != "rate_limit_error" || pe.Provider != "anthropic" {
 		t.Errorf("the window's error does not say what the provider said: %+v", pe)
+	}
+	if want := "no candidate provider can serve this call for another 18s (rate limit)"; !strings.HasPrefix(oe.Error(), want) {
+		t.Errorf("error %q; want it to start with %q", oe.Error(), want)
 	}
 	if n := len(w.anth.Requests()); n != 1 {
 		t.Errorf("anthropic got %d requests; the window should keep the second call away", n)
