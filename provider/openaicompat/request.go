@@ -107,8 +107,9 @@ func (a *Adapter) params(req *provider.Request, model string, stream bool) (open
 
 // messages maps one turn. A user turn with tool results becomes one tool
 // message per result (and a user message for any text); an assistant turn
-// becomes one message with its text and tool calls. Reasoning parts are
-// provider-private and not sent.
+// becomes one message with its text and tool calls. Several text parts stay
+// separate content parts (one is sent as a plain string). Reasoning parts
+// are provider-private and not sent.
 func messages(m provider.Message) ([]openai.ChatCompletionMessageParamUnion, error) {
 	var text []string
 	var out []openai.ChatCompletionMessageParamUnion
@@ -127,8 +128,14 @@ func messages(m provider.Message) ([]openai.ChatCompletionMessageParamUnion, err
 					ID: p.ToolCall.ID, Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: p.ToolCall.Name, Arguments: args}}})
 			}
 		}
-		if len(text) > 0 {
-			asst.Content.OfString = openai.String(strings.Join(text, ""))
+		switch {
+		case len(text) == 1:
+			asst.Content.OfString = openai.String(text[0])
+		case len(text) > 1:
+			for _, t := range text {
+				asst.Content.OfArrayOfContentParts = append(asst.Content.OfArrayOfContentParts,
+					openai.ChatCompletionAssistantMessageParamContentArrayOfContentPartUnion{OfText: &openai.ChatCompletionContentPartTextParam{Text: t}})
+			}
 		}
 		if len(text) == 0 && len(asst.ToolCalls) == 0 {
 			return nil, errors.New("assistant turn has no text and no tool calls")
@@ -147,8 +154,15 @@ func messages(m provider.Message) ([]openai.ChatCompletionMessageParamUnion, err
 			out = append(out, openai.ToolMessage(content, p.ToolResult.CallID))
 		}
 	}
-	if len(text) > 0 {
-		out = append(out, openai.UserMessage(strings.Join(text, "")))
+	switch {
+	case len(text) == 1:
+		out = append(out, openai.UserMessage(text[0]))
+	case len(text) > 1:
+		parts := make([]openai.ChatCompletionContentPartUnionParam, len(text))
+		for i, t := range text {
+			parts[i] = openai.TextContentPart(t)
+		}
+		out = append(out, openai.UserMessage(parts))
 	}
 	if len(out) == 0 {
 		return nil, errors.New("user turn has no text and no tool results")
