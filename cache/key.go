@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"math"
 	"slices"
 	"sync"
 
@@ -15,7 +16,7 @@ import (
 // KeyVersion is the version of the key format. Raise it whenever what goes
 // into a key, or how, changes, so that old entries are never read with a new
 // meaning.
-const KeyVersion = 1
+const KeyVersion = 2
 
 // ErrNoNamespace is returned by [NewKey] for a request without a cache_key:
 // the caller did not ask for caching, so the request is sent as is.
@@ -111,6 +112,7 @@ const (
 	tagTool         = 't'
 	tagOptions      = 'O'
 	tagMeta         = 'X'
+	tagSampling     = 'P'
 	tagAbsent       = 0
 	jsonEmpty       = 0
 	jsonCanonical   = 1
@@ -172,6 +174,30 @@ func (w *keyWriter) request(scope Scope, req *provider.Request) {
 	w.uint(uint64(req.EffectiveMaxTokens()))
 	w.str(string(req.PromptCache))
 	w.meta(req.Meta)
+
+	w.tag(tagSampling)
+	w.optFloat(req.Temperature)
+	w.optFloat(req.TopP)
+	w.bool(req.TopK != nil)
+	if req.TopK != nil {
+		w.uint(uint64(*req.TopK))
+	}
+	w.bool(req.Seed != nil)
+	if req.Seed != nil {
+		w.uint(uint64(*req.Seed))
+	}
+	w.uint(uint64(len(req.Stop)))
+	for _, s := range req.Stop {
+		w.str(s)
+	}
+}
+
+// optFloat writes presence, then the value's bits (-0 as 0).
+func (w *keyWriter) optFloat(v *float64) {
+	w.bool(v != nil)
+	if v != nil {
+		w.uint(math.Float64bits(*v + 0))
+	}
 }
 
 func (w *keyWriter) message(m *provider.Message) {

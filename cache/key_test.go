@@ -27,6 +27,11 @@ var keyCovered = map[string]string{
 	"Request.CacheKey":    "the caller's namespace",
 	"Request.PromptCache": "as is (it changes usage and the provider's behaviour)",
 	"Request.Meta":        "keys sorted, values as canonical JSON; nil and empty alike",
+	"Request.Temperature": "presence, then the value",
+	"Request.TopP":        "presence, then the value",
+	"Request.TopK":        "presence, then the value",
+	"Request.Seed":        "presence, then the value",
+	"Request.Stop":        "every sequence, in order",
 
 	"Message.Role":  "as is",
 	"Message.Parts": "every part, in order",
@@ -153,6 +158,11 @@ func baseRequest() *provider.Request {
 		CacheKey:    "explore",
 		PromptCache: provider.PromptCache5m,
 		Meta:        provider.Metadata{"anthropic.effort": json.RawMessage(`{"level":"low","budget":1}`)},
+		Temperature: new(0.2),
+		TopP:        new(0.9),
+		TopK:        new(40),
+		Seed:        new(int64(7)),
+		Stop:        []string{"END", "STOP"},
 	}
 }
 
@@ -269,6 +279,16 @@ var keyMutations = []keyMutation{
 	{field: "Request.CacheKey", name: "namespace", mutate: func(r *provider.Request) { r.CacheKey = "tester_validator" }},
 	{field: "Request.PromptCache", name: "prompt cache 1h", mutate: func(r *provider.Request) { r.PromptCache = provider.PromptCache1h }},
 	{field: "Request.PromptCache", name: "prompt cache off", mutate: func(r *provider.Request) { r.PromptCache = provider.PromptCacheOff }},
+	{field: "Request.Temperature", name: "temperature", mutate: func(r *provider.Request) { *r.Temperature = 0.3 }},
+	{field: "Request.Temperature", name: "temperature unset", mutate: func(r *provider.Request) { r.Temperature = nil }},
+	{field: "Request.TopP", name: "top_p", mutate: func(r *provider.Request) { *r.TopP = 0.5 }},
+	{field: "Request.TopP", name: "top_p unset", mutate: func(r *provider.Request) { r.TopP = nil }},
+	{field: "Request.TopK", name: "top_k", mutate: func(r *provider.Request) { *r.TopK = 41 }},
+	{field: "Request.TopK", name: "top_k unset", mutate: func(r *provider.Request) { r.TopK = nil }},
+	{field: "Request.Seed", name: "seed", mutate: func(r *provider.Request) { *r.Seed = 8 }},
+	{field: "Request.Seed", name: "seed unset", mutate: func(r *provider.Request) { r.Seed = nil }},
+	{field: "Request.Stop", name: "stop order", mutate: func(r *provider.Request) { r.Stop[0], r.Stop[1] = r.Stop[1], r.Stop[0] }},
+	{field: "Request.Stop", name: "stop unset", mutate: func(r *provider.Request) { r.Stop = nil }},
 	{field: "Request.Meta", name: "request option value", mutate: func(r *provider.Request) {
 		r.Meta["anthropic.effort"] = json.RawMessage(`{"level":"high","budget":1}`)
 	}},
@@ -370,7 +390,7 @@ func TestKeyIsStable(t *testing.T) {
 	// The key of a fixed request must not change between builds or runs
 	// (map order, pooling): entries in Redis outlive the process. Update
 	// this value only together with KeyVersion.
-	const want = "56ed6e0c3d107767078191b78d9769bc1f0ac2c2e7ea0465b911cd9f075a7c54"
+	const want = "6c4744cc6af2d3daefc775b89844ca9ac37522368e7f5ec70b98d805563eb066"
 	got := mustKey(t, baseScope(), baseRequest()).String()
 	for range 20 {
 		if again := mustKey(t, baseScope(), baseRequest()).String(); again != got {

@@ -148,6 +148,23 @@ type Request struct {
 	CacheKey string `json:"cache_key,omitempty"`
 	// PromptCache asks the provider to cache the stable prefix.
 	PromptCache PromptCache `json:"prompt_cache,omitempty"`
+	// Temperature is the sampling temperature, 0 to 2 (Anthropic-style
+	// ranges of 0 to 1 are checked by the adapter); nil leaves the
+	// provider's default. Best effort: a model without [CapSampling]
+	// drops it.
+	Temperature *float64 `json:"temperature,omitempty"`
+	// TopP is nucleus sampling's probability mass, 0 to 1; nil leaves the
+	// provider's default. Best effort, like Temperature.
+	TopP *float64 `json:"top_p,omitempty"`
+	// TopK samples from the K likeliest tokens (K ≥ 1); nil leaves the
+	// provider's default. Best effort: a model without [CapTopK] drops it.
+	TopK *int `json:"top_k,omitempty"`
+	// Seed asks for repeatable sampling; nil sends none. Best effort: a
+	// model without [CapSeed] drops it.
+	Seed *int64 `json:"seed,omitempty"`
+	// Stop lists sequences that end the answer when generated (not
+	// included in it). Every provider honours them; each bounds how many.
+	Stop []string `json:"stop,omitempty"`
 	// Meta carries provider-specific request options that must reach the
 	// adapter unchanged.
 	Meta Metadata `json:"meta,omitempty"`
@@ -200,9 +217,32 @@ func (r *Request) RequiredCapabilities() CapabilitySet {
 	return s
 }
 
+// Unhonoured returns the names of the best-effort sampling settings r
+// carries that a model with capabilities caps drops: "temperature",
+// "top_p", "top_k", "seed".
+func (r *Request) Unhonoured(caps CapabilitySet) []string {
+	var out []string
+	if !caps.Has(CapSampling) {
+		if r.Temperature != nil {
+			out = append(out, "temperature")
+		}
+		if r.TopP != nil {
+			out = append(out, "top_p")
+		}
+	}
+	if r.TopK != nil && !caps.Has(CapTopK) {
+		out = append(out, "top_k")
+	}
+	if r.Seed != nil && !caps.Has(CapSeed) {
+		out = append(out, "seed")
+	}
+	return out
+}
+
 // Validate reports the first structural problem in r as a bad-request
-// [*Error]: an empty conversation, an unknown tier, a tool without a name or
-// with a schema that is not a JSON object, a tool result without a call id.
+// [*Error]: an empty conversation, an unknown tier, a sampling setting out
+// of range, an empty stop sequence, a tool without a name or with a schema
+// that is not a JSON object, a tool result without a call id.
 func (r *Request) Validate() error {
 	bad := func(format string, args ...any) error {
 		return &Error{Kind: KindBadRequest, Diagnostic: Diagnostic{Message: fmt.Sprintf(format, args...)}}
@@ -213,6 +253,20 @@ func (r *Request) Validate() error {
 	}
 	if r.MaxTokens < 0 {
 		return bad("max_tokens must not be negative, got %d", r.MaxTokens)
+	}
+	if t := r.Temperature; t != nil && !(*t >= 0 && *t <= 2) {
+		return bad("temperature must be between 0 and 2, got %v", *t)
+	}
+	if p := r.TopP; p != nil && !(*p >= 0 && *p <= 1) {
+		return bad("top_p must be between 0 and 1, got %v", *p)
+	}
+	if k := r.TopK; k != nil && *k < 1 {
+		return bad("top_k must be at least 1, got %d", *k)
+	}
+	for i, s := range r.Stop {
+		if s == "" {
+			return bad("stop[%d] is empty: a stop sequence needs at least one character", i)
+		}
 	}
 	switch r.PromptCache {
 	case PromptCacheOff, PromptCache5m, PromptCache1h:

@@ -30,6 +30,9 @@ func (a *Adapter) params(req *provider.Request, model string) (anthropic.Message
 		return anthropic.MessageNewParams{}, err
 	}
 	p := anthropic.MessageNewParams{Model: anthropic.Model(model), MaxTokens: int64(a.base.MaxTokens(Namespace, model, req))}
+	// API version 2026-10-21 has no temperature, top_p, top_k or seed: the
+	// adapter's capabilities say so and they are dropped.
+	p.StopSequences = req.Stop
 	if req.System != "" {
 		sys := anthropic.TextBlockParam{Text: req.System}
 		if req.PromptCache != provider.PromptCacheOff {

@@ -92,6 +92,9 @@ func (a *Adapter) params(req *provider.Request, model string, stream bool) (open
 		p.ToolChoice = openai.ChatCompletionToolChoiceOptionUnionParam{OfFunctionToolChoice: &openai.ChatCompletionNamedToolChoiceParam{
 			Function: openai.ChatCompletionNamedToolChoiceFunctionParam{Name: string(req.ToolChoice)}}}
 	}
+	if err := a.sampling(&p, req, model); err != nil {
+		return p, err
+	}
 	if req.PromptCache != provider.PromptCacheOff && a.profile.PromptCaching && req.CacheKey != "" {
 		p.PromptCacheKey = openai.String(req.CacheKey)
 	}
@@ -103,6 +106,36 @@ func (a *Adapter) params(req *provider.Request, model string, stream bool) (open
 		p.Messages = append(p.Messages, msgs...)
 	}
 	return p, nil
+}
+
+// maxOpenAIStop is how many stop sequences OpenAI takes.
+const maxOpenAIStop = 4
+
+// sampling sets temperature, top_p, top_k, seed and stop, each only when
+// the request sets it and the model honours it.
+func (a *Adapter) sampling(p *openai.ChatCompletionNewParams, req *provider.Request, model string) error {
+	caps := a.ModelCapabilities(model)
+	if caps.Has(provider.CapSampling) {
+		if req.Temperature != nil {
+			p.Temperature = openai.Float(*req.Temperature)
+		}
+		if req.TopP != nil {
+			p.TopP = openai.Float(*req.TopP)
+		}
+	}
+	if req.TopK != nil && caps.Has(provider.CapTopK) {
+		p.SetExtraFields(map[string]any{"top_k": *req.TopK})
+	}
+	if req.Seed != nil && caps.Has(provider.CapSeed) {
+		p.Seed = openai.Int(*req.Seed)
+	}
+	if a.profile.Name == OpenAI.Name && len(req.Stop) > maxOpenAIStop {
+		return a.base.BadRequest(model, fmt.Sprintf("OpenAI takes at most %d stop sequences, got %d", maxOpenAIStop, len(req.Stop)))
+	}
+	if len(req.Stop) > 0 {
+		p.Stop = openai.ChatCompletionNewParamsStopUnion{OfStringArray: req.Stop}
+	}
+	return nil
 }
 
 // messages maps one turn. A user turn with tool results becomes one tool

@@ -34,6 +34,7 @@ func Run(t *testing.T, newEnv NewEnv) {
 	}{
 		{"PlainCompletion", plainCompletion},
 		{"SystemPromptDelivered", systemPrompt},
+		{"SamplingSent", samplingSent},
 		{"ToolCallReturned", toolCall},
 		{"ToolResultRoundTrip", toolResultRoundTrip},
 		{"StreamText", streamText},

@@ -3,6 +3,7 @@ package anthropicfake
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"unicode/utf8"
@@ -204,6 +205,17 @@ func validateBody(body []byte, needMaxTokens bool, version string) (map[string]j
 		return ""
 	}); msg != "" {
 		return nil, msg
+	}
+	if v, ok := fields["stop_sequences"]; ok && string(v) != "null" {
+		var list []string
+		if json.Unmarshal(v, &list) != nil {
+			return nil, "stop_sequences: Input should be a valid list of strings"
+		}
+		for i, s := range list {
+			if strings.TrimSpace(s) == "" {
+				return nil, fmt.Sprintf("stop_sequences.%d: each stop sequence must contain non-whitespace", i)
+			}
+		}
 	}
 	if v, ok := fields["stream"]; ok {
 		var b bool

@@ -2,6 +2,7 @@ package openaifake
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"unicode/utf8"
@@ -274,9 +275,59 @@ func (s *Server) parseChat(body []byte) (chatRequest, *apiError) {
 		if req.hasMaxTokens && reasoningModel(req.model) {
 			return bad(messageMaxTokensNotAllowed, "max_tokens", CodeUnsupportedParameter)
 		}
+		if e := checkSampling(fields, req.model); e != nil {
+			return req, e
+		}
 		if req.hasStreamOptions && !req.stream {
 			return bad("The 'stream_options' parameter is only allowed when 'stream' is enabled.", "stream_options", "")
 		}
 	}
 	return req, nil
+}
+
+// checkSampling validates temperature, top_p, stop and top_k the way
+// OpenAI's platform does: ranges, at most four stop sequences, no top_k,
+// and reasoning models refusing any temperature or top_p but the default 1.
+func checkSampling(fields map[string]json.RawMessage, model string) *apiError {
+	bad := func(msg, param, code string) *apiError {
+		return &apiError{status: 400, typ: TypeInvalidRequest, message: msg, param: param, code: code}
+	}
+	for _, k := range []struct {
+		name string
+		max  float64
+	}{{"temperature", 2}, {"top_p", 1}} {
+		raw, ok := fields[k.name]
+		if !ok || string(raw) == "null" {
+			continue
+		}
+		var v float64
+		if json.Unmarshal(raw, &v) != nil {
+			return bad(fmt.Sprintf("Invalid type for '%s': expected a decimal, but got a value instead.", k.name), k.name, "invalid_type")
+		}
+		switch {
+		case v < 0:
+			return bad(fmt.Sprintf("Invalid '%s': decimal below minimum value. Expected a value >= 0, but got %v instead.", k.name, v), k.name, "decimal_below_min_value")
+		case v > k.max:
+			return bad(fmt.Sprintf("Invalid '%s': decimal above maximum value. Expected a value <= %v, but got %v instead.", k.name, k.max, v), k.name, "decimal_above_max_value")
+		case v != 1 && reasoningModel(model):
+			return bad(fmt.Sprintf("Unsupported value: '%s' does not support %v with this model. Only the default (1) value is supported.", k.name, v), k.name, CodeUnsupportedValue)
+		}
+	}
+	if raw, ok := fields["stop"]; ok && string(raw) != "null" {
+		var one string
+		var list []string
+		switch {
+		case json.Unmarshal(raw, &one) == nil:
+		case json.Unmarshal(raw, &list) == nil:
+			if len(list) > 4 {
+				return bad(fmt.Sprintf("Invalid 'stop': array too long. Expected an array with maximum length 4, but got an array with length %d instead.", len(list)), "stop", "array_above_max_length")
+			}
+		default:
+			return bad("Invalid type for 'stop': expected one of a string or an array of strings, but got a value instead.", "stop", "invalid_type")
+		}
+	}
+	if _, ok := fields["top_k"]; ok {
+		return bad("Unrecognized request argument supplied: top_k", "", "")
+	}
+	return nil
 }
