@@ -18,7 +18,7 @@ var anthropicQuiet = []string{"metadata", "service_tier", "inference_geo", "spee
 // Messages parameters the gateway accepts without applying them, naming
 // them in X-CortexBuild-Ignored-Params (refused with
 // gateway.strict_params).
-var anthropicIgnored = []string{"temperature", "top_p", "top_k", "stop_sequences", "thinking", "context_management", "container", "diagnostics", "mcp_servers"}
+var anthropicIgnored = []string{"thinking", "context_management", "container", "diagnostics", "mcp_servers"}
 
 // messagesRequest is a decoded Messages (or count_tokens) request.
 type messagesRequest struct {
@@ -119,6 +119,9 @@ func decodeMessages(body []byte, count bool) (*messagesRequest, error) {
 	mr.req.System = strings.Join(nonEmpty(append(system, more...)), "\n\n")
 	mr.req.Messages = msgs
 	mr.req.PromptCache = cache.ttl
+	if err := messagesSampling(f, &mr.req); err != nil {
+		return nil, err
+	}
 	for _, k := range []string{"output_format", "output_config"} {
 		if raw := f.raw(k); raw != nil {
 			if k == "output_format" || hasKey(raw, "format") {
@@ -135,6 +138,24 @@ func decodeMessages(body []byte, count bool) (*messagesRequest, error) {
 	mr.ignored = append(mr.ignored, f.unknown()...)
 	slices.Sort(mr.ignored)
 	return mr, nil
+}
+
+// messagesSampling decodes temperature and top_p (0 to 1 in this
+// protocol), top_k and stop_sequences.
+func messagesSampling(f *fields, req *provider.Request) error {
+	if err := takeFloat(f, "temperature", 1, &req.Temperature); err != nil {
+		return err
+	}
+	if err := takeFloat(f, "top_p", 1, &req.TopP); err != nil {
+		return err
+	}
+	if err := f.take("top_k", &req.TopK); err != nil {
+		return err
+	}
+	if req.TopK != nil && *req.TopK < 1 {
+		return badField("top_k", "must be at least 1, got %d", *req.TopK)
+	}
+	return f.take("stop_sequences", &req.Stop)
 }
 
 func hasKey(raw json.RawMessage, key string) bool {
@@ -469,6 +490,7 @@ func (g *Gateway) messages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	servedHeaders(w.Header(), out.Provider, out.Model)
+	g.unhonoured(w.Header(), &call.Request, out.Provider, out.Model)
 	writeJSON(w, http.StatusOK, message(id, out.Result))
 }
 
@@ -513,6 +535,7 @@ func (g *Gateway) streamMessages(w http.ResponseWriter, r *http.Request, call or
 	model := ""
 	if as := s.Attempts(); len(as) > 0 {
 		servedHeaders(w.Header(), as[len(as)-1].Provider, as[len(as)-1].Model)
+		g.unhonoured(w.Header(), &call.Request, as[len(as)-1].Provider, as[len(as)-1].Model)
 		model = as[len(as)-1].Model
 	}
 	st := &blockStream{out: newSSE(w), open: -1, openTool: -1, tools: map[int]bool{}, args: map[int]int{}}

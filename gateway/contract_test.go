@@ -2,10 +2,22 @@ package gateway_test
 
 import (
 	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
+	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/openai/openai-go/v3"
+	ooption "github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/cortexbuild/cortexbuild/gateway"
+	"github.com/cortexbuild/cortexbuild/orchestrator"
+	"github.com/cortexbuild/cortexbuild/provider"
+	"github.com/cortexbuild/cortexbuild/provider/openaicompat"
+	"github.com/cortexbuild/cortexbuild/provider/openaicompat/openaifake"
 )
 
 // upstreamContent returns the content of the last message the OpenAI fake
@@ -55,5 +67,138 @@ func TestTextPartsStaySeparate(t *testing.T) {
 	}
 	if got := w.upstreamContent(t); string(got) != want {
 		t.Errorf("messages: upstream content = %s, want %s", got, want)
+	}
+}
+
+// withVLLM adds "vllm", an OpenAI-compatible endpoint with the vllm
+// profile (it honours temperature, top_p, top_k and seed), served by its
+// own fake, and the gateway model "qwen" pinned to it.
+func withVLLM(srv **openaifake.Server) func(*setup) {
+	return func(s *setup) {
+		f := openaifake.New(openaifake.WithFlavor(openaifake.FlavorVLLM))
+		*srv = f
+		s.orch = func(os *orchestrator.Settings) {
+			a, err := openaicompat.New(provider.Settings{Name: "vllm", Profile: "vllm", BaseURL: f.URL() + "/v1",
+				Models: map[provider.Tier]string{provider.TierBalanced: "Qwen/Qwen3-32B"}})
+			if err != nil {
+				panic(err)
+			}
+			os.Endpoints = append(os.Endpoints, orchestrator.Endpoint{Name: "vllm", Adapter: a})
+		}
+		s.gw = func(o *gateway.Options) {
+			o.Providers = append(o.Providers, "vllm")
+			o.Models["qwen"] = gateway.Target{Model: "Qwen/Qwen3-32B", Provider: "vllm"}
+		}
+	}
+}
+
+// sampling is the sampling fields of an upstream OpenAI-compatible or
+// Anthropic body.
+type sampling struct {
+	Temperature   *float64 `json:"temperature"`
+	TopP          *float64 `json:"top_p"`
+	TopK          *int     `json:"top_k"`
+	Seed          *int64   `json:"seed"`
+	Stop          []string `json:"stop"`
+	StopSequences []string `json:"stop_sequences"`
+}
+
+func lastSampling(t *testing.T, raw []byte) sampling {
+	t.Helper()
+	var s sampling
+	if err := json.Unmarshal(raw, &s); err != nil {
+		t.Fatalf("upstream body %s: %v", raw, err)
+	}
+	return s
+}
+
+func eqF(p *float64, v float64) bool { return p != nil && *p == v }
+
+// Sampling settings reach the provider in each caller protocol, in the
+// provider's own names; a model that does not honour one drops it and the
+// response names it in X-CortexBuild-Ignored-Params, streamed or not.
+func TestSamplingThroughEachProtocol(t *testing.T) {
+	var vllm *openaifake.Server
+	w := newWorld(t, withVLLM(&vllm))
+	t.Cleanup(func() { vllm.Close() })
+	ctx := ctxT(t)
+	oc := w.openai(w.key)
+
+	// Chat to a model that honours everything: all of it arrives.
+	var raw *http.Response
+	chat := openai.ChatCompletionNewParams{Model: "qwen", Messages: userMsg("hi"),
+		Temperature: openai.Float(0.3), TopP: openai.Float(0.8), Seed: openai.Int(42),
+		Stop: openai.ChatCompletionNewParamsStopUnion{OfStringArray: []string{"END", "STOP"}}}
+	if _, err := oc.Chat.Completions.New(ctx, chat, ooption.WithResponseInto(&raw)); err != nil {
+		t.Fatal(err)
+	}
+	got := lastSampling(t, vllm.Requests()[len(vllm.Requests())-1].Body)
+	if !eqF(got.Temperature, 0.3) || !eqF(got.TopP, 0.8) || got.Seed == nil || *got.Seed != 42 || !slices.Equal(got.Stop, []string{"END", "STOP"}) {
+		t.Errorf("chat → vllm sent %+v", got)
+	}
+	if h := raw.Header.Get(gateway.HeaderIgnored); h != "" {
+		t.Errorf("chat → vllm: ignored = %q, want none", h)
+	}
+
+	// Chat to an OpenAI reasoning model: temperature and top_p are
+	// dropped (the API refuses them) and named; seed and stop go.
+	chat.Model = "pinned-gpt"
+	for _, stream := range []bool{false, true} {
+		if stream {
+			s := oc.Chat.Completions.NewStreaming(ctx, chat, ooption.WithResponseInto(&raw))
+			for s.Next() {
+			}
+			if err := s.Err(); err != nil {
+				t.Fatal(err)
+			}
+		} else if _, err := oc.Chat.Completions.New(ctx, chat, ooption.WithResponseInto(&raw)); err != nil {
+			t.Fatal(err)
+		}
+		got = lastSampling(t, w.oai.Requests()[len(w.oai.Requests())-1].Body)
+		if got.Temperature != nil || got.TopP != nil || got.Seed == nil || *got.Seed != 42 || !slices.Equal(got.Stop, []string{"END", "STOP"}) {
+			t.Errorf("stream %v: chat → gpt-5-mini sent %+v", stream, got)
+		}
+		if h := raw.Header.Get(gateway.HeaderIgnored); h != "temperature, top_p" {
+			t.Errorf("stream %v: chat → gpt-5-mini: ignored = %q, want \"temperature, top_p\"", stream, h)
+		}
+	}
+
+	// Messages to Anthropic: the API version the adapter speaks has no
+	// sampling parameters; stop_sequences go.
+	ac := w.anthropic(w.key)
+	msg := anthropic.MessageNewParams{Model: "claude-sonnet-4-6", MaxTokens: 50, Messages: userMsgA("hi"), StopSequences: []string{"END"}}
+	if _, err := ac.Messages.New(ctx, msg, aoption.WithJSONSet("temperature", 0.5), aoption.WithJSONSet("top_k", 20), aoption.WithResponseInto(&raw)); err != nil {
+		t.Fatal(err)
+	}
+	got = lastSampling(t, w.anth.Requests()[len(w.anth.Requests())-1].Body)
+	if got.Temperature != nil || got.TopK != nil || !slices.Equal(got.StopSequences, []string{"END"}) {
+		t.Errorf("messages → claude sent %+v", got)
+	}
+	if h := raw.Header.Get(gateway.HeaderIgnored); h != "temperature, top_k" {
+		t.Errorf("messages → claude: ignored = %q, want \"temperature, top_k\"", h)
+	}
+	// Messages to vLLM: all of it, under Chat's names.
+	msg.Model = "qwen"
+	if _, err := ac.Messages.New(ctx, msg, aoption.WithJSONSet("temperature", 0.5), aoption.WithJSONSet("top_k", 20), aoption.WithResponseInto(&raw)); err != nil {
+		t.Fatal(err)
+	}
+	got = lastSampling(t, vllm.Requests()[len(vllm.Requests())-1].Body)
+	if !eqF(got.Temperature, 0.5) || got.TopK == nil || *got.TopK != 20 || !slices.Equal(got.Stop, []string{"END"}) {
+		t.Errorf("messages → vllm sent %+v", got)
+	}
+	// Messages keeps Anthropic's range.
+	_, err := ac.Messages.New(ctx, msg, aoption.WithJSONSet("temperature", 1.5))
+	if ae := anthropicErr(t, err); ae.StatusCode != 400 || !strings.Contains(ae.Error(), "temperature: must be between 0 and 1, got 1.5") {
+		t.Errorf("temperature 1.5 on Messages = %d %v", ae.StatusCode, err)
+	}
+
+	// Responses: temperature and top_p.
+	if _, err := oc.Responses.New(ctx, responses.ResponseNewParams{Model: "qwen", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")},
+		Temperature: openai.Float(0.4), TopP: openai.Float(0.7)}); err != nil {
+		t.Fatal(err)
+	}
+	got = lastSampling(t, vllm.Requests()[len(vllm.Requests())-1].Body)
+	if !eqF(got.Temperature, 0.4) || !eqF(got.TopP, 0.7) {
+		t.Errorf("responses → vllm sent %+v", got)
 	}
 }

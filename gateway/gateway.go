@@ -533,8 +533,9 @@ func (g *Gateway) callFor(r *http.Request, key *Key, model string, req provider.
 }
 
 // prepare finishes a call: a prompt-cache request that no candidate can
-// honour is dropped (it is a hint, not a requirement), the call gets its
-// invocation id, and the Prepare hook runs.
+// honour is dropped (it is a hint, not a requirement), under strict_params
+// sampling settings become requirements, the call gets its invocation id,
+// and the Prepare hook runs.
 func (g *Gateway) prepare(ctx context.Context, c *orchestrator.Call, id string) *failure {
 	c.InvocationID = "inv_" + id
 	if c.Request.PromptCache != provider.PromptCacheOff {
@@ -545,6 +546,9 @@ func (g *Gateway) prepare(ctx context.Context, c *orchestrator.Call, id string) 
 	}
 	if err := c.Request.Validate(); err != nil {
 		return classify(ctx, err)
+	}
+	if f := g.strictSampling(ctx, c); f != nil {
+		return f
 	}
 	// An output limit above the model's is clamped to it (the adapter
 	// sends no more), so that the call is priced and admitted as what it

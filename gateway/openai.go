@@ -20,7 +20,7 @@ var openAIQuiet = []string{"user", "metadata", "store", "safety_identifier", "pr
 // Chat Completions parameters the gateway accepts without applying them,
 // naming them in X-CortexBuild-Ignored-Params (refused with
 // gateway.strict_params).
-var openAIIgnored = []string{"temperature", "top_p", "seed", "stop", "presence_penalty", "frequency_penalty", "logit_bias", "reasoning_effort", "verbosity", "prediction", "web_search_options"}
+var openAIIgnored = []string{"presence_penalty", "frequency_penalty", "logit_bias", "reasoning_effort", "verbosity", "prediction", "web_search_options"}
 
 // chatRequest is a decoded Chat Completions request.
 type chatRequest struct {
@@ -68,6 +68,18 @@ func decodeChat(body []byte) (*chatRequest, error) {
 		cr.req.MaxTokens = *maxTokens
 	}
 	if err := refuseOpenAIFeatures(f); err != nil {
+		return nil, err
+	}
+	if err := takeFloat(f, "temperature", 2, &cr.req.Temperature); err != nil {
+		return nil, err
+	}
+	if err := takeFloat(f, "top_p", 1, &cr.req.TopP); err != nil {
+		return nil, err
+	}
+	if err := f.take("seed", &cr.req.Seed); err != nil {
+		return nil, err
+	}
+	if err := takeStop(f, "stop", &cr.req.Stop); err != nil {
 		return nil, err
 	}
 	var toolsIgnored []string
@@ -639,6 +651,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	servedHeaders(w.Header(), out.Provider, out.Model)
+	g.unhonoured(w.Header(), &call.Request, out.Provider, out.Model)
 	writeJSON(w, http.StatusOK, completion(id, g.opts.Now().Unix(), out.Result, cr.tools))
 }
 
@@ -660,6 +673,7 @@ func (g *Gateway) streamChat(w http.ResponseWriter, r *http.Request, call orches
 	model := ""
 	if as := s.Attempts(); len(as) > 0 {
 		servedHeaders(w.Header(), as[len(as)-1].Provider, as[len(as)-1].Model)
+		g.unhonoured(w.Header(), &call.Request, as[len(as)-1].Provider, as[len(as)-1].Model)
 		model = as[len(as)-1].Model
 	}
 	out := newSSE(w)

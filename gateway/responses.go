@@ -18,7 +18,7 @@ var responsesQuiet = []string{"user", "metadata", "safety_identifier", "prompt_c
 // Responses parameters the gateway accepts without applying them, naming
 // them in X-CortexBuild-Ignored-Params (refused with
 // gateway.strict_params).
-var responsesIgnored = []string{"temperature", "top_p", "top_logprobs", "reasoning", "truncation", "max_tool_calls"}
+var responsesIgnored = []string{"top_logprobs", "reasoning", "truncation", "max_tool_calls"}
 
 // responsesRequest is a decoded Responses request.
 type responsesRequest struct {
@@ -75,6 +75,12 @@ func decodeResponses(body []byte) (*responsesRequest, error) {
 			return nil, badField("max_output_tokens", "must not be negative, got %d", *maxTokens)
 		}
 		rr.req.MaxTokens = *maxTokens
+	}
+	if err := takeFloat(f, "temperature", 2, &rr.req.Temperature); err != nil {
+		return nil, err
+	}
+	if err := takeFloat(f, "top_p", 1, &rr.req.TopP); err != nil {
+		return nil, err
 	}
 	var textIgnored []string
 	if raw := f.raw("text"); raw != nil {
@@ -698,6 +704,7 @@ func (g *Gateway) responses(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	servedHeaders(w.Header(), out.Provider, out.Model)
+	g.unhonoured(w.Header(), &call.Request, out.Provider, out.Model)
 	writeJSON(w, http.StatusOK, rr.responseOf(id, g.opts.Now().Unix(), out.Result))
 }
 
@@ -722,6 +729,7 @@ func (g *Gateway) streamResponses(w http.ResponseWriter, r *http.Request, call o
 	model := ""
 	if as := s.Attempts(); len(as) > 0 {
 		servedHeaders(w.Header(), as[len(as)-1].Provider, as[len(as)-1].Model)
+		g.unhonoured(w.Header(), &call.Request, as[len(as)-1].Provider, as[len(as)-1].Model)
 		model = as[len(as)-1].Model
 	}
 	st := &itemStream{out: newSSE(w), id: id, resp: rr.responseShell(id, g.opts.Now().Unix(), model), open: -1, openTool: -1, tools: map[int]int{}, names: rr.decoded.tools}

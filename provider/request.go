@@ -217,6 +217,22 @@ func (r *Request) RequiredCapabilities() CapabilitySet {
 	return s
 }
 
+// SamplingCapabilities returns what a model must have to honour every
+// best-effort sampling setting of r.
+func (r *Request) SamplingCapabilities() CapabilitySet {
+	var s CapabilitySet
+	if r.Temperature != nil || r.TopP != nil {
+		s = s.With(CapSampling)
+	}
+	if r.TopK != nil {
+		s = s.With(CapTopK)
+	}
+	if r.Seed != nil {
+		s = s.With(CapSeed)
+	}
+	return s
+}
+
 // Unhonoured returns the names of the best-effort sampling settings r
 // carries that a model with capabilities caps drops: "temperature",
 // "top_p", "top_k", "seed".
