@@ -190,6 +190,13 @@ func (w *keyWriter) request(scope Scope, req *provider.Request) {
 	for _, s := range req.Stop {
 		w.str(s)
 	}
+	w.bool(req.ResponseFormat != nil)
+	if f := req.ResponseFormat; f != nil {
+		w.str(f.EffectiveName())
+		w.str(f.Description)
+		w.json(f.Schema)
+		w.bool(f.Strict)
+	}
 }
 
 // optFloat writes presence, then the value's bits (-0 as 0).

@@ -16,22 +16,28 @@ import (
 // keyCovered lists every field of provider.Request, of the types it holds,
 // and of cache.Scope that NewKey hashes, and how.
 var keyCovered = map[string]string{
-	"Request.Prompt":      "as the final user turn it stands for (Request.Conversation)",
-	"Request.System":      "as is",
-	"Request.Messages":    "every message, in order",
-	"Request.Tools":       "every tool, in order (the order reaches the model)",
-	"Request.ToolChoice":  `"" as "auto"`,
-	"Request.Tier":        `effective: "" as balanced (the adapter maps it to a model)`,
-	"Request.Model":       "as is",
-	"Request.MaxTokens":   "effective: 0 as 4096",
-	"Request.CacheKey":    "the caller's namespace",
-	"Request.PromptCache": "as is (it changes usage and the provider's behaviour)",
-	"Request.Meta":        "keys sorted, values as canonical JSON; nil and empty alike",
-	"Request.Temperature": "presence, then the value",
-	"Request.TopP":        "presence, then the value",
-	"Request.TopK":        "presence, then the value",
-	"Request.Seed":        "presence, then the value",
-	"Request.Stop":        "every sequence, in order",
+	"Request.Prompt":         "as the final user turn it stands for (Request.Conversation)",
+	"Request.System":         "as is",
+	"Request.Messages":       "every message, in order",
+	"Request.Tools":          "every tool, in order (the order reaches the model)",
+	"Request.ToolChoice":     `"" as "auto"`,
+	"Request.Tier":           `effective: "" as balanced (the adapter maps it to a model)`,
+	"Request.Model":          "as is",
+	"Request.MaxTokens":      "effective: 0 as 4096",
+	"Request.CacheKey":       "the caller's namespace",
+	"Request.PromptCache":    "as is (it changes usage and the provider's behaviour)",
+	"Request.Meta":           "keys sorted, values as canonical JSON; nil and empty alike",
+	"Request.Temperature":    "presence, then the value",
+	"Request.TopP":           "presence, then the value",
+	"Request.TopK":           "presence, then the value",
+	"Request.Seed":           "presence, then the value",
+	"Request.Stop":           "every sequence, in order",
+	"Request.ResponseFormat": "presence, then every field",
+
+	"ResponseFormat.Name":        `"" as "response"`,
+	"ResponseFormat.Description": "as is",
+	"ResponseFormat.Schema":      "canonical JSON",
+	"ResponseFormat.Strict":      "as is",
 
 	"Message.Role":  "as is",
 	"Message.Parts": "every part, in order",
@@ -163,6 +169,8 @@ func baseRequest() *provider.Request {
 		TopK:        new(40),
 		Seed:        new(int64(7)),
 		Stop:        []string{"END", "STOP"},
+		ResponseFormat: &provider.ResponseFormat{Name: "plan", Description: "a plan", Strict: true,
+			Schema: json.RawMessage(`{"type":"object","properties":{"steps":{"type":"array"}},"required":["steps"],"additionalProperties":false}`)},
 	}
 }
 
@@ -289,6 +297,11 @@ var keyMutations = []keyMutation{
 	{field: "Request.Seed", name: "seed unset", mutate: func(r *provider.Request) { r.Seed = nil }},
 	{field: "Request.Stop", name: "stop order", mutate: func(r *provider.Request) { r.Stop[0], r.Stop[1] = r.Stop[1], r.Stop[0] }},
 	{field: "Request.Stop", name: "stop unset", mutate: func(r *provider.Request) { r.Stop = nil }},
+	{field: "Request.ResponseFormat", name: "response format unset", mutate: func(r *provider.Request) { r.ResponseFormat = nil }},
+	{field: "ResponseFormat.Name", name: "response format name", mutate: func(r *provider.Request) { r.ResponseFormat.Name = "other" }},
+	{field: "ResponseFormat.Description", name: "response format description", mutate: func(r *provider.Request) { r.ResponseFormat.Description = "other" }},
+	{field: "ResponseFormat.Schema", name: "response format schema", mutate: func(r *provider.Request) { r.ResponseFormat.Schema = json.RawMessage(`{"type":"object"}`) }},
+	{field: "ResponseFormat.Strict", name: "response format strict", mutate: func(r *provider.Request) { r.ResponseFormat.Strict = false }},
 	{field: "Request.Meta", name: "request option value", mutate: func(r *provider.Request) {
 		r.Meta["anthropic.effort"] = json.RawMessage(`{"level":"high","budget":1}`)
 	}},
@@ -390,7 +403,7 @@ func TestKeyIsStable(t *testing.T) {
 	// The key of a fixed request must not change between builds or runs
 	// (map order, pooling): entries in Redis outlive the process. Update
 	// this value only together with KeyVersion.
-	const want = "6c4744cc6af2d3daefc775b89844ca9ac37522368e7f5ec70b98d805563eb066"
+	const want = "6f0542179969f67c34598d2e98c86079e04cf43e43b943e166243dde4d9d3199"
 	got := mustKey(t, baseScope(), baseRequest()).String()
 	for range 20 {
 		if again := mustKey(t, baseScope(), baseRequest()).String(); again != got {

@@ -122,12 +122,23 @@ func decodeMessages(body []byte, count bool) (*messagesRequest, error) {
 	if err := messagesSampling(f, &mr.req); err != nil {
 		return nil, err
 	}
-	for _, k := range []string{"output_format", "output_config"} {
-		if raw := f.raw(k); raw != nil {
-			if k == "output_format" || hasKey(raw, "format") {
-				return nil, badField(k, "structured output formats are not supported by the gateway: only text answers are")
+	if raw := f.raw("output_format"); raw != nil {
+		if mr.req.ResponseFormat, err = formatOfType("output_format", raw, ""); err != nil {
+			return nil, err
+		}
+	}
+	if raw := f.raw("output_config"); raw != nil {
+		oc, err := object("output_config", raw)
+		if err != nil {
+			return nil, err
+		}
+		if fraw := oc.raw("format"); fraw != nil {
+			if mr.req.ResponseFormat, err = formatOfType("output_config.format", fraw, ""); err != nil {
+				return nil, err
 			}
-			mr.ignored = append(mr.ignored, k)
+		}
+		for _, k := range oc.unknown() {
+			mr.ignored = append(mr.ignored, "output_config."+k)
 		}
 	}
 	f.skip(anthropicQuiet...)
@@ -156,14 +167,6 @@ func messagesSampling(f *fields, req *provider.Request) error {
 		return badField("top_k", "must be at least 1, got %d", *req.TopK)
 	}
 	return f.take("stop_sequences", &req.Stop)
-}
-
-func hasKey(raw json.RawMessage, key string) bool {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) != nil {
-		return false
-	}
-	return !isNull(m[key])
 }
 
 // anthropicText reads a system prompt or a tool result's content: a

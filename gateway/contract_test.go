@@ -2,7 +2,9 @@ package gateway_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	ooption "github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
+	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/cortexbuild/cortexbuild/gateway"
 	"github.com/cortexbuild/cortexbuild/orchestrator"
@@ -201,4 +204,114 @@ func TestSamplingThroughEachProtocol(t *testing.T) {
 	if !eqF(got.Temperature, 0.4) || !eqF(got.TopP, 0.7) {
 		t.Errorf("responses → vllm sent %+v", got)
 	}
+}
+
+var tripSchema = map[string]any{"type": "object", "additionalProperties": false, "required": []string{"city", "days"},
+	"properties": map[string]any{"city": map[string]any{"type": "string"}, "days": map[string]any{"type": "integer"}}}
+
+// matchesTrip reports whether text is a JSON object with exactly the keys
+// of tripSchema, of its types.
+func matchesTrip(text string) bool {
+	var v struct {
+		City *string `json:"city"`
+		Days *int    `json:"days"`
+	}
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.DisallowUnknownFields()
+	return dec.Decode(&v) == nil && v.City != nil && v.Days != nil
+}
+
+// upstreamField returns the value at path (dot-separated keys) of the
+// last body a fake received.
+func upstreamField(t *testing.T, raw []byte, path ...string) json.RawMessage {
+	t.Helper()
+	v := json.RawMessage(raw)
+	for _, k := range path {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(v, &m); err != nil {
+			t.Fatalf("upstream body %s: %s is not an object", raw, k)
+		}
+		v = m[k]
+	}
+	return v
+}
+
+// A JSON schema response format reaches the provider as its own field in
+// each caller protocol, and the answer is JSON matching it, streamed or
+// not.
+func TestStructuredOutputThroughEachProtocol(t *testing.T) {
+	w := newWorld(t)
+	ctx := ctxT(t)
+	oc := w.openai(w.key)
+	wantSchema, _ := json.Marshal(tripSchema)
+
+	// Chat, strict, to OpenAI: response_format as sent.
+	chat := openai.ChatCompletionNewParams{Model: "pinned-gpt", Messages: userMsg("Plan a trip"),
+		ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
+			JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: "trip", Schema: tripSchema, Strict: openai.Bool(true)}}}}
+	cc, err := oc.Chat.Completions.New(ctx, chat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !matchesTrip(cc.Choices[0].Message.Content) {
+		t.Errorf("chat answer %q does not match the schema", cc.Choices[0].Message.Content)
+	}
+	body := w.oai.Requests()[len(w.oai.Requests())-1].Body
+	if got := upstreamField(t, body, "response_format", "json_schema"); !jsonEq(got, fmt.Sprintf(`{"name":"trip","strict":true,"schema":%s}`, wantSchema)) {
+		t.Errorf("chat → gpt: json_schema sent as %s", got)
+	}
+	s := oc.Chat.Completions.NewStreaming(ctx, chat)
+	var text strings.Builder
+	for s.Next() {
+		if c := s.Current(); len(c.Choices) > 0 {
+			text.WriteString(c.Choices[0].Delta.Content)
+		}
+	}
+	if err := s.Err(); err != nil || !matchesTrip(text.String()) {
+		t.Errorf("streamed chat answer %q does not match the schema (%v)", text.String(), err)
+	}
+
+	// Responses to Anthropic: output_config.format.
+	r, err := oc.Responses.New(ctx, responses.ResponseNewParams{Model: "claude-sonnet-4-6", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Plan a trip")},
+		Text: responses.ResponseTextConfigParam{Format: responses.ResponseFormatTextConfigUnionParam{OfJSONSchema: &responses.ResponseFormatTextJSONSchemaConfigParam{
+			Name: "trip", Schema: tripSchema, Strict: openai.Bool(true)}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !matchesTrip(r.OutputText()) {
+		t.Errorf("responses answer %q does not match the schema", r.OutputText())
+	}
+	body = w.anth.Requests()[len(w.anth.Requests())-1].Body
+	if got := upstreamField(t, body, "output_config", "format"); !jsonEq(got, fmt.Sprintf(`{"type":"json_schema","schema":%s}`, wantSchema)) {
+		t.Errorf("responses → claude: output_config.format sent as %s", got)
+	}
+
+	// Messages to OpenAI: response_format json_schema named "response".
+	m, err := w.anthropic(w.key).Messages.New(ctx, anthropic.MessageNewParams{Model: "pinned-gpt", MaxTokens: 200, Messages: userMsgA("Plan a trip"),
+		OutputConfig: anthropic.OutputConfigParam{Format: anthropic.JSONOutputFormatParam{Schema: tripSchema}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Content) != 1 || !matchesTrip(m.Content[0].Text) {
+		t.Errorf("messages answer %+v does not match the schema", m.Content)
+	}
+	body = w.oai.Requests()[len(w.oai.Requests())-1].Body
+	if got := upstreamField(t, body, "response_format"); !jsonEq(got, fmt.Sprintf(`{"type":"json_schema","json_schema":{"name":"response","schema":%s}}`, wantSchema)) {
+		t.Errorf("messages → gpt: response_format sent as %s", got)
+	}
+
+	// JSON mode without a schema is refused, naming the field.
+	_, err = oc.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "pinned-gpt", Messages: userMsg("hi"),
+		ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONObject: &shared.ResponseFormatJSONObjectParam{}}})
+	if e := openAIErr(t, err); e.StatusCode != 400 || e.Param != "response_format.type" {
+		t.Errorf("json_object = %d %q %q", e.StatusCode, e.Param, e.Message)
+	}
+}
+
+func jsonEq(a json.RawMessage, b string) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal([]byte(b), &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
 }

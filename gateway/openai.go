@@ -82,6 +82,11 @@ func decodeChat(body []byte) (*chatRequest, error) {
 	if err := takeStop(f, "stop", &cr.req.Stop); err != nil {
 		return nil, err
 	}
+	if raw := f.raw("response_format"); raw != nil {
+		if cr.req.ResponseFormat, err = formatOfType("response_format", raw, "json_schema"); err != nil {
+			return nil, err
+		}
+	}
 	var toolsIgnored []string
 	if raw := f.raw("tools"); raw != nil {
 		if cr.req.Tools, cr.tools, toolsIgnored, err = openAITools(raw); err != nil {
@@ -126,19 +131,6 @@ func refuseOpenAIFeatures(f *fields) error {
 	}
 	if (logprobs != nil && *logprobs) || (top != nil && *top > 0) {
 		return badField("logprobs", "log probabilities are not supported by the gateway")
-	}
-	if raw := f.raw("response_format"); raw != nil {
-		rf, err := object("response_format", raw)
-		if err != nil {
-			return err
-		}
-		var typ string
-		if err := rf.take("type", &typ); err != nil {
-			return err
-		}
-		if typ != "" && typ != "text" {
-			return badField("response_format.type", "%q is not supported by the gateway: only text answers are", typ)
-		}
 	}
 	var modalities []string
 	if err := f.take("modalities", &modalities); err != nil {

@@ -89,16 +89,8 @@ func decodeResponses(body []byte) (*responsesRequest, error) {
 			return nil, err
 		}
 		if fraw := tf.raw("format"); fraw != nil {
-			ff, err := object("text.format", fraw)
-			if err != nil {
+			if rr.req.ResponseFormat, err = formatOfType("text.format", fraw, ""); err != nil {
 				return nil, err
-			}
-			var typ string
-			if err := ff.take("type", &typ); err != nil {
-				return nil, err
-			}
-			if typ != "" && typ != "text" {
-				return nil, badField("text.format.type", "%q is not supported by the gateway: only text answers are", typ)
 			}
 		}
 		for _, k := range tf.unknown() {

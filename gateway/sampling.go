@@ -86,3 +86,63 @@ func (g *Gateway) strictSampling(ctx context.Context, c *orchestrator.Call) *fai
 	return &failure{class: classBadRequest, param: names[0],
 		msg: fmt.Sprintf("%s: no model this call can go to honours them (it needs %s), and gateway.strict_params refuses what it cannot apply", strings.Join(names, ", "), need)}
 }
+
+// jsonSchemaFormat decodes the fields of a json_schema response format
+// (Chat's response_format.json_schema, Responses' text.format, Messages'
+// output_config.format): name, description, schema, strict.
+func jsonSchemaFormat(ff *fields) (*provider.ResponseFormat, error) {
+	rf := &provider.ResponseFormat{}
+	if err := ff.take("name", &rf.Name); err != nil {
+		return nil, err
+	}
+	if err := ff.take("description", &rf.Description); err != nil {
+		return nil, err
+	}
+	if err := ff.take("strict", &rf.Strict); err != nil {
+		return nil, err
+	}
+	raw := ff.raw("schema")
+	if raw == nil {
+		return nil, badField(ff.at("schema"), "required: the JSON Schema the answer must match")
+	}
+	if _, err := object(ff.at("schema"), raw); err != nil {
+		return nil, err
+	}
+	rf.Schema = keep(raw)
+	return rf, nil
+}
+
+// formatOfType decodes a response format object whose type is "text"
+// (nil) or "json_schema"; the JSON schema's fields are in the object
+// itself, or under nested when it is not "".
+func formatOfType(path string, raw json.RawMessage, nested string) (*provider.ResponseFormat, error) {
+	ff, err := object(path, raw)
+	if err != nil {
+		return nil, err
+	}
+	var typ string
+	if err := ff.take("type", &typ); err != nil {
+		return nil, err
+	}
+	switch typ {
+	case "", "text":
+		return nil, nil
+	case "json_schema":
+	case "json_object":
+		return nil, badField(ff.at("type"), "json_object is not supported by the gateway: send json_schema with the schema the answer must match")
+	default:
+		return nil, badField(ff.at("type"), "%q is not supported by the gateway: send text or json_schema", typ)
+	}
+	if nested == "" {
+		return jsonSchemaFormat(ff)
+	}
+	nraw := ff.raw(nested)
+	if nraw == nil {
+		return nil, badField(ff.at(nested), "required with type json_schema")
+	}
+	nf, err := object(ff.at(nested), nraw)
+	if err != nil {
+		return nil, err
+	}
+	return jsonSchemaFormat(nf)
+}

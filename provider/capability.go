@@ -24,6 +24,10 @@ const (
 	CapStreaming       Capability = "streaming"
 )
 
+// CapStructuredOutput: the model can be held to a JSON Schema for its
+// answer ([Request.ResponseFormat]); routing requires it when one is set.
+const CapStructuredOutput Capability = "structured_output"
+
 // Sampling capabilities, beyond the spec's nine: what a model does with the
 // best-effort settings of a [Request]. A model without one drops the
 // setting (see [Request.Unhonoured]); routing never requires them.
@@ -34,11 +38,11 @@ const (
 )
 
 // Capabilities lists every capability in a fixed order (the order of the
-// spec, then the sampling capabilities).
+// spec, then the sampling capabilities and structured output).
 var Capabilities = []Capability{
 	CapCodeExecution, CapWebBrowse, CapFileIO, CapVision, CapLongContext200K,
 	CapLongContext1M, CapPromptCaching, CapToolUse, CapStreaming,
-	CapSampling, CapTopK, CapSeed,
+	CapSampling, CapTopK, CapSeed, CapStructuredOutput,
 }
 
 func (c Capability) bit() (CapabilitySet, bool) {

@@ -119,6 +119,29 @@ const (
 	PromptCache1h  PromptCache = "1h"
 )
 
+// ResponseFormat asks for an answer that is a JSON value matching Schema,
+// returned as the answer's text.
+type ResponseFormat struct {
+	// Name names the format (OpenAI requires one: letters, digits, _ and -,
+	// at most 64); "" means "response".
+	Name string `json:"name,omitempty"`
+	// Description tells the model what the format is for.
+	Description string `json:"description,omitempty"`
+	// Schema is a JSON Schema object. Required.
+	Schema json.RawMessage `json:"schema"`
+	// Strict asks the provider to enforce the schema exactly where it
+	// distinguishes (OpenAI); Anthropic and Gemini always constrain.
+	Strict bool `json:"strict,omitempty"`
+}
+
+// EffectiveName returns Name, or "response" when unset.
+func (f *ResponseFormat) EffectiveName() string {
+	if f.Name == "" {
+		return "response"
+	}
+	return f.Name
+}
+
 // Request is one model invocation: the spec's parameters plus a multi-turn
 // conversation. The zero value of each optional field takes the default
 // named in its comment.
@@ -165,6 +188,9 @@ type Request struct {
 	// Stop lists sequences that end the answer when generated (not
 	// included in it). Every provider honours them; each bounds how many.
 	Stop []string `json:"stop,omitempty"`
+	// ResponseFormat, when set, asks for JSON matching a schema; only a
+	// model with [CapStructuredOutput] can serve the request.
+	ResponseFormat *ResponseFormat `json:"response_format,omitempty"`
 	// Meta carries provider-specific request options that must reach the
 	// adapter unchanged.
 	Meta Metadata `json:"meta,omitempty"`
@@ -205,11 +231,15 @@ func (r *Request) Conversation() []Message {
 }
 
 // RequiredCapabilities returns what any provider serving r must be able to
-// do: tool use when tools are declared, prompt caching when asked for.
+// do: tool use when tools are declared, prompt caching when asked for,
+// structured output when a response format is set.
 func (r *Request) RequiredCapabilities() CapabilitySet {
 	var s CapabilitySet
 	if len(r.Tools) > 0 {
 		s = s.With(CapToolUse)
+	}
+	if r.ResponseFormat != nil {
+		s = s.With(CapStructuredOutput)
 	}
 	if r.PromptCache != PromptCacheOff {
 		s = s.With(CapPromptCaching)
@@ -284,6 +314,15 @@ func (r *Request) Validate() error {
 			return bad("stop[%d] is empty: a stop sequence needs at least one character", i)
 		}
 	}
+	if f := r.ResponseFormat; f != nil {
+		if f.Name != "" && !validFormatName(f.Name) {
+			return bad("response_format.name %q: use letters, digits, _ and - (at most 64)", f.Name)
+		}
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(f.Schema, &obj); err != nil || obj == nil {
+			return bad("response_format.schema must be a JSON Schema object")
+		}
+	}
 	switch r.PromptCache {
 	case PromptCacheOff, PromptCache5m, PromptCache1h:
 	default:
@@ -343,4 +382,18 @@ func (r *Request) Validate() error {
 		}
 	}
 	return nil
+}
+
+// validFormatName reports whether name fits OpenAI's rule for format names,
+// the strictest provider's.
+func validFormatName(name string) bool {
+	if len(name) > 64 {
+		return false
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }

@@ -141,7 +141,8 @@ func (f *fake) Last() providertest.Captured {
 			return providertest.Captured{}
 		}
 		c := providertest.Captured{Model: w.Model, MaxTokens: w.MaxTokens, Stream: w.Stream,
-			Sampling: providertest.Sampling{Temperature: w.Temperature, TopP: w.TopP, TopK: w.TopK, Seed: w.Seed, Stop: w.StopSequences}}
+			Sampling:       providertest.Sampling{Temperature: w.Temperature, TopP: w.TopP, TopK: w.TopK, Seed: w.Seed, Stop: w.StopSequences},
+			ResponseSchema: r.ResponseSchema()}
 		var sys []wireBlock
 		if json.Unmarshal(w.System, &sys) == nil {
 			for _, b := range sys {

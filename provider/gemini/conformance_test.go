@@ -100,6 +100,7 @@ func (f *fake) Last() providertest.Captured {
 				c.MaxTokens = *gc.MaxOutputTokens
 			}
 			c.Sampling = providertest.Sampling{Temperature: gc.Temperature, TopP: gc.TopP, Seed: gc.Seed, Stop: gc.StopSequences}
+			c.ResponseSchema = gc.ResponseJSONSchema
 			if gc.TopK != nil {
 				k := int(*gc.TopK)
 				c.Sampling.TopK = &k

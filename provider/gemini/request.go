@@ -56,6 +56,13 @@ func (a *Adapter) config(req *provider.Request, model string) (*genai.GenerateCo
 	if err := a.sampling(cfg, req, model); err != nil {
 		return nil, err
 	}
+	schema, err := a.base.ResponseSchema(req, model, a.ModelCapabilities(model))
+	if err != nil {
+		return nil, err
+	}
+	if schema != nil {
+		cfg.ResponseMIMEType, cfg.ResponseJsonSchema = "application/json", schema
+	}
 	if len(req.Tools) > 0 {
 		tool := &genai.Tool{}
 		for i, t := range req.Tools {

@@ -142,7 +142,8 @@ func (f *fake) Last() providertest.Captured {
 		}
 		_ = r.Decode(&body)
 		c := providertest.Captured{Model: r.Model(), Stream: r.Stream(), MaxTokens: max(body.MaxTokens, body.MaxCompletionTokens),
-			Sampling: providertest.Sampling{Temperature: body.Temperature, TopP: body.TopP, TopK: body.TopK, Seed: body.Seed, Stop: body.Stop}}
+			Sampling:       providertest.Sampling{Temperature: body.Temperature, TopP: body.TopP, TopK: body.TopK, Seed: body.Seed, Stop: body.Stop},
+			ResponseSchema: r.ResponseSchema()}
 		for _, t := range body.Tools {
 			c.Tools = append(c.Tools, t.Function.Name)
 		}

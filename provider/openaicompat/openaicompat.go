@@ -146,6 +146,9 @@ func (a *Adapter) capabilities() provider.CapabilitySet {
 	if a.profile.TopK {
 		s = s.With(provider.CapTopK)
 	}
+	if a.profile.StructuredOutput {
+		s = s.With(provider.CapStructuredOutput)
+	}
 	return s
 }
 

@@ -112,7 +112,7 @@ func (a *Adapter) params(req *provider.Request, model string, stream bool) (open
 const maxOpenAIStop = 4
 
 // sampling sets temperature, top_p, top_k, seed and stop, each only when
-// the request sets it and the model honours it.
+// the request sets it and the model honours it, and the response format.
 func (a *Adapter) sampling(p *openai.ChatCompletionNewParams, req *provider.Request, model string) error {
 	caps := a.ModelCapabilities(model)
 	if caps.Has(provider.CapSampling) {
@@ -135,6 +135,19 @@ func (a *Adapter) sampling(p *openai.ChatCompletionNewParams, req *provider.Requ
 	if len(req.Stop) > 0 {
 		p.Stop = openai.ChatCompletionNewParamsStopUnion{OfStringArray: req.Stop}
 	}
+	schema, err := a.base.ResponseSchema(req, model, caps)
+	if err != nil || schema == nil {
+		return err
+	}
+	f := req.ResponseFormat
+	js := shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: f.EffectiveName(), Schema: schema}
+	if f.Strict {
+		js.Strict = openai.Bool(true)
+	}
+	if f.Description != "" {
+		js.Description = openai.String(f.Description)
+	}
+	p.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{JSONSchema: js}}
 	return nil
 }
 

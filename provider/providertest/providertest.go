@@ -5,7 +5,9 @@
 // their vendor, for example provider/anthropic/anthropicfake). The suite
 // drives both through the [Fake] interface, so one set of checks covers
 // every adapter: plain completion, system prompt, sampling settings (sent
-// where the model honours them, dropped where it does not), tools and tool results,
+// where the model honours them, dropped where it does not), structured
+// output (a schema-matching answer, or a refusal before sending where the
+// model cannot), tools and tool results,
 // streaming text and tool calls, usage after a stream, early cancel without
 // leaks, every error kind the protocol can produce (with retry-after),
 // mid-stream errors, truncated streams, answers larger than the response
@@ -18,6 +20,7 @@ package providertest
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/cortexbuild/cortexbuild/provider"
@@ -45,6 +48,9 @@ type Captured struct {
 	MaxTokens   int
 	Stream      bool
 	Sampling    Sampling
+	// ResponseSchema is the JSON schema the answer was held to (nil when
+	// none was sent).
+	ResponseSchema json.RawMessage
 }
 
 // Fake is a vendor fake as the suite drives it. Methods that script a

@@ -1,7 +1,9 @@
 package providertest
 
 import (
+	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cortexbuild/cortexbuild/provider"
@@ -73,5 +75,39 @@ func checkFloat(t *testing.T, name string, got *float64, want float64, honoured 
 		t.Errorf("%s sent as %v, want %v", name, got, want)
 	case !honoured && got != nil:
 		t.Errorf("%s sent (%v) to a model without the sampling capability", name, *got)
+	}
+}
+
+// structuredOutput: a response format reaches the provider as its own
+// schema field and the answer is JSON matching it, streamed or not; a model
+// without structured_output refuses the request before sending it.
+func structuredOutput(t *testing.T, e *Env) {
+	schema := json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer"},"tags":{"type":"array","items":{"type":"string","enum":["sun","rain"]}}},"required":["city","days","tags"],"additionalProperties":false}`)
+	req := &provider.Request{Prompt: "Plan a trip", ResponseFormat: &provider.ResponseFormat{Name: "trip_plan", Schema: schema, Strict: true}}
+	if !modelCapabilities(e.Adapter, e.Model).Has(provider.CapStructuredOutput) {
+		before := len(e.Fake.Last().ResponseSchema)
+		if _, err := e.Adapter.Invoke(ctx(t), req); provider.KindOf(err) != provider.KindBadRequest || !strings.Contains(err.Error(), string(provider.CapStructuredOutput)) {
+			t.Errorf("a model without structured_output: error %v, want a bad request naming the capability", err)
+		}
+		if len(e.Fake.Last().ResponseSchema) != before {
+			t.Error("a request the model cannot honour reached the provider")
+		}
+		return
+	}
+	for _, stream := range []bool{false, true} {
+		res := answer(t, e.Adapter, stream, req)
+		var got struct {
+			City *string  `json:"city"`
+			Days *int     `json:"days"`
+			Tags []string `json:"tags"`
+		}
+		dec := json.NewDecoder(strings.NewReader(res.Content))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&got); err != nil || got.City == nil || got.Days == nil || len(got.Tags) == 0 || got.Tags[0] != "sun" {
+			t.Errorf("stream %v: answer %q does not match the schema (%v)", stream, res.Content, err)
+		}
+		if sent := e.Fake.Last().ResponseSchema; !sameJSON(sent, schema) {
+			t.Errorf("stream %v: schema sent as %s, want %s", stream, sent, schema)
+		}
 	}
 }

@@ -35,6 +35,7 @@ func Run(t *testing.T, newEnv NewEnv) {
 		{"PlainCompletion", plainCompletion},
 		{"SystemPromptDelivered", systemPrompt},
 		{"SamplingSent", samplingSent},
+		{"StructuredOutput", structuredOutput},
 		{"ToolCallReturned", toolCall},
 		{"ToolResultRoundTrip", toolResultRoundTrip},
 		{"StreamText", streamText},

@@ -190,6 +190,16 @@ type ThinkingConfig struct {
 // Echo is the default reply: one text part "echo: <last user text>"
 // (truncated to 200 runes), with derived usage.
 func Echo(r Recorded) Reply {
+	if req, err := r.Generate(); err == nil && req.GenerationConfig != nil {
+		gc := req.GenerationConfig
+		schema := gc.ResponseJSONSchema
+		if len(schema) == 0 {
+			schema = gc.ResponseSchema
+		}
+		if len(schema) > 0 {
+			return Reply{Text: string(fakekit.SchemaInstance(schema))}
+		}
+	}
 	text := r.LastUserText()
 	if utf8.RuneCountInString(text) > 200 {
 		text = string([]rune(text)[:200])
@@ -498,6 +508,10 @@ func checkSampling(gc *GenerationConfig, prefix string) *requestError {
 		return fieldError(field+"seed", fmt.Sprintf("Invalid value %d: seed must be a 32-bit integer.", *gc.Seed))
 	case len(gc.StopSequences) > 5:
 		return fieldError(field+"stop_sequences", fmt.Sprintf("at most 5 stop sequences are allowed, got %d.", len(gc.StopSequences)))
+	case len(gc.ResponseSchema) > 0 && len(gc.ResponseJSONSchema) > 0:
+		return fieldError(field+"response_json_schema", "response_json_schema must not be set when response_schema is set.")
+	case (len(gc.ResponseSchema) > 0 || len(gc.ResponseJSONSchema) > 0) && gc.ResponseMIMEType != "application/json":
+		return fieldError(field+"response_mime_type", "When response_schema or response_json_schema is set, response_mime_type must be application/json.")
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -132,9 +133,30 @@ func contentText(raw json.RawMessage) string {
 	return strings.Join(texts, "\n")
 }
 
+// ResponseSchema is response_format.json_schema.schema (nil when the body
+// asks for no JSON schema).
+func (r Recorded) ResponseSchema() json.RawMessage {
+	var b struct {
+		ResponseFormat struct {
+			Type       string `json:"type"`
+			JSONSchema struct {
+				Schema json.RawMessage `json:"schema"`
+			} `json:"json_schema"`
+		} `json:"response_format"`
+	}
+	if json.Unmarshal(r.Body, &b) != nil || b.ResponseFormat.Type != "json_schema" {
+		return nil
+	}
+	return b.ResponseFormat.JSONSchema.Schema
+}
+
 // Echo is the default reply: the text "echo: <last user text>" (truncated
-// to 200 runes), with derived usage.
+// to 200 runes), with derived usage; for a request with a JSON schema
+// response format, a JSON value matching the schema.
 func Echo(r Recorded) Reply {
+	if schema := r.ResponseSchema(); schema != nil {
+		return Reply{Text: string(fakekit.SchemaInstance(schema))}
+	}
 	text := r.LastUserText()
 	if utf8.RuneCountInString(text) > 200 {
 		text = string([]rune(text)[:200])
@@ -329,5 +351,57 @@ func checkSampling(fields map[string]json.RawMessage, model string) *apiError {
 	if _, ok := fields["top_k"]; ok {
 		return bad("Unrecognized request argument supplied: top_k", "", "")
 	}
+	return checkResponseFormat(fields["response_format"])
+}
+
+// checkResponseFormat validates response_format as OpenAI does: a known
+// type; for json_schema a valid name and, under strict, a closed schema.
+func checkResponseFormat(raw json.RawMessage) *apiError {
+	if raw == nil || string(raw) == "null" {
+		return nil
+	}
+	bad := func(msg, param, code string) *apiError {
+		return &apiError{status: 400, typ: TypeInvalidRequest, message: msg, param: param, code: code}
+	}
+	var rf struct {
+		Type       string `json:"type"`
+		JSONSchema *struct {
+			Name   *string         `json:"name"`
+			Schema json.RawMessage `json:"schema"`
+			Strict bool            `json:"strict"`
+		} `json:"json_schema"`
+	}
+	if json.Unmarshal(raw, &rf) != nil {
+		return bad("Invalid type for 'response_format': expected an object, but got a value instead.", "response_format", "invalid_type")
+	}
+	switch rf.Type {
+	case "text", "json_object":
+		return nil
+	case "json_schema":
+	default:
+		return bad(fmt.Sprintf("Invalid value: '%s'. Supported values are: 'text', 'json_object', and 'json_schema'.", rf.Type), "response_format.type", "invalid_value")
+	}
+	if rf.JSONSchema == nil {
+		return bad("Missing required parameter: 'response_format.json_schema'.", "response_format.json_schema", CodeMissingRequiredParam)
+	}
+	if rf.JSONSchema.Name == nil {
+		return bad("Missing required parameter: 'response_format.json_schema.name'.", "response_format.json_schema.name", CodeMissingRequiredParam)
+	}
+	name := *rf.JSONSchema.Name
+	if !formatName.MatchString(name) {
+		return bad("Invalid 'response_format.json_schema.name': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'.", "response_format.json_schema.name", "invalid_value")
+	}
+	if rf.JSONSchema.Strict {
+		if msg := fakekit.ClosedSchemaProblem(rf.JSONSchema.Schema, true); msg != "" {
+			ctx, what, _ := strings.Cut(msg, ": ")
+			if ctx == "(root)" {
+				ctx = ""
+			}
+			return bad(fmt.Sprintf("Invalid schema for response_format '%s': In context=(%s), %s.", name, ctx, what), "response_format", "invalid_json_schema")
+		}
+	}
 	return nil
 }
+
+// formatName is the pattern OpenAI holds response format names to.
+var formatName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
