@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"math"
 	"slices"
 	"sync"
 
@@ -111,6 +112,7 @@ const (
 	tagTool         = 't'
 	tagOptions      = 'O'
 	tagMeta         = 'X'
+	tagSampling     = 'P'
 	tagAbsent       = 0
 	jsonEmpty       = 0
 	jsonCanonical   = 1
@@ -175,6 +177,37 @@ func (w *keyWriter) request(scope Scope, req *provider.Request) {
 	w.str(string(req.PromptCache))
 	w.bool(req.DisableParallelToolCalls)
 	w.meta(req.Meta)
+
+	w.tag(tagSampling)
+	w.optFloat(req.Temperature)
+	w.optFloat(req.TopP)
+	w.bool(req.TopK != nil)
+	if req.TopK != nil {
+		w.uint(uint64(*req.TopK))
+	}
+	w.bool(req.Seed != nil)
+	if req.Seed != nil {
+		w.uint(uint64(*req.Seed))
+	}
+	w.uint(uint64(len(req.Stop)))
+	for _, s := range req.Stop {
+		w.str(s)
+	}
+	w.bool(req.ResponseFormat != nil)
+	if f := req.ResponseFormat; f != nil {
+		w.str(f.EffectiveName())
+		w.str(f.Description)
+		w.json(f.Schema)
+		w.bool(f.Strict)
+	}
+}
+
+// optFloat writes presence, then the value's bits (-0 as 0).
+func (w *keyWriter) optFloat(v *float64) {
+	w.bool(v != nil)
+	if v != nil {
+		w.uint(math.Float64bits(*v + 0))
+	}
 }
 
 func (w *keyWriter) message(m *provider.Message) {

@@ -16,17 +16,28 @@ import (
 // keyCovered lists every field of provider.Request, of the types it holds,
 // and of cache.Scope that NewKey hashes, and how.
 var keyCovered = map[string]string{
-	"Request.Prompt":      "as the final user turn it stands for (Request.Conversation)",
-	"Request.System":      "as is",
-	"Request.Messages":    "every message, in order",
-	"Request.Tools":       "every tool, in order (the order reaches the model)",
-	"Request.ToolChoice":  `"" as "auto"`,
-	"Request.Tier":        `effective: "" as balanced (the adapter maps it to a model)`,
-	"Request.Model":       "as is",
-	"Request.MaxTokens":   "effective: 0 as 4096",
-	"Request.CacheKey":    "the caller's namespace",
-	"Request.PromptCache": "as is (it changes usage and the provider's behaviour)",
-	"Request.Meta":        "keys sorted, values as canonical JSON; nil and empty alike",
+	"Request.Prompt":         "as the final user turn it stands for (Request.Conversation)",
+	"Request.System":         "as is",
+	"Request.Messages":       "every message, in order",
+	"Request.Tools":          "every tool, in order (the order reaches the model)",
+	"Request.ToolChoice":     `"" as "auto"`,
+	"Request.Tier":           `effective: "" as balanced (the adapter maps it to a model)`,
+	"Request.Model":          "as is",
+	"Request.MaxTokens":      "effective: 0 as 4096",
+	"Request.CacheKey":       "the caller's namespace",
+	"Request.PromptCache":    "as is (it changes usage and the provider's behaviour)",
+	"Request.Meta":           "keys sorted, values as canonical JSON; nil and empty alike",
+	"Request.Temperature":    "presence, then the value",
+	"Request.TopP":           "presence, then the value",
+	"Request.TopK":           "presence, then the value",
+	"Request.Seed":           "presence, then the value",
+	"Request.Stop":           "every sequence, in order",
+	"Request.ResponseFormat": "presence, then every field",
+
+	"ResponseFormat.Name":        `"" as "response"`,
+	"ResponseFormat.Description": "as is",
+	"ResponseFormat.Schema":      "canonical JSON",
+	"ResponseFormat.Strict":      "as is",
 
 	"Request.DisableParallelToolCalls": "as is (it changes how many calls an answer holds)",
 
@@ -158,6 +169,13 @@ func baseRequest() *provider.Request {
 		CacheKey:    "explore",
 		PromptCache: provider.PromptCache5m,
 		Meta:        provider.Metadata{"anthropic.effort": json.RawMessage(`{"level":"low","budget":1}`)},
+		Temperature: new(0.2),
+		TopP:        new(0.9),
+		TopK:        new(40),
+		Seed:        new(int64(7)),
+		Stop:        []string{"END", "STOP"},
+		ResponseFormat: &provider.ResponseFormat{Name: "plan", Description: "a plan", Strict: true,
+			Schema: json.RawMessage(`{"type":"object","properties":{"steps":{"type":"array"}},"required":["steps"],"additionalProperties":false}`)},
 	}
 }
 
@@ -278,6 +296,21 @@ var keyMutations = []keyMutation{
 	{field: "Request.CacheKey", name: "namespace", mutate: func(r *provider.Request) { r.CacheKey = "tester_validator" }},
 	{field: "Request.PromptCache", name: "prompt cache 1h", mutate: func(r *provider.Request) { r.PromptCache = provider.PromptCache1h }},
 	{field: "Request.PromptCache", name: "prompt cache off", mutate: func(r *provider.Request) { r.PromptCache = provider.PromptCacheOff }},
+	{field: "Request.Temperature", name: "temperature", mutate: func(r *provider.Request) { *r.Temperature = 0.3 }},
+	{field: "Request.Temperature", name: "temperature unset", mutate: func(r *provider.Request) { r.Temperature = nil }},
+	{field: "Request.TopP", name: "top_p", mutate: func(r *provider.Request) { *r.TopP = 0.5 }},
+	{field: "Request.TopP", name: "top_p unset", mutate: func(r *provider.Request) { r.TopP = nil }},
+	{field: "Request.TopK", name: "top_k", mutate: func(r *provider.Request) { *r.TopK = 41 }},
+	{field: "Request.TopK", name: "top_k unset", mutate: func(r *provider.Request) { r.TopK = nil }},
+	{field: "Request.Seed", name: "seed", mutate: func(r *provider.Request) { *r.Seed = 8 }},
+	{field: "Request.Seed", name: "seed unset", mutate: func(r *provider.Request) { r.Seed = nil }},
+	{field: "Request.Stop", name: "stop order", mutate: func(r *provider.Request) { r.Stop[0], r.Stop[1] = r.Stop[1], r.Stop[0] }},
+	{field: "Request.Stop", name: "stop unset", mutate: func(r *provider.Request) { r.Stop = nil }},
+	{field: "Request.ResponseFormat", name: "response format unset", mutate: func(r *provider.Request) { r.ResponseFormat = nil }},
+	{field: "ResponseFormat.Name", name: "response format name", mutate: func(r *provider.Request) { r.ResponseFormat.Name = "other" }},
+	{field: "ResponseFormat.Description", name: "response format description", mutate: func(r *provider.Request) { r.ResponseFormat.Description = "other" }},
+	{field: "ResponseFormat.Schema", name: "response format schema", mutate: func(r *provider.Request) { r.ResponseFormat.Schema = json.RawMessage(`{"type":"object"}`) }},
+	{field: "ResponseFormat.Strict", name: "response format strict", mutate: func(r *provider.Request) { r.ResponseFormat.Strict = false }},
 	{field: "Request.Meta", name: "request option value", mutate: func(r *provider.Request) {
 		r.Meta["anthropic.effort"] = json.RawMessage(`{"level":"high","budget":1}`)
 	}},
@@ -379,7 +412,7 @@ func TestKeyIsStable(t *testing.T) {
 	// The key of a fixed request must not change between builds or runs
 	// (map order, pooling): entries in Redis outlive the process. Update
 	// this value only together with KeyVersion.
-	const want = "11633cd5503ecccd16913b2a59e0f90e8358b4768ce0b0148c5053b2b8f69401"
+	const want = "809bce7640954f64bbe2ec33f4ff742b61f868a3b75b727f7e1f4e7373a37b25"
 	got := mustKey(t, baseScope(), baseRequest()).String()
 	for range 20 {
 		if again := mustKey(t, baseScope(), baseRequest()).String(); again != got {

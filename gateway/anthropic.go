@@ -18,7 +18,7 @@ var anthropicQuiet = []string{"metadata", "service_tier", "inference_geo", "spee
 // Messages parameters the gateway accepts without applying them, naming
 // them in X-CortexBuild-Ignored-Params (refused with
 // gateway.strict_params).
-var anthropicIgnored = []string{"temperature", "top_p", "top_k", "stop_sequences", "thinking", "context_management", "container", "diagnostics", "mcp_servers"}
+var anthropicIgnored = []string{"thinking", "context_management", "container", "diagnostics", "mcp_servers"}
 
 // messagesRequest is a decoded Messages (or count_tokens) request.
 type messagesRequest struct {
@@ -210,12 +210,26 @@ func decodeMessages(body []byte, count bool) (*messagesRequest, error) {
 		}
 		mr.ignored = append(mr.ignored, d+".cache_control")
 	}
-	for _, k := range []string{"output_format", "output_config"} {
-		if raw := f.raw(k); raw != nil {
-			if k == "output_format" || hasKey(raw, "format") {
-				return nil, badField(k, "structured output formats are not supported by the gateway: only text answers are")
+	if err := messagesSampling(f, &mr.req); err != nil {
+		return nil, err
+	}
+	if raw := f.raw("output_format"); raw != nil {
+		if mr.req.ResponseFormat, err = formatOfType("output_format", raw, ""); err != nil {
+			return nil, err
+		}
+	}
+	if raw := f.raw("output_config"); raw != nil {
+		oc, err := object("output_config", raw)
+		if err != nil {
+			return nil, err
+		}
+		if fraw := oc.raw("format"); fraw != nil {
+			if mr.req.ResponseFormat, err = formatOfType("output_config.format", fraw, ""); err != nil {
+				return nil, err
 			}
-			mr.ignored = append(mr.ignored, k)
+		}
+		for _, k := range oc.unknown() {
+			mr.ignored = append(mr.ignored, "output_config."+k)
 		}
 	}
 	f.skip(anthropicQuiet...)
@@ -228,12 +242,22 @@ func decodeMessages(body []byte, count bool) (*messagesRequest, error) {
 	return mr, nil
 }
 
-func hasKey(raw json.RawMessage, key string) bool {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) != nil {
-		return false
+// messagesSampling decodes temperature and top_p (0 to 1 in this
+// protocol), top_k and stop_sequences.
+func messagesSampling(f *fields, req *provider.Request) error {
+	if err := takeFloat(f, "temperature", 1, &req.Temperature); err != nil {
+		return err
 	}
-	return !isNull(m[key])
+	if err := takeFloat(f, "top_p", 1, &req.TopP); err != nil {
+		return err
+	}
+	if err := f.take("top_k", &req.TopK); err != nil {
+		return err
+	}
+	if req.TopK != nil && *req.TopK < 1 {
+		return badField("top_k", "must be at least 1, got %d", *req.TopK)
+	}
+	return f.take("stop_sequences", &req.Stop)
 }
 
 // anthropicText reads a system prompt or a tool result's content: a
@@ -577,6 +601,7 @@ func (g *Gateway) messages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	servedHeaders(w.Header(), out.Provider, out.Model)
+	g.unhonoured(w.Header(), &call.Request, out.Provider, out.Model)
 	writeJSON(w, http.StatusOK, message(id, out.Result))
 }
 
@@ -620,6 +645,7 @@ func (g *Gateway) streamMessages(w http.ResponseWriter, r *http.Request, call or
 	defer s.Close()
 	prov, model := s.Served()
 	servedHeaders(w.Header(), prov, model)
+	g.unhonoured(w.Header(), &call.Request, prov, model)
 	st := &blockStream{out: newSSE(w), open: -1, openTool: -1, tools: map[int]bool{}, args: map[int]int{}}
 	start := anthropicMessage{ID: "msg_" + id, Type: "message", Role: "assistant", Model: model, Content: []anthropicBlock{}}
 	if u := s.StartUsage(); u != nil {

@@ -543,10 +543,11 @@ func (g *Gateway) callFor(r *http.Request, key *Key, model string, req provider.
 }
 
 // prepare finishes a call: a prompt-cache request that no candidate can
-// honour is dropped (it is a hint, not a requirement), the call gets its
-// invocation id and its output limit (see [Gateway.outputLimit]), and the
-// Prepare hook runs. adjusted reports an output limit other than the
-// protocol's meaning of what was asked.
+// honour is dropped (it is a hint, not a requirement), under strict_params
+// sampling settings become requirements, the call gets its invocation id
+// and its output limit (see [Gateway.outputLimit]), and the Prepare hook
+// runs. adjusted reports an output limit other than the protocol's meaning
+// of what was asked.
 func (g *Gateway) prepare(ctx context.Context, c *orchestrator.Call, id string, modelMax bool) (adjusted bool, f *failure) {
 	c.InvocationID = "inv_" + id
 	if c.Request.PromptCache != provider.PromptCacheOff {
@@ -557,6 +558,9 @@ func (g *Gateway) prepare(ctx context.Context, c *orchestrator.Call, id string, 
 	}
 	if err := c.Request.Validate(); err != nil {
 		return false, classify(ctx, err)
+	}
+	if f := g.strictSampling(ctx, c); f != nil {
+		return false, f
 	}
 	adjusted = g.outputLimit(ctx, c, modelMax)
 	if g.opts.Prepare != nil {

@@ -20,7 +20,7 @@ var openAIQuiet = []string{"user", "metadata", "store", "safety_identifier", "pr
 // Chat Completions parameters the gateway accepts without applying them,
 // naming them in X-CortexBuild-Ignored-Params (refused with
 // gateway.strict_params).
-var openAIIgnored = []string{"temperature", "top_p", "seed", "stop", "presence_penalty", "frequency_penalty", "logit_bias", "reasoning_effort", "verbosity", "prediction", "web_search_options"}
+var openAIIgnored = []string{"presence_penalty", "frequency_penalty", "logit_bias", "reasoning_effort", "verbosity", "prediction", "web_search_options"}
 
 // chatRequest is a decoded Chat Completions request.
 type chatRequest struct {
@@ -70,6 +70,23 @@ func decodeChat(body []byte) (*chatRequest, error) {
 	cr.modelMax = cr.req.MaxTokens == 0
 	if err := refuseOpenAIFeatures(f); err != nil {
 		return nil, err
+	}
+	if err := takeFloat(f, "temperature", 2, &cr.req.Temperature); err != nil {
+		return nil, err
+	}
+	if err := takeFloat(f, "top_p", 1, &cr.req.TopP); err != nil {
+		return nil, err
+	}
+	if err := f.take("seed", &cr.req.Seed); err != nil {
+		return nil, err
+	}
+	if err := takeStop(f, "stop", &cr.req.Stop); err != nil {
+		return nil, err
+	}
+	if raw := f.raw("response_format"); raw != nil {
+		if cr.req.ResponseFormat, err = formatOfType("response_format", raw, "json_schema"); err != nil {
+			return nil, err
+		}
 	}
 	var toolsIgnored []string
 	if raw := f.raw("tools"); raw != nil {
@@ -129,19 +146,6 @@ func refuseOpenAIFeatures(f *fields) error {
 	}
 	if (logprobs != nil && *logprobs) || (top != nil && *top > 0) {
 		return badField("logprobs", "log probabilities are not supported by the gateway")
-	}
-	if raw := f.raw("response_format"); raw != nil {
-		rf, err := object("response_format", raw)
-		if err != nil {
-			return err
-		}
-		var typ string
-		if err := rf.take("type", &typ); err != nil {
-			return err
-		}
-		if typ != "" && typ != "text" {
-			return badField("response_format.type", "%q is not supported by the gateway: only text answers are", typ)
-		}
 	}
 	var modalities []string
 	if err := f.take("modalities", &modalities); err != nil {
@@ -663,6 +667,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	servedHeaders(w.Header(), out.Provider, out.Model)
+	g.unhonoured(w.Header(), &call.Request, out.Provider, out.Model)
 	writeJSON(w, http.StatusOK, completion(id, g.opts.Now().Unix(), out.Result, cr.tools))
 }
 
@@ -683,6 +688,7 @@ func (g *Gateway) streamChat(w http.ResponseWriter, r *http.Request, call orches
 	defer s.Close()
 	prov, model := s.Served()
 	servedHeaders(w.Header(), prov, model)
+	g.unhonoured(w.Header(), &call.Request, prov, model)
 	out := newSSE(w)
 	base := chatChunk{ID: "chatcmpl-" + id, Object: "chat.completion.chunk", Created: g.opts.Now().Unix(), Model: model}
 	send := func(d chunkDelta, finish *string, usage *openAIUsage) error {

@@ -18,7 +18,7 @@ var responsesQuiet = []string{"user", "metadata", "safety_identifier", "prompt_c
 // Responses parameters the gateway accepts without applying them, naming
 // them in X-CortexBuild-Ignored-Params (refused with
 // gateway.strict_params).
-var responsesIgnored = []string{"temperature", "top_p", "top_logprobs", "reasoning", "truncation", "max_tool_calls"}
+var responsesIgnored = []string{"top_logprobs", "reasoning", "truncation", "max_tool_calls"}
 
 // responsesRequest is a decoded Responses request.
 type responsesRequest struct {
@@ -77,6 +77,12 @@ func decodeResponses(body []byte) (*responsesRequest, error) {
 		rr.req.MaxTokens = *maxTokens
 	}
 	rr.modelMax = rr.req.MaxTokens == 0
+	if err := takeFloat(f, "temperature", 2, &rr.req.Temperature); err != nil {
+		return nil, err
+	}
+	if err := takeFloat(f, "top_p", 1, &rr.req.TopP); err != nil {
+		return nil, err
+	}
 	var textIgnored []string
 	if raw := f.raw("text"); raw != nil {
 		tf, err := object("text", raw)
@@ -84,16 +90,8 @@ func decodeResponses(body []byte) (*responsesRequest, error) {
 			return nil, err
 		}
 		if fraw := tf.raw("format"); fraw != nil {
-			ff, err := object("text.format", fraw)
-			if err != nil {
+			if rr.req.ResponseFormat, err = formatOfType("text.format", fraw, ""); err != nil {
 				return nil, err
-			}
-			var typ string
-			if err := ff.take("type", &typ); err != nil {
-				return nil, err
-			}
-			if typ != "" && typ != "text" {
-				return nil, badField("text.format.type", "%q is not supported by the gateway: only text answers are", typ)
 			}
 		}
 		for _, k := range tf.unknown() {
@@ -739,6 +737,7 @@ func (g *Gateway) responses(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	servedHeaders(w.Header(), out.Provider, out.Model)
+	g.unhonoured(w.Header(), &call.Request, out.Provider, out.Model)
 	writeJSON(w, http.StatusOK, rr.responseOf(id, g.opts.Now().Unix(), out.Result))
 }
 
@@ -762,6 +761,7 @@ func (g *Gateway) streamResponses(w http.ResponseWriter, r *http.Request, call o
 	defer s.Close()
 	prov, model := s.Served()
 	servedHeaders(w.Header(), prov, model)
+	g.unhonoured(w.Header(), &call.Request, prov, model)
 	st := &itemStream{out: newSSE(w), id: id, resp: rr.responseShell(id, g.opts.Now().Unix(), model), open: -1, openTool: -1, tools: map[int]int{}, names: rr.decoded.tools}
 	if st.send("response.created", map[string]any{"response": st.resp}) != nil {
 		return

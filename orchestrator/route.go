@@ -210,3 +210,13 @@ func (o *Orchestrator) Estimate(providerName string, req *provider.Request) (pro
 	}
 	return ep.Adapter.EstimateCost(req)
 }
+
+// ModelCapabilities returns what the provider instance called name can do
+// with model; false when no such instance is configured.
+func (o *Orchestrator) ModelCapabilities(name, model string) (provider.CapabilitySet, bool) {
+	ep := o.endpoints()[name]
+	if ep == nil || ep.Adapter == nil {
+		return 0, false
+	}
+	return capabilitiesOf(ep.Adapter, model), true
+}

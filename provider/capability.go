@@ -24,10 +24,25 @@ const (
 	CapStreaming       Capability = "streaming"
 )
 
-// Capabilities lists every capability in a fixed order (the order of the spec).
+// CapStructuredOutput: the model can be held to a JSON Schema for its
+// answer ([Request.ResponseFormat]); routing requires it when one is set.
+const CapStructuredOutput Capability = "structured_output"
+
+// Sampling capabilities, beyond the spec's nine: what a model does with the
+// best-effort settings of a [Request]. A model without one drops the
+// setting (see [Request.Unhonoured]); routing never requires them.
+const (
+	CapSampling Capability = "sampling" // honours temperature and top_p
+	CapTopK     Capability = "top_k"    // honours top_k
+	CapSeed     Capability = "seed"     // honours seed
+)
+
+// Capabilities lists every capability in a fixed order (the order of the
+// spec, then the sampling capabilities and structured output).
 var Capabilities = []Capability{
 	CapCodeExecution, CapWebBrowse, CapFileIO, CapVision, CapLongContext200K,
 	CapLongContext1M, CapPromptCaching, CapToolUse, CapStreaming,
+	CapSampling, CapTopK, CapSeed, CapStructuredOutput,
 }
 
 func (c Capability) bit() (CapabilitySet, bool) {
@@ -39,7 +54,7 @@ func (c Capability) bit() (CapabilitySet, bool) {
 	return 0, false
 }
 
-// Valid reports whether c is one of the spec's capabilities.
+// Valid reports whether c is one of [Capabilities].
 func (c Capability) Valid() bool { _, ok := c.bit(); return ok }
 
 // String returns the spec's name of the capability.

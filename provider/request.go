@@ -134,6 +134,29 @@ func (c PromptCache) valid() bool {
 	return c == PromptCacheOff || c == PromptCache5m || c == PromptCache1h
 }
 
+// ResponseFormat asks for an answer that is a JSON value matching Schema,
+// returned as the answer's text.
+type ResponseFormat struct {
+	// Name names the format (OpenAI requires one: letters, digits, _ and -,
+	// at most 64); "" means "response".
+	Name string `json:"name,omitempty"`
+	// Description tells the model what the format is for.
+	Description string `json:"description,omitempty"`
+	// Schema is a JSON Schema object. Required.
+	Schema json.RawMessage `json:"schema"`
+	// Strict asks the provider to enforce the schema exactly where it
+	// distinguishes (OpenAI); Anthropic and Gemini always constrain.
+	Strict bool `json:"strict,omitempty"`
+}
+
+// EffectiveName returns Name, or "response" when unset.
+func (f *ResponseFormat) EffectiveName() string {
+	if f.Name == "" {
+		return "response"
+	}
+	return f.Name
+}
+
 // Request is one model invocation: the spec's parameters plus a multi-turn
 // conversation. The zero value of each optional field takes the default
 // named in its comment.
@@ -166,6 +189,26 @@ type Request struct {
 	// DisableParallelToolCalls lets the model call at most one tool per
 	// turn.
 	DisableParallelToolCalls bool `json:"disable_parallel_tool_calls,omitempty"`
+	// Temperature is the sampling temperature, 0 to 2 (Anthropic-style
+	// ranges of 0 to 1 are checked by the adapter); nil leaves the
+	// provider's default. Best effort: a model without [CapSampling]
+	// drops it.
+	Temperature *float64 `json:"temperature,omitempty"`
+	// TopP is nucleus sampling's probability mass, 0 to 1; nil leaves the
+	// provider's default. Best effort, like Temperature.
+	TopP *float64 `json:"top_p,omitempty"`
+	// TopK samples from the K likeliest tokens (K ≥ 1); nil leaves the
+	// provider's default. Best effort: a model without [CapTopK] drops it.
+	TopK *int `json:"top_k,omitempty"`
+	// Seed asks for repeatable sampling; nil sends none. Best effort: a
+	// model without [CapSeed] drops it.
+	Seed *int64 `json:"seed,omitempty"`
+	// Stop lists sequences that end the answer when generated (not
+	// included in it). Every provider honours them; each bounds how many.
+	Stop []string `json:"stop,omitempty"`
+	// ResponseFormat, when set, asks for JSON matching a schema; only a
+	// model with [CapStructuredOutput] can serve the request.
+	ResponseFormat *ResponseFormat `json:"response_format,omitempty"`
 	// Meta carries provider-specific request options that must reach the
 	// adapter unchanged.
 	Meta Metadata `json:"meta,omitempty"`
@@ -257,11 +300,15 @@ func (r *Request) Conversation() []Message {
 }
 
 // RequiredCapabilities returns what any provider serving r must be able to
-// do: tool use when tools are declared, prompt caching when asked for.
+// do: tool use when tools are declared, prompt caching when asked for,
+// structured output when a response format is set.
 func (r *Request) RequiredCapabilities() CapabilitySet {
 	var s CapabilitySet
 	if len(r.Tools) > 0 {
 		s = s.With(CapToolUse)
+	}
+	if r.ResponseFormat != nil {
+		s = s.With(CapStructuredOutput)
 	}
 	if r.PromptCache != PromptCacheOff {
 		s = s.With(CapPromptCaching)
@@ -269,9 +316,48 @@ func (r *Request) RequiredCapabilities() CapabilitySet {
 	return s
 }
 
+// SamplingCapabilities returns what a model must have to honour every
+// best-effort sampling setting of r.
+func (r *Request) SamplingCapabilities() CapabilitySet {
+	var s CapabilitySet
+	if r.Temperature != nil || r.TopP != nil {
+		s = s.With(CapSampling)
+	}
+	if r.TopK != nil {
+		s = s.With(CapTopK)
+	}
+	if r.Seed != nil {
+		s = s.With(CapSeed)
+	}
+	return s
+}
+
+// Unhonoured returns the names of the best-effort sampling settings r
+// carries that a model with capabilities caps drops: "temperature",
+// "top_p", "top_k", "seed".
+func (r *Request) Unhonoured(caps CapabilitySet) []string {
+	var out []string
+	if !caps.Has(CapSampling) {
+		if r.Temperature != nil {
+			out = append(out, "temperature")
+		}
+		if r.TopP != nil {
+			out = append(out, "top_p")
+		}
+	}
+	if r.TopK != nil && !caps.Has(CapTopK) {
+		out = append(out, "top_k")
+	}
+	if r.Seed != nil && !caps.Has(CapSeed) {
+		out = append(out, "seed")
+	}
+	return out
+}
+
 // Validate reports the first structural problem in r as a bad-request
-// [*Error]: an empty conversation, an unknown tier, a tool without a name or
-// with a schema that is not a JSON object, a tool result without a call id.
+// [*Error]: an empty conversation, an unknown tier, a sampling setting out
+// of range, an empty stop sequence, a tool without a name or with a schema
+// that is not a JSON object, a tool result without a call id.
 func (r *Request) Validate() error {
 	bad := func(format string, args ...any) error {
 		return &Error{Kind: KindBadRequest, Diagnostic: Diagnostic{Message: fmt.Sprintf(format, args...)}}
@@ -282,6 +368,29 @@ func (r *Request) Validate() error {
 	}
 	if r.MaxTokens < 0 {
 		return bad("max_tokens must not be negative, got %d", r.MaxTokens)
+	}
+	if t := r.Temperature; t != nil && !(*t >= 0 && *t <= 2) {
+		return bad("temperature must be between 0 and 2, got %v", *t)
+	}
+	if p := r.TopP; p != nil && !(*p >= 0 && *p <= 1) {
+		return bad("top_p must be between 0 and 1, got %v", *p)
+	}
+	if k := r.TopK; k != nil && *k < 1 {
+		return bad("top_k must be at least 1, got %d", *k)
+	}
+	for i, s := range r.Stop {
+		if s == "" {
+			return bad("stop[%d] is empty: a stop sequence needs at least one character", i)
+		}
+	}
+	if f := r.ResponseFormat; f != nil {
+		if f.Name != "" && !validFormatName(f.Name) {
+			return bad("response_format.name %q: use letters, digits, _ and - (at most 64)", f.Name)
+		}
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(f.Schema, &obj); err != nil || obj == nil {
+			return bad("response_format.schema must be a JSON Schema object")
+		}
 	}
 	if !r.PromptCache.valid() {
 		return bad("prompt_cache must be \"\", \"5m\" or \"1h\", got %q", string(r.PromptCache))
@@ -346,4 +455,18 @@ func (r *Request) Validate() error {
 		}
 	}
 	return nil
+}
+
+// validFormatName reports whether name fits OpenAI's rule for format names,
+// the strictest provider's.
+func validFormatName(name string) bool {
+	if len(name) > 64 {
+		return false
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }

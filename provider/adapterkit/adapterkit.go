@@ -10,7 +10,9 @@ package adapterkit
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -105,6 +107,23 @@ func (b *Base) Validate(req *provider.Request, model string) error {
 		pe.Provider, pe.Model = b.Name, model
 	}
 	return err
+}
+
+// ResponseSchema checks that model, with capabilities caps, can honour
+// req's response format, and returns its schema decoded (nil when req sets
+// none).
+func (b *Base) ResponseSchema(req *provider.Request, model string, caps provider.CapabilitySet) (map[string]any, error) {
+	if req.ResponseFormat == nil {
+		return nil, nil
+	}
+	if !caps.Has(provider.CapStructuredOutput) {
+		return nil, b.BadRequest(model, fmt.Sprintf("model %s cannot hold its answer to a JSON schema (it lacks %s): drop response_format or route to a model that has it", model, provider.CapStructuredOutput))
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(req.ResponseFormat.Schema, &schema); err != nil || schema == nil {
+		return nil, b.BadRequest(model, "response_format.schema must be a JSON Schema object")
+	}
+	return schema, nil
 }
 
 // BadRequest returns a bad-request error of this adapter.

@@ -32,7 +32,8 @@ var DefaultModels = map[provider.Tier]string{
 }
 
 // baseCapabilities are what every Claude model offers.
-var baseCapabilities = provider.NewCapabilitySet(provider.CapToolUse, provider.CapStreaming, provider.CapPromptCaching, provider.CapCodeExecution)
+var baseCapabilities = provider.NewCapabilitySet(provider.CapToolUse, provider.CapStreaming, provider.CapPromptCaching, provider.CapCodeExecution,
+	provider.CapStructuredOutput)
 
 // Registration describes the adapter type for the registry.
 func Registration() provider.Registration {

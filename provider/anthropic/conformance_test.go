@@ -111,6 +111,11 @@ type wire struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
+	Temperature   *float64 `json:"temperature"`
+	TopP          *float64 `json:"top_p"`
+	TopK          *int     `json:"top_k"`
+	Seed          *int64   `json:"seed"`
+	StopSequences []string `json:"stop_sequences"`
 }
 
 type wireBlock struct {
@@ -135,7 +140,9 @@ func (f *fake) Last() providertest.Captured {
 		if err := r.Decode(&w); err != nil {
 			return providertest.Captured{}
 		}
-		c := providertest.Captured{Model: w.Model, MaxTokens: w.MaxTokens, Stream: w.Stream}
+		c := providertest.Captured{Model: w.Model, MaxTokens: w.MaxTokens, Stream: w.Stream,
+			Sampling:       providertest.Sampling{Temperature: w.Temperature, TopP: w.TopP, TopK: w.TopK, Seed: w.Seed, Stop: w.StopSequences},
+			ResponseSchema: r.ResponseSchema()}
 		var sys []wireBlock
 		if json.Unmarshal(w.System, &sys) == nil {
 			for _, b := range sys {

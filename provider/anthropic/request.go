@@ -54,6 +54,16 @@ func (a *Adapter) params(req *provider.Request, model string) (anthropic.Message
 	// The caller's marks go where it put them; PromptCache's own, on the
 	// stable prefix, only while the request stays within the API's limit.
 	marks := req.CacheMarks(MaxCacheMarks)
+	// API version 2026-10-21 has no temperature, top_p, top_k or seed: the
+	// adapter's capabilities say so and they are dropped.
+	p.StopSequences = req.Stop
+	schema, err := a.base.ResponseSchema(req, model, a.ModelCapabilities(model))
+	if err != nil {
+		return p, err
+	}
+	if schema != nil {
+		p.OutputConfig.Format = anthropic.JSONOutputFormatParam{Schema: schema}
+	}
 	if req.System != "" {
 		sys := anthropic.TextBlockParam{Text: req.System}
 		if marks.System {

@@ -95,8 +95,16 @@ func (f *fake) Last() providertest.Captured {
 			return providertest.Captured{}
 		}
 		c := providertest.Captured{Model: r.Model, Stream: r.Stream()}
-		if g.GenerationConfig != nil && g.GenerationConfig.MaxOutputTokens != nil {
-			c.MaxTokens = *g.GenerationConfig.MaxOutputTokens
+		if gc := g.GenerationConfig; gc != nil {
+			if gc.MaxOutputTokens != nil {
+				c.MaxTokens = *gc.MaxOutputTokens
+			}
+			c.Sampling = providertest.Sampling{Temperature: gc.Temperature, TopP: gc.TopP, Seed: gc.Seed, Stop: gc.StopSequences}
+			c.ResponseSchema = gc.ResponseJSONSchema
+			if gc.TopK != nil {
+				k := int(*gc.TopK)
+				c.Sampling.TopK = &k
+			}
 		}
 		if g.SystemInstruction != nil {
 			for _, p := range g.SystemInstruction.Parts {

@@ -34,7 +34,8 @@ var DefaultModels = map[provider.Tier]string{
 
 // baseCapabilities: the spec's tool use and streaming, and the implicit
 // prompt caching of 2.5+ models.
-var baseCapabilities = provider.NewCapabilitySet(provider.CapToolUse, provider.CapStreaming, provider.CapPromptCaching)
+var baseCapabilities = provider.NewCapabilitySet(provider.CapToolUse, provider.CapStreaming, provider.CapPromptCaching,
+	provider.CapSampling, provider.CapTopK, provider.CapSeed, provider.CapStructuredOutput)
 
 // Registration describes the adapter type for the registry.
 func Registration() provider.Registration {

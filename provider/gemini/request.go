@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -86,6 +87,16 @@ func (a *Adapter) config(req *provider.Request, model string) (*genai.GenerateCo
 	if req.System != "" {
 		cfg.SystemInstruction = &genai.Content{Parts: []*genai.Part{{Text: req.System}}}
 	}
+	if err := a.sampling(cfg, req, model); err != nil {
+		return nil, err
+	}
+	schema, err := a.base.ResponseSchema(req, model, a.ModelCapabilities(model))
+	if err != nil {
+		return nil, err
+	}
+	if schema != nil {
+		cfg.ResponseMIMEType, cfg.ResponseJsonSchema = "application/json", schema
+	}
 	if len(req.Tools) > 0 {
 		tool := &genai.Tool{}
 		for i, t := range req.Tools {
@@ -113,6 +124,37 @@ func (a *Adapter) config(req *provider.Request, model string) (*genai.GenerateCo
 		cfg.ToolConfig = &genai.ToolConfig{FunctionCallingConfig: fc}
 	}
 	return cfg, nil
+}
+
+// maxStopSequences is how many stopSequences Gemini takes.
+const maxStopSequences = 5
+
+// sampling sets temperature, topP, topK, seed and stopSequences, each only
+// when the request sets it and the model honours it.
+func (a *Adapter) sampling(cfg *genai.GenerateContentConfig, req *provider.Request, model string) error {
+	caps := a.ModelCapabilities(model)
+	if caps.Has(provider.CapSampling) {
+		if req.Temperature != nil {
+			cfg.Temperature = genai.Ptr(float32(*req.Temperature))
+		}
+		if req.TopP != nil {
+			cfg.TopP = genai.Ptr(float32(*req.TopP))
+		}
+	}
+	if req.TopK != nil && caps.Has(provider.CapTopK) {
+		cfg.TopK = genai.Ptr(float32(*req.TopK))
+	}
+	if req.Seed != nil && caps.Has(provider.CapSeed) {
+		if *req.Seed < math.MinInt32 || *req.Seed > math.MaxInt32 {
+			return a.base.BadRequest(model, fmt.Sprintf("seed %d does not fit Gemini's 32-bit seed", *req.Seed))
+		}
+		cfg.Seed = genai.Ptr(int32(*req.Seed))
+	}
+	if len(req.Stop) > maxStopSequences {
+		return a.base.BadRequest(model, fmt.Sprintf("Gemini takes at most %d stop sequences, got %d", maxStopSequences, len(req.Stop)))
+	}
+	cfg.StopSequences = req.Stop
+	return nil
 }
 
 // contents maps the conversation. Tool results become functionResponse

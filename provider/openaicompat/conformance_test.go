@@ -129,14 +129,21 @@ func (f *fake) Last() providertest.Captured {
 			continue
 		}
 		var body struct {
-			MaxTokens           int `json:"max_tokens"`
-			MaxCompletionTokens int `json:"max_completion_tokens"`
+			MaxTokens           int      `json:"max_tokens"`
+			MaxCompletionTokens int      `json:"max_completion_tokens"`
+			Temperature         *float64 `json:"temperature"`
+			TopP                *float64 `json:"top_p"`
+			TopK                *int     `json:"top_k"`
+			Seed                *int64   `json:"seed"`
+			Stop                []string `json:"stop"`
 			Tools               []struct {
 				Function struct{ Name string } `json:"function"`
 			} `json:"tools"`
 		}
 		_ = r.Decode(&body)
-		c := providertest.Captured{Model: r.Model(), Stream: r.Stream(), MaxTokens: max(body.MaxTokens, body.MaxCompletionTokens)}
+		c := providertest.Captured{Model: r.Model(), Stream: r.Stream(), MaxTokens: max(body.MaxTokens, body.MaxCompletionTokens),
+			Sampling:       providertest.Sampling{Temperature: body.Temperature, TopP: body.TopP, TopK: body.TopK, Seed: body.Seed, Stop: body.Stop},
+			ResponseSchema: r.ResponseSchema()}
 		for _, t := range body.Tools {
 			c.Tools = append(c.Tools, t.Function.Name)
 		}

@@ -21,7 +21,10 @@
 // The spec's: code execution (through tool use), tool use, streaming; prompt
 // caching on the openai profile (automatic above 1,024 tokens); long context
 // and vision per model from the price catalog, plus whatever
-// providers.<name>.capabilities declares for a local model.
+// providers.<name>.capabilities declares for a local model. Seed on every
+// profile, sampling (temperature, top_p) except on OpenAI's reasoning
+// models, top_k on vllm, structured output on openai, ollama, vllm and
+// lmstudio.
 //
 // # Profiles
 //

@@ -20,8 +20,9 @@ import (
 const Type = "openai_compatible"
 
 // baseCapabilities are the spec's for this adapter: code execution (through
-// tool use), tool use, streaming.
-var baseCapabilities = provider.NewCapabilitySet(provider.CapCodeExecution, provider.CapToolUse, provider.CapStreaming)
+// tool use), tool use, streaming; and seed, which every compatible server
+// takes.
+var baseCapabilities = provider.NewCapabilitySet(provider.CapCodeExecution, provider.CapToolUse, provider.CapStreaming, provider.CapSeed)
 
 // Registration describes the adapter type for the registry.
 func Registration() provider.Registration {
@@ -142,15 +143,27 @@ func (a *Adapter) capabilities() provider.CapabilitySet {
 	if a.profile.PromptCaching {
 		s = s.With(provider.CapPromptCaching)
 	}
+	if a.profile.TopK {
+		s = s.With(provider.CapTopK)
+	}
+	if a.profile.StructuredOutput {
+		s = s.With(provider.CapStructuredOutput)
+	}
 	return s
 }
 
 // ModelCapabilities returns what model can do: the spec's set, prompt
-// caching where the server has it, long context and vision from the price
-// catalog, and whatever the configuration declares for this endpoint.
+// caching and top_k where the server has them, temperature and top_p
+// unless it is a reasoning model that refuses them, long context and vision
+// from the price catalog, and whatever the configuration declares for this
+// endpoint.
 func (a *Adapter) ModelCapabilities(model string) provider.CapabilitySet {
 	ns, id := a.profile.priceRef(a.baseURL, model)
-	return a.base.ModelCapabilities(a.capabilities(), ns, id)
+	s := a.base.ModelCapabilities(a.capabilities(), ns, id)
+	if !a.profile.ReasoningModels || !reasoningModel(model) {
+		s = s.With(provider.CapSampling)
+	}
+	return s
 }
 
 // MaxTokens returns the output limit req is sent with: its max tokens

@@ -30,6 +30,14 @@ type Profile struct {
 	PromptCaching bool
 	// DeveloperRole: send the system prompt as a developer message.
 	DeveloperRole bool
+	// ReasoningModels: the server's reasoning models (o1, o3, o4-mini,
+	// gpt-5…) refuse temperature and top_p, so those models lack
+	// [provider.CapSampling] and the adapter drops both.
+	ReasoningModels bool
+	// TopK: the server takes top_k as an extra sampling parameter.
+	TopK bool
+	// StructuredOutput: the server honours response_format json_schema.
+	StructuredOutput bool
 	// KeyRequired: an api_key must be configured.
 	KeyRequired bool
 	// Namespace is the price-catalog namespace; "" resolves per model (a
@@ -46,22 +54,22 @@ var (
 	OpenAI = Profile{
 		Name: "openai", DefaultBaseURL: "https://api.openai.com/v1/",
 		StreamUsage: true, MaxCompletionTokens: true, CachedTokens: true, PromptCaching: true, DeveloperRole: true, KeyRequired: true,
-		Namespace: "openai",
+		ReasoningModels: true, StructuredOutput: true, Namespace: "openai",
 		DefaultModels: map[provider.Tier]string{
 			provider.TierReasoningHeavy: "gpt-5", provider.TierBalanced: "gpt-5-mini", provider.TierFastCheap: "gpt-5-nano",
 		},
 		Notes: "OpenAI platform: max_completion_tokens, developer role, cached-token usage, x-ratelimit-* headers",
 	}
 	Ollama = Profile{
-		Name: "ollama", DefaultBaseURL: "http://127.0.0.1:11434/v1/", StreamUsage: true, Namespace: "ollama",
+		Name: "ollama", DefaultBaseURL: "http://127.0.0.1:11434/v1/", StreamUsage: true, StructuredOutput: true, Namespace: "ollama",
 		Notes: "Ollama: key ignored, tool calls arrive whole (and may reuse index 0), no cached tokens, no rate-limit headers, overflow may truncate silently",
 	}
 	VLLM = Profile{
-		Name: "vllm", DefaultBaseURL: "http://127.0.0.1:8000/v1/", StreamUsage: true, Namespace: "vllm",
+		Name: "vllm", DefaultBaseURL: "http://127.0.0.1:8000/v1/", StreamUsage: true, TopK: true, StructuredOutput: true, Namespace: "vllm",
 		Notes: "vLLM: error code is an integer, cached tokens only with --enable-prompt-tokens-details",
 	}
 	LMStudio = Profile{
-		Name: "lmstudio", DefaultBaseURL: "http://127.0.0.1:1234/v1/", Namespace: "lmstudio",
+		Name: "lmstudio", DefaultBaseURL: "http://127.0.0.1:1234/v1/", StructuredOutput: true, Namespace: "lmstudio",
 		Notes: "LM Studio: usage after a stream is estimated, errors may be bare strings",
 	}
 	Gateway = Profile{
@@ -87,6 +95,12 @@ func ProfileNamed(name string) (Profile, bool) {
 		}
 	}
 	return Profile{}, false
+}
+
+// reasoningModel reports whether model is one of OpenAI's reasoning models
+// (o1, o3, o4-mini, gpt-5 and its variants).
+func reasoningModel(model string) bool {
+	return strings.HasPrefix(model, "gpt-5") || len(model) >= 2 && model[0] == 'o' && model[1] >= '1' && model[1] <= '9'
 }
 
 // priceRef returns the catalog namespace and model id to price model with.

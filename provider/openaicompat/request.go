@@ -98,6 +98,9 @@ func (a *Adapter) params(req *provider.Request, model string, stream bool) (open
 	if req.DisableParallelToolCalls && len(req.Tools) > 0 {
 		p.ParallelToolCalls = openai.Bool(false)
 	}
+	if err := a.sampling(&p, req, model); err != nil {
+		return p, err
+	}
 	if req.PromptCache != provider.PromptCacheOff && a.profile.PromptCaching && req.CacheKey != "" {
 		p.PromptCacheKey = openai.String(req.CacheKey)
 	}
@@ -111,10 +114,54 @@ func (a *Adapter) params(req *provider.Request, model string, stream bool) (open
 	return p, nil
 }
 
+// maxOpenAIStop is how many stop sequences OpenAI takes.
+const maxOpenAIStop = 4
+
+// sampling sets temperature, top_p, top_k, seed and stop, each only when
+// the request sets it and the model honours it, and the response format.
+func (a *Adapter) sampling(p *openai.ChatCompletionNewParams, req *provider.Request, model string) error {
+	caps := a.ModelCapabilities(model)
+	if caps.Has(provider.CapSampling) {
+		if req.Temperature != nil {
+			p.Temperature = openai.Float(*req.Temperature)
+		}
+		if req.TopP != nil {
+			p.TopP = openai.Float(*req.TopP)
+		}
+	}
+	if req.TopK != nil && caps.Has(provider.CapTopK) {
+		p.SetExtraFields(map[string]any{"top_k": *req.TopK})
+	}
+	if req.Seed != nil && caps.Has(provider.CapSeed) {
+		p.Seed = openai.Int(*req.Seed)
+	}
+	if a.profile.Name == OpenAI.Name && len(req.Stop) > maxOpenAIStop {
+		return a.base.BadRequest(model, fmt.Sprintf("OpenAI takes at most %d stop sequences, got %d", maxOpenAIStop, len(req.Stop)))
+	}
+	if len(req.Stop) > 0 {
+		p.Stop = openai.ChatCompletionNewParamsStopUnion{OfStringArray: req.Stop}
+	}
+	schema, err := a.base.ResponseSchema(req, model, caps)
+	if err != nil || schema == nil {
+		return err
+	}
+	f := req.ResponseFormat
+	js := shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: f.EffectiveName(), Schema: schema}
+	if f.Strict {
+		js.Strict = openai.Bool(true)
+	}
+	if f.Description != "" {
+		js.Description = openai.String(f.Description)
+	}
+	p.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{JSONSchema: js}}
+	return nil
+}
+
 // messages maps one turn. A user turn with tool results becomes one tool
 // message per result (and a user message for any text); an assistant turn
-// becomes one message with its text and tool calls. Reasoning parts are
-// provider-private and not sent.
+// becomes one message with its text and tool calls. Several text parts stay
+// separate content parts (one is sent as a plain string). Reasoning parts
+// are provider-private and not sent.
 func messages(m provider.Message) ([]openai.ChatCompletionMessageParamUnion, error) {
 	var text []string
 	var out []openai.ChatCompletionMessageParamUnion
@@ -133,8 +180,14 @@ func messages(m provider.Message) ([]openai.ChatCompletionMessageParamUnion, err
 					ID: p.ToolCall.ID, Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: p.ToolCall.Name, Arguments: args}}})
 			}
 		}
-		if len(text) > 0 {
-			asst.Content.OfString = openai.String(strings.Join(text, ""))
+		switch {
+		case len(text) == 1:
+			asst.Content.OfString = openai.String(text[0])
+		case len(text) > 1:
+			for _, t := range text {
+				asst.Content.OfArrayOfContentParts = append(asst.Content.OfArrayOfContentParts,
+					openai.ChatCompletionAssistantMessageParamContentArrayOfContentPartUnion{OfText: &openai.ChatCompletionContentPartTextParam{Text: t}})
+			}
 		}
 		if len(text) == 0 && len(asst.ToolCalls) == 0 {
 			return nil, errors.New("assistant turn has no text and no tool calls")
@@ -153,8 +206,15 @@ func messages(m provider.Message) ([]openai.ChatCompletionMessageParamUnion, err
 			out = append(out, openai.ToolMessage(content, p.ToolResult.CallID))
 		}
 	}
-	if len(text) > 0 {
-		out = append(out, openai.UserMessage(strings.Join(text, "")))
+	switch {
+	case len(text) == 1:
+		out = append(out, openai.UserMessage(text[0]))
+	case len(text) > 1:
+		parts := make([]openai.ChatCompletionContentPartUnionParam, len(text))
+		for i, t := range text {
+			parts[i] = openai.TextContentPart(t)
+		}
+		out = append(out, openai.UserMessage(parts))
 	}
 	if len(out) == 0 {
 		return nil, errors.New("user turn has no text and no tool results")

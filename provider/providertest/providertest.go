@@ -4,7 +4,10 @@
 // pointed at a fresh wire-faithful fake of its provider (the fakes live with
 // their vendor, for example provider/anthropic/anthropicfake). The suite
 // drives both through the [Fake] interface, so one set of checks covers
-// every adapter: plain completion, system prompt, tools and tool results,
+// every adapter: plain completion, system prompt, sampling settings (sent
+// where the model honours them, dropped where it does not), structured
+// output (a schema-matching answer, or a refusal before sending where the
+// model cannot), tools and tool results,
 // streaming text and tool calls, usage after a stream, early cancel without
 // leaks, every error kind the protocol can produce (with retry-after),
 // mid-stream errors, truncated streams, answers larger than the response
@@ -17,6 +20,7 @@ package providertest
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/cortexbuild/cortexbuild/provider"
@@ -43,6 +47,10 @@ type Captured struct {
 	ToolCalls   []provider.ToolCall // from assistant turns
 	MaxTokens   int
 	Stream      bool
+	Sampling    Sampling
+	// ResponseSchema is the JSON schema the answer was held to (nil when
+	// none was sent).
+	ResponseSchema json.RawMessage
 }
 
 // Fake is a vendor fake as the suite drives it. Methods that script a

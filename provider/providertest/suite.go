@@ -34,6 +34,8 @@ func Run(t *testing.T, newEnv NewEnv) {
 	}{
 		{"PlainCompletion", plainCompletion},
 		{"SystemPromptDelivered", systemPrompt},
+		{"SamplingSent", samplingSent},
+		{"StructuredOutput", structuredOutput},
 		{"ToolCallReturned", toolCall},
 		{"ToolResultRoundTrip", toolResultRoundTrip},
 		{"StreamText", streamText},

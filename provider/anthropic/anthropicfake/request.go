@@ -88,9 +88,28 @@ func contentText(raw json.RawMessage) string {
 	return strings.Join(parts, "\n")
 }
 
+// ResponseSchema is output_config.format.schema (nil when the body asks
+// for no JSON output).
+func (r Recorded) ResponseSchema() json.RawMessage {
+	var b struct {
+		OutputConfig struct {
+			Format struct {
+				Schema json.RawMessage `json:"schema"`
+			} `json:"format"`
+		} `json:"output_config"`
+	}
+	if json.Unmarshal(r.Body, &b) != nil {
+		return nil
+	}
+	return b.OutputConfig.Format.Schema
+}
+
 // Echo is the default reply: one text block "echo: <last user text>"
 // (truncated to 200 runes), with derived usage.
 func Echo(r Recorded) Reply {
+	if schema := r.ResponseSchema(); schema != nil {
+		return Reply{Text: string(fakekit.SchemaInstance(schema))}
+	}
 	text := r.LastUserText()
 	if utf8.RuneCountInString(text) > 200 {
 		text = string([]rune(text)[:200])
@@ -205,6 +224,22 @@ func validateBody(body []byte, needMaxTokens bool, version string) (map[string]j
 		return ""
 	}); msg != "" {
 		return nil, msg
+	}
+	if v, ok := fields["stop_sequences"]; ok && string(v) != "null" {
+		var list []string
+		if json.Unmarshal(v, &list) != nil {
+			return nil, "stop_sequences: Input should be a valid list of strings"
+		}
+		for i, s := range list {
+			if strings.TrimSpace(s) == "" {
+				return nil, fmt.Sprintf("stop_sequences.%d: each stop sequence must contain non-whitespace", i)
+			}
+		}
+	}
+	if v, ok := fields["output_config"]; ok && string(v) != "null" {
+		if msg := checkOutputConfig(v); msg != "" {
+			return nil, msg
+		}
 	}
 	if v, ok := fields["stream"]; ok {
 		var b bool
@@ -325,6 +360,40 @@ func checkField(fields map[string]json.RawMessage, name string, check func(json.
 	}
 	if msg := check(v); msg != "" {
 		return name + ": " + msg
+	}
+	return ""
+}
+
+// checkOutputConfig validates output_config: an effort the API knows, and
+// a format of type json_schema whose schema is a closed object schema.
+func checkOutputConfig(raw json.RawMessage) string {
+	var oc struct {
+		Effort *string `json:"effort"`
+		Format *struct {
+			Type   string          `json:"type"`
+			Schema json.RawMessage `json:"schema"`
+		} `json:"format"`
+	}
+	if json.Unmarshal(raw, &oc) != nil {
+		return "output_config: Input should be a valid dictionary"
+	}
+	if e := oc.Effort; e != nil {
+		switch *e {
+		case "low", "medium", "high", "xhigh", "max":
+		default:
+			return "output_config.effort: Input should be 'low', 'medium', 'high', 'xhigh' or 'max'"
+		}
+	}
+	if f := oc.Format; f != nil {
+		if f.Type != "json_schema" {
+			return "output_config.format.type: Input should be 'json_schema'"
+		}
+		if len(f.Schema) == 0 || string(f.Schema) == "null" {
+			return "output_config.format.schema: Field required"
+		}
+		if msg := fakekit.ClosedSchemaProblem(f.Schema, false); msg != "" {
+			return "output_config.format.schema: " + msg
+		}
 	}
 	return ""
 }

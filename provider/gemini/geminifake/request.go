@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"sort"
@@ -172,6 +173,7 @@ type GenerationConfig struct {
 	TopK               *float64        `json:"topK,omitempty"`
 	CandidateCount     *int            `json:"candidateCount,omitempty"`
 	StopSequences      []string        `json:"stopSequences,omitempty"`
+	Seed               *int64          `json:"seed,omitempty"`
 	ResponseMIMEType   string          `json:"responseMimeType,omitempty"`
 	ResponseSchema     json.RawMessage `json:"responseSchema,omitempty"`
 	ResponseJSONSchema json.RawMessage `json:"responseJsonSchema,omitempty"`
@@ -188,6 +190,16 @@ type ThinkingConfig struct {
 // Echo is the default reply: one text part "echo: <last user text>"
 // (truncated to 200 runes), with derived usage.
 func Echo(r Recorded) Reply {
+	if req, err := r.Generate(); err == nil && req.GenerationConfig != nil {
+		gc := req.GenerationConfig
+		schema := gc.ResponseJSONSchema
+		if len(schema) == 0 {
+			schema = gc.ResponseSchema
+		}
+		if len(schema) > 0 {
+			return Reply{Text: string(fakekit.SchemaInstance(schema))}
+		}
+	}
 	text := r.LastUserText()
 	if utf8.RuneCountInString(text) > 200 {
 		text = string([]rune(text)[:200])
@@ -472,7 +484,36 @@ func parseGenerate(body []byte, count bool) (GenerateRequest, *requestError) {
 			}
 		}
 	}
+	if gc := req.GenerationConfig; gc != nil {
+		if rerr := checkSampling(gc, prefix); rerr != nil {
+			return req, rerr
+		}
+	}
 	return req, nil
+}
+
+// checkSampling validates generationConfig's sampling fields as the API
+// does: temperature 0 to 2, topP 0 to 1, topK positive, a 32-bit seed and
+// at most five stop sequences.
+func checkSampling(gc *GenerationConfig, prefix string) *requestError {
+	field := prefix + ".generation_config."
+	switch {
+	case gc.Temperature != nil && (*gc.Temperature < 0 || *gc.Temperature > 2):
+		return fieldError(field+"temperature", fmt.Sprintf("temperature must be in the range [0.0, 2.0], got %v.", *gc.Temperature))
+	case gc.TopP != nil && (*gc.TopP < 0 || *gc.TopP > 1):
+		return fieldError(field+"top_p", fmt.Sprintf("top_p must be in the range [0.0, 1.0], got %v.", *gc.TopP))
+	case gc.TopK != nil && *gc.TopK < 1:
+		return fieldError(field+"top_k", fmt.Sprintf("top_k must be positive, got %v.", *gc.TopK))
+	case gc.Seed != nil && (*gc.Seed < math.MinInt32 || *gc.Seed > math.MaxInt32):
+		return fieldError(field+"seed", fmt.Sprintf("Invalid value %d: seed must be a 32-bit integer.", *gc.Seed))
+	case len(gc.StopSequences) > 5:
+		return fieldError(field+"stop_sequences", fmt.Sprintf("at most 5 stop sequences are allowed, got %d.", len(gc.StopSequences)))
+	case len(gc.ResponseSchema) > 0 && len(gc.ResponseJSONSchema) > 0:
+		return fieldError(field+"response_json_schema", "response_json_schema must not be set when response_schema is set.")
+	case (len(gc.ResponseSchema) > 0 || len(gc.ResponseJSONSchema) > 0) && gc.ResponseMIMEType != "application/json":
+		return fieldError(field+"response_mime_type", "When response_schema or response_json_schema is set, response_mime_type must be application/json.")
+	}
+	return nil
 }
 
 // fieldError words a field violation like the API: "* Field: problem\n"

@@ -30,6 +30,7 @@ const (
 	CodeRateLimitExceeded     = "rate_limit_exceeded"
 	CodeInsufficientQuota     = "insufficient_quota"
 	CodeUnsupportedParameter  = "unsupported_parameter"
+	CodeUnsupportedValue      = "unsupported_value"
 	CodeModelNotFound         = "model_not_found"
 	CodeMissingRequiredParam  = "missing_required_parameter"
 	CodeEmptyArray            = "empty_array"

@@ -2,7 +2,9 @@ package openaifake
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -131,9 +133,30 @@ func contentText(raw json.RawMessage) string {
 	return strings.Join(texts, "\n")
 }
 
+// ResponseSchema is response_format.json_schema.schema (nil when the body
+// asks for no JSON schema).
+func (r Recorded) ResponseSchema() json.RawMessage {
+	var b struct {
+		ResponseFormat struct {
+			Type       string `json:"type"`
+			JSONSchema struct {
+				Schema json.RawMessage `json:"schema"`
+			} `json:"json_schema"`
+		} `json:"response_format"`
+	}
+	if json.Unmarshal(r.Body, &b) != nil || b.ResponseFormat.Type != "json_schema" {
+		return nil
+	}
+	return b.ResponseFormat.JSONSchema.Schema
+}
+
 // Echo is the default reply: the text "echo: <last user text>" (truncated
-// to 200 runes), with derived usage.
+// to 200 runes), with derived usage; for a request with a JSON schema
+// response format, a JSON value matching the schema.
 func Echo(r Recorded) Reply {
+	if schema := r.ResponseSchema(); schema != nil {
+		return Reply{Text: string(fakekit.SchemaInstance(schema))}
+	}
 	text := r.LastUserText()
 	if utf8.RuneCountInString(text) > 200 {
 		text = string([]rune(text)[:200])
@@ -274,9 +297,111 @@ func (s *Server) parseChat(body []byte) (chatRequest, *apiError) {
 		if req.hasMaxTokens && reasoningModel(req.model) {
 			return bad(messageMaxTokensNotAllowed, "max_tokens", CodeUnsupportedParameter)
 		}
+		if e := checkSampling(fields, req.model); e != nil {
+			return req, e
+		}
 		if req.hasStreamOptions && !req.stream {
 			return bad("The 'stream_options' parameter is only allowed when 'stream' is enabled.", "stream_options", "")
 		}
 	}
 	return req, nil
 }
+
+// checkSampling validates temperature, top_p, stop and top_k the way
+// OpenAI's platform does: ranges, at most four stop sequences, no top_k,
+// and reasoning models refusing any temperature or top_p but the default 1.
+func checkSampling(fields map[string]json.RawMessage, model string) *apiError {
+	bad := func(msg, param, code string) *apiError {
+		return &apiError{status: 400, typ: TypeInvalidRequest, message: msg, param: param, code: code}
+	}
+	for _, k := range []struct {
+		name string
+		max  float64
+	}{{"temperature", 2}, {"top_p", 1}} {
+		raw, ok := fields[k.name]
+		if !ok || string(raw) == "null" {
+			continue
+		}
+		var v float64
+		if json.Unmarshal(raw, &v) != nil {
+			return bad(fmt.Sprintf("Invalid type for '%s': expected a decimal, but got a value instead.", k.name), k.name, "invalid_type")
+		}
+		switch {
+		case v < 0:
+			return bad(fmt.Sprintf("Invalid '%s': decimal below minimum value. Expected a value >= 0, but got %v instead.", k.name, v), k.name, "decimal_below_min_value")
+		case v > k.max:
+			return bad(fmt.Sprintf("Invalid '%s': decimal above maximum value. Expected a value <= %v, but got %v instead.", k.name, k.max, v), k.name, "decimal_above_max_value")
+		case v != 1 && reasoningModel(model):
+			return bad(fmt.Sprintf("Unsupported value: '%s' does not support %v with this model. Only the default (1) value is supported.", k.name, v), k.name, CodeUnsupportedValue)
+		}
+	}
+	if raw, ok := fields["stop"]; ok && string(raw) != "null" {
+		var one string
+		var list []string
+		switch {
+		case json.Unmarshal(raw, &one) == nil:
+		case json.Unmarshal(raw, &list) == nil:
+			if len(list) > 4 {
+				return bad(fmt.Sprintf("Invalid 'stop': array too long. Expected an array with maximum length 4, but got an array with length %d instead.", len(list)), "stop", "array_above_max_length")
+			}
+		default:
+			return bad("Invalid type for 'stop': expected one of a string or an array of strings, but got a value instead.", "stop", "invalid_type")
+		}
+	}
+	if _, ok := fields["top_k"]; ok {
+		return bad("Unrecognized request argument supplied: top_k", "", "")
+	}
+	return checkResponseFormat(fields["response_format"])
+}
+
+// checkResponseFormat validates response_format as OpenAI does: a known
+// type; for json_schema a valid name and, under strict, a closed schema.
+func checkResponseFormat(raw json.RawMessage) *apiError {
+	if raw == nil || string(raw) == "null" {
+		return nil
+	}
+	bad := func(msg, param, code string) *apiError {
+		return &apiError{status: 400, typ: TypeInvalidRequest, message: msg, param: param, code: code}
+	}
+	var rf struct {
+		Type       string `json:"type"`
+		JSONSchema *struct {
+			Name   *string         `json:"name"`
+			Schema json.RawMessage `json:"schema"`
+			Strict bool            `json:"strict"`
+		} `json:"json_schema"`
+	}
+	if json.Unmarshal(raw, &rf) != nil {
+		return bad("Invalid type for 'response_format': expected an object, but got a value instead.", "response_format", "invalid_type")
+	}
+	switch rf.Type {
+	case "text", "json_object":
+		return nil
+	case "json_schema":
+	default:
+		return bad(fmt.Sprintf("Invalid value: '%s'. Supported values are: 'text', 'json_object', and 'json_schema'.", rf.Type), "response_format.type", "invalid_value")
+	}
+	if rf.JSONSchema == nil {
+		return bad("Missing required parameter: 'response_format.json_schema'.", "response_format.json_schema", CodeMissingRequiredParam)
+	}
+	if rf.JSONSchema.Name == nil {
+		return bad("Missing required parameter: 'response_format.json_schema.name'.", "response_format.json_schema.name", CodeMissingRequiredParam)
+	}
+	name := *rf.JSONSchema.Name
+	if !formatName.MatchString(name) {
+		return bad("Invalid 'response_format.json_schema.name': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'.", "response_format.json_schema.name", "invalid_value")
+	}
+	if rf.JSONSchema.Strict {
+		if msg := fakekit.ClosedSchemaProblem(rf.JSONSchema.Schema, true); msg != "" {
+			ctx, what, _ := strings.Cut(msg, ": ")
+			if ctx == "(root)" {
+				ctx = ""
+			}
+			return bad(fmt.Sprintf("Invalid schema for response_format '%s': In context=(%s), %s.", name, ctx, what), "response_format", "invalid_json_schema")
+		}
+	}
+	return nil
+}
+
+// formatName is the pattern OpenAI holds response format names to.
+var formatName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)

@@ -1,0 +1,113 @@
+package providertest
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// Sampling is the sampling part of a [Captured] request, as the provider
+// received it: nil (or empty) when the request did not carry the field.
+type Sampling struct {
+	Temperature *float64
+	TopP        *float64
+	TopK        *int
+	Seed        *int64
+	Stop        []string
+}
+
+// modelCapabilities returns what the adapter says model can do.
+func modelCapabilities(a provider.Adapter, model string) provider.CapabilitySet {
+	if mc, ok := a.(provider.ModelCapabler); ok {
+		return mc.ModelCapabilities(model)
+	}
+	return a.Capabilities()
+}
+
+// samplingSent: every sampling setting reaches the provider under its own
+// name when the model's capabilities say it honours it, and is not sent at
+// all when they say it does not (the call still succeeds); stop sequences
+// always reach it. Streamed and unary calls send the same.
+func samplingSent(t *testing.T, e *Env) {
+	temp, topP, topK, seed := 0.5, 0.875, 40, int64(1234)
+	stop := []string{"END", "\n\nHuman:"}
+	for _, stream := range []bool{false, true} {
+		e.Fake.Script(Reply{Text: "ok", Usage: provider.Usage{InputTokens: 10, OutputTokens: 1}})
+		req := &provider.Request{Prompt: "hi", Temperature: &temp, TopP: &topP, TopK: &topK, Seed: &seed, Stop: stop}
+		answer(t, e.Adapter, stream, req)
+		got := e.Fake.Last().Sampling
+		dropped := req.Unhonoured(modelCapabilities(e.Adapter, e.Model))
+		checkFloat(t, "temperature", got.Temperature, temp, !slices.Contains(dropped, "temperature"))
+		checkFloat(t, "top_p", got.TopP, topP, !slices.Contains(dropped, "top_p"))
+		switch honoured := !slices.Contains(dropped, "top_k"); {
+		case honoured && (got.TopK == nil || *got.TopK != topK):
+			t.Errorf("stream %v: top_k sent as %v, want %d", stream, got.TopK, topK)
+		case !honoured && got.TopK != nil:
+			t.Errorf("stream %v: top_k sent (%d) to a model without the top_k capability", stream, *got.TopK)
+		}
+		switch honoured := !slices.Contains(dropped, "seed"); {
+		case honoured && (got.Seed == nil || *got.Seed != seed):
+			t.Errorf("stream %v: seed sent as %v, want %d", stream, got.Seed, seed)
+		case !honoured && got.Seed != nil:
+			t.Errorf("stream %v: seed sent (%d) to a model without the seed capability", stream, *got.Seed)
+		}
+		if !slices.Equal(got.Stop, stop) {
+			t.Errorf("stream %v: stop sequences sent as %q, want %q", stream, got.Stop, stop)
+		}
+	}
+	// An out-of-range setting never leaves.
+	hot := 2.5
+	if _, err := e.Adapter.Invoke(ctx(t), &provider.Request{Prompt: "hi", Temperature: &hot, MaxTokens: 77}); provider.KindOf(err) != provider.KindBadRequest {
+		t.Errorf("temperature 2.5: error %v, want bad request", err)
+	}
+	if e.Fake.Last().MaxTokens == 77 {
+		t.Error("a request with temperature 2.5 reached the provider")
+	}
+}
+
+func checkFloat(t *testing.T, name string, got *float64, want float64, honoured bool) {
+	t.Helper()
+	switch {
+	case honoured && (got == nil || *got != want):
+		t.Errorf("%s sent as %v, want %v", name, got, want)
+	case !honoured && got != nil:
+		t.Errorf("%s sent (%v) to a model without the sampling capability", name, *got)
+	}
+}
+
+// structuredOutput: a response format reaches the provider as its own
+// schema field and the answer is JSON matching it, streamed or not; a model
+// without structured_output refuses the request before sending it.
+func structuredOutput(t *testing.T, e *Env) {
+	schema := json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer"},"tags":{"type":"array","items":{"type":"string","enum":["sun","rain"]}}},"required":["city","days","tags"],"additionalProperties":false}`)
+	req := &provider.Request{Prompt: "Plan a trip", ResponseFormat: &provider.ResponseFormat{Name: "trip_plan", Schema: schema, Strict: true}}
+	if !modelCapabilities(e.Adapter, e.Model).Has(provider.CapStructuredOutput) {
+		before := len(e.Fake.Last().ResponseSchema)
+		if _, err := e.Adapter.Invoke(ctx(t), req); provider.KindOf(err) != provider.KindBadRequest || !strings.Contains(err.Error(), string(provider.CapStructuredOutput)) {
+			t.Errorf("a model without structured_output: error %v, want a bad request naming the capability", err)
+		}
+		if len(e.Fake.Last().ResponseSchema) != before {
+			t.Error("a request the model cannot honour reached the provider")
+		}
+		return
+	}
+	for _, stream := range []bool{false, true} {
+		res := answer(t, e.Adapter, stream, req)
+		var got struct {
+			City *string  `json:"city"`
+			Days *int     `json:"days"`
+			Tags []string `json:"tags"`
+		}
+		dec := json.NewDecoder(strings.NewReader(res.Content))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&got); err != nil || got.City == nil || got.Days == nil || len(got.Tags) == 0 || got.Tags[0] != "sun" {
+			t.Errorf("stream %v: answer %q does not match the schema (%v)", stream, res.Content, err)
+		}
+		if sent := e.Fake.Last().ResponseSchema; !sameJSON(sent, schema) {
+			t.Errorf("stream %v: schema sent as %s, want %s", stream, sent, schema)
+		}
+	}
+}
