@@ -161,11 +161,8 @@ func messagesSampling(f *fields, req *provider.Request) error {
 	if err := takeFloat(f, "top_p", 1, &req.TopP); err != nil {
 		return err
 	}
-	if err := f.take("top_k", &req.TopK); err != nil {
+	if err := takeTopK(f, &req.TopK); err != nil {
 		return err
-	}
-	if req.TopK != nil && *req.TopK < 1 {
-		return badField("top_k", "must be at least 1, got %d", *req.TopK)
 	}
 	return f.take("stop_sequences", &req.Stop)
 }

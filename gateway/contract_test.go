@@ -133,11 +133,11 @@ func TestSamplingThroughEachProtocol(t *testing.T) {
 	chat := openai.ChatCompletionNewParams{Model: "qwen", Messages: userMsg("hi"),
 		Temperature: openai.Float(0.3), TopP: openai.Float(0.8), Seed: openai.Int(42),
 		Stop: openai.ChatCompletionNewParamsStopUnion{OfStringArray: []string{"END", "STOP"}}}
-	if _, err := oc.Chat.Completions.New(ctx, chat, ooption.WithResponseInto(&raw)); err != nil {
+	if _, err := oc.Chat.Completions.New(ctx, chat, ooption.WithResponseInto(&raw), ooption.WithJSONSet("top_k", 30)); err != nil {
 		t.Fatal(err)
 	}
 	got := lastSampling(t, vllm.Requests()[len(vllm.Requests())-1].Body)
-	if !eqF(got.Temperature, 0.3) || !eqF(got.TopP, 0.8) || got.Seed == nil || *got.Seed != 42 || !slices.Equal(got.Stop, []string{"END", "STOP"}) {
+	if !eqF(got.Temperature, 0.3) || !eqF(got.TopP, 0.8) || got.Seed == nil || *got.Seed != 42 || got.TopK == nil || *got.TopK != 30 || !slices.Equal(got.Stop, []string{"END", "STOP"}) {
 		t.Errorf("chat → vllm sent %+v", got)
 	}
 	if h := raw.Header.Get(gateway.HeaderIgnored); h != "" {

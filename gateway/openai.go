@@ -79,6 +79,10 @@ func decodeChat(body []byte) (*chatRequest, error) {
 	if err := f.take("seed", &cr.req.Seed); err != nil {
 		return nil, err
 	}
+	// top_k is not OpenAI's, but vLLM's and other servers' extension.
+	if err := takeTopK(f, &cr.req.TopK); err != nil {
+		return nil, err
+	}
 	if err := takeStop(f, "stop", &cr.req.Stop); err != nil {
 		return nil, err
 	}

@@ -26,6 +26,17 @@ func takeFloat(f *fields, key string, max float64, dst **float64) error {
 	return nil
 }
 
+// takeTopK decodes top_k, an integer of at least 1.
+func takeTopK(f *fields, dst **int) error {
+	if err := f.take("top_k", dst); err != nil {
+		return err
+	}
+	if *dst != nil && **dst < 1 {
+		return badField(f.at("top_k"), "must be at least 1, got %d", **dst)
+	}
+	return nil
+}
+
 // takeStop decodes Chat's stop: a string or an array of strings.
 func takeStop(f *fields, key string, dst *[]string) error {
 	raw := f.raw(key)
