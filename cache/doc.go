@@ -8,7 +8,7 @@
 // its [Scope]: the project, the provider instance and, when known, the model
 // the instance resolved. Everything that can change the answer is in the key:
 // the model and tier, the system prompt, every message and part of the
-// conversation (text, reasoning and its provider metadata, tool calls with
+// conversation (text, reasoning and its provider metadata, images, tool calls with
 // their arguments, tool results with their error flag), the tools with their
 // schemas, the tool choice, the effective max tokens, the prompt-cache
 // setting, the sampling settings (temperature, top_p, top_k, seed, stop

@@ -113,6 +113,7 @@ const (
 	tagOptions      = 'O'
 	tagMeta         = 'X'
 	tagSampling     = 'P'
+	tagImage        = 'i'
 	tagAbsent       = 0
 	jsonEmpty       = 0
 	jsonCanonical   = 1
@@ -238,6 +239,14 @@ func (w *keyWriter) part(p *provider.Part) {
 		w.str(r.Name)
 		w.str(r.Content)
 		w.bool(r.IsError)
+	} else {
+		w.tag(tagAbsent)
+	}
+	if im := p.Image; im != nil {
+		w.tag(tagImage)
+		w.str(im.URL)
+		w.bytes(im.Data)
+		w.str(im.MediaType)
 	} else {
 		w.tag(tagAbsent)
 	}

@@ -48,6 +48,11 @@ var keyCovered = map[string]string{
 	"Part.Text":       "as is (text and reasoning)",
 	"Part.ToolCall":   "presence, then every field",
 	"Part.ToolResult": "presence, then every field",
+	"Part.Image":      "presence, then every field",
+
+	"Image.URL":       "as is",
+	"Image.Data":      "byte for byte",
+	"Image.MediaType": "as is",
 	"Part.Meta":       "keys sorted, values as canonical JSON (reasoning signatures)",
 	"Part.Cache":      "as is (it changes usage, as PromptCache does)",
 
@@ -148,7 +153,8 @@ func baseRequest() *provider.Request {
 	return &provider.Request{
 		System: "You are the explore agent.",
 		Messages: []provider.Message{
-			provider.UserText("Summarise main.go"),
+			{Role: provider.RoleUser, Parts: []provider.Part{{Type: provider.PartText, Text: "Summarise main.go"},
+				{Type: provider.PartImage, Image: &provider.Image{Data: []byte("\x89PNG"), MediaType: "image/png"}}}},
 			{Role: provider.RoleAssistant, Parts: []provider.Part{
 				{Type: provider.PartReasoning, Text: "I should read it.", Meta: provider.Metadata{"anthropic.signature": json.RawMessage(`"sig-1"`)}},
 				{Type: provider.PartText, Text: "Reading the file."},
@@ -231,6 +237,10 @@ var keyMutations = []keyMutation{
 	{field: "Part.ToolCall", name: "empty tool call added to a text part", mutate: func(r *provider.Request) {
 		assistant(r).Parts[1].ToolCall = &provider.ToolCall{}
 	}},
+	{field: "Part.Image", name: "image removed from its part", mutate: func(r *provider.Request) { r.Messages[0].Parts[1].Image = nil }},
+	{field: "Image.URL", name: "image URL", mutate: func(r *provider.Request) { r.Messages[0].Parts[1].Image.URL = "https://example.com/a.png" }},
+	{field: "Image.Data", name: "image bytes", mutate: func(r *provider.Request) { r.Messages[0].Parts[1].Image.Data = []byte("GIF8") }},
+	{field: "Image.MediaType", name: "image media type", mutate: func(r *provider.Request) { r.Messages[0].Parts[1].Image.MediaType = "image/gif" }},
 	{field: "Part.ToolResult", name: "tool result removed from its part", mutate: func(r *provider.Request) { r.Messages[2].Parts[0].ToolResult = nil }},
 	{field: "Part.ToolResult", name: "empty tool result added to a text part", mutate: func(r *provider.Request) {
 		r.Messages[0].Parts[0].ToolResult = &provider.ToolResult{}
@@ -412,7 +422,7 @@ func TestKeyIsStable(t *testing.T) {
 	// The key of a fixed request must not change between builds or runs
 	// (map order, pooling): entries in Redis outlive the process. Update
 	// this value only together with KeyVersion.
-	const want = "809bce7640954f64bbe2ec33f4ff742b61f868a3b75b727f7e1f4e7373a37b25"
+	const want = "d62f8408e5f821db34fb2cdcd8ac29e7b7fda127c38deab697c981c3f57175de"
 	got := mustKey(t, baseScope(), baseRequest()).String()
 	for range 20 {
 		if again := mustKey(t, baseScope(), baseRequest()).String(); again != got {

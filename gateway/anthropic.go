@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -251,11 +252,8 @@ func messagesSampling(f *fields, req *provider.Request) error {
 	if err := takeFloat(f, "top_p", 1, &req.TopP); err != nil {
 		return err
 	}
-	if err := f.take("top_k", &req.TopK); err != nil {
+	if err := takeTopK(f, &req.TopK); err != nil {
 		return err
-	}
-	if req.TopK != nil && *req.TopK < 1 {
-		return badField("top_k", "must be at least 1, got %d", *req.TopK)
 	}
 	return f.take("stop_sequences", &req.Stop)
 }
@@ -502,7 +500,42 @@ func anthropicBlocks(path string, raw json.RawMessage, assistant bool, names map
 		case (typ == "thinking" || typ == "redacted_thinking") && assistant:
 			// Earlier reasoning is not sent back: it belongs to the
 			// provider that produced it, which may not serve this call.
-		case typ == "image", typ == "document", typ == "search_result":
+		case typ == "image" && !assistant:
+			sraw := bf.raw("source")
+			if sraw == nil {
+				return nil, badField(p+".source", "required")
+			}
+			sf, err := object(p+".source", sraw)
+			if err != nil {
+				return nil, err
+			}
+			var styp, mediaType, data, url string
+			for _, kv := range []struct {
+				key string
+				dst *string
+			}{{"type", &styp}, {"media_type", &mediaType}, {"data", &data}, {"url", &url}} {
+				if err := sf.take(kv.key, kv.dst); err != nil {
+					return nil, err
+				}
+			}
+			im := &provider.Image{URL: url}
+			switch styp {
+			case "url":
+			case "base64":
+				b, err := base64.StdEncoding.DecodeString(data)
+				if err != nil {
+					return nil, badField(p+".source.data", "does not decode as base64: %v", err)
+				}
+				im = &provider.Image{Data: b, MediaType: mediaType}
+			default:
+				return nil, badField(p+".source.type", "%q image sources are not supported by the gateway: send base64 or url", styp)
+			}
+			part, err := imageOf(p+".source", im)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, part)
+		case typ == "document", typ == "search_result":
 			return nil, badField(p+".type", "%s blocks are not supported by the gateway yet: send text", typ)
 		default:
 			return nil, badField(p+".type", "%q blocks are not supported in %s turns by the gateway", typ, map[bool]string{true: "assistant", false: "user"}[assistant])

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -132,11 +133,11 @@ func TestSamplingThroughEachProtocol(t *testing.T) {
 	chat := openai.ChatCompletionNewParams{Model: "qwen", Messages: userMsg("hi"),
 		Temperature: openai.Float(0.3), TopP: openai.Float(0.8), Seed: openai.Int(42),
 		Stop: openai.ChatCompletionNewParamsStopUnion{OfStringArray: []string{"END", "STOP"}}}
-	if _, err := oc.Chat.Completions.New(ctx, chat, ooption.WithResponseInto(&raw)); err != nil {
+	if _, err := oc.Chat.Completions.New(ctx, chat, ooption.WithResponseInto(&raw), ooption.WithJSONSet("top_k", 30)); err != nil {
 		t.Fatal(err)
 	}
 	got := lastSampling(t, vllm.Requests()[len(vllm.Requests())-1].Body)
-	if !eqF(got.Temperature, 0.3) || !eqF(got.TopP, 0.8) || got.Seed == nil || *got.Seed != 42 || !slices.Equal(got.Stop, []string{"END", "STOP"}) {
+	if !eqF(got.Temperature, 0.3) || !eqF(got.TopP, 0.8) || got.Seed == nil || *got.Seed != 42 || got.TopK == nil || *got.TopK != 30 || !slices.Equal(got.Stop, []string{"END", "STOP"}) {
 		t.Errorf("chat → vllm sent %+v", got)
 	}
 	if h := raw.Header.Get(gateway.HeaderIgnored); h != "" {
@@ -314,4 +315,73 @@ func jsonEq(a json.RawMessage, b string) bool {
 		return false
 	}
 	return reflect.DeepEqual(x, y)
+}
+
+// pngBytes is a 1×1 PNG.
+var pngBytes = []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89\x00\x00\x00\rIDATx\x9cc\xf8\xff\xff?\x00\x05\xfe\x02\xfe\xa7\x35\x81\x84\x00\x00\x00\x00IEND\xaeB`\x82")
+
+// Images reach the provider in its own shape from each caller protocol,
+// inline (a data URL or base64 block) or by URL, in their place among the
+// turn's text; a model without vision is never sent one.
+func TestImagesThroughEachProtocol(t *testing.T) {
+	var vllm *openaifake.Server
+	w := newWorld(t, withVLLM(&vllm))
+	t.Cleanup(func() { vllm.Close() })
+	ctx := ctxT(t)
+	oc := w.openai(w.key)
+	b64 := base64.StdEncoding.EncodeToString(pngBytes)
+	dataURL := "data:image/png;base64," + b64
+
+	// Chat to OpenAI: text then image, as sent.
+	_, err := oc.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "pinned-gpt", Messages: []openai.ChatCompletionMessageParamUnion{
+		openai.UserMessage([]openai.ChatCompletionContentPartUnionParam{openai.TextContentPart("What is this?"),
+			openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: dataURL})})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := w.upstreamContent(t), fmt.Sprintf(`[{"text":"What is this?","type":"text"},{"image_url":{"url":%q},"type":"image_url"}]`, dataURL); !jsonEq(got, want) {
+		t.Errorf("chat → gpt content = %s, want %s", got, want)
+	}
+
+	// Messages to Anthropic: a base64 block and a URL block.
+	ac := w.anthropic(w.key)
+	_, err = ac.Messages.New(ctx, anthropic.MessageNewParams{Model: "claude-sonnet-4-6", MaxTokens: 50, Messages: []anthropic.MessageParam{anthropic.NewUserMessage(
+		anthropic.NewImageBlockBase64("image/png", b64), anthropic.NewImageBlock(anthropic.URLImageSourceParam{URL: "https://example.com/cat.png"}),
+		anthropic.NewTextBlock("Compare them."))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := w.anth.Requests()[len(w.anth.Requests())-1].Body
+	want := fmt.Sprintf(`[{"type":"image","source":{"type":"base64","media_type":"image/png","data":%q}},{"type":"image","source":{"type":"url","url":"https://example.com/cat.png"}},{"type":"text","text":"Compare them."}]`, b64)
+	if got := upstreamField(t, body, "messages"); !jsonEq(got, `[{"role":"user","content":`+want+`}]`) {
+		t.Errorf("messages → claude sent %s", got)
+	}
+
+	// Responses to Anthropic: input_image by URL.
+	_, err = oc.Responses.New(ctx, responses.ResponseNewParams{Model: "claude-sonnet-4-6", Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+		responses.ResponseInputItemParamOfMessage(responses.ResponseInputMessageContentListParam{
+			responses.ResponseInputContentParamOfInputImage(responses.ResponseInputImageDetailAuto),
+		}, responses.EasyInputMessageRoleUser)}}}, ooption.WithJSONSet("input.0.content.0.image_url", "https://example.com/dog.jpg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body = w.anth.Requests()[len(w.anth.Requests())-1].Body
+	if got := upstreamField(t, body, "messages"); !jsonEq(got, `[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"https://example.com/dog.jpg"}}]}]`) {
+		t.Errorf("responses → claude sent %s", got)
+	}
+
+	// A model without vision is never sent an image.
+	before := len(vllm.Requests())
+	_, err = oc.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "qwen", Messages: []openai.ChatCompletionMessageParamUnion{
+		openai.UserMessage([]openai.ChatCompletionContentPartUnionParam{openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: dataURL})})}})
+	if e := openAIErr(t, err); !strings.Contains(e.Message, "vision") || len(vllm.Requests()) != before {
+		t.Errorf("image to a model without vision = %d %q", e.StatusCode, e.Message)
+	}
+	// An image where only text goes is refused, naming the field.
+	_, err = oc.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "pinned-gpt", Messages: []openai.ChatCompletionMessageParamUnion{
+		openai.SystemMessage([]openai.ChatCompletionContentPartTextParam{{Text: "x"}}), openai.UserMessage("hi")}},
+		ooption.WithJSONSet("messages.0.content.0", map[string]any{"type": "image_url", "image_url": map[string]any{"url": dataURL}}))
+	if e := openAIErr(t, err); e.StatusCode != 400 || e.Param != "messages[0].content" {
+		t.Errorf("image in a system message = %d %q %q", e.StatusCode, e.Param, e.Message)
+	}
 }

@@ -265,13 +265,13 @@ func TestDecodingAndLimits(t *testing.T) {
 	for _, tc := range []struct{ path, body, want string }{
 		{"/v1/chat/completions", `{"model":"builder","messages":[{"role":"user","content":5}]}`, "messages[0].content: want a string or an array of content parts, got a number"},
 		{"/v1/chat/completions", `{"model":"builder","messages":[{"role":"user","content":"hi"}],"stream":"yes"}`, "stream: want a boolean, got string"},
-		{"/v1/chat/completions", `{"model":"builder","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, "messages[0].content[0].type: image_url content is not supported"},
+		{"/v1/chat/completions", `{"model":"builder","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, "messages[0].content[0].image_url.url: want an http or https URL, or a base64 data URL"},
 		{"/v1/chat/completions", `{"model":"builder","messages":[{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"[1]"}}]}]}`, "messages[0].tool_calls[0].function.arguments: must be a JSON object"},
 		{"/v1/chat/completions", `{"model":"builder","messages":[{"role":"user","content":"hi"}],"n":3}`, "n: only one choice per request is supported"},
 		{"/v1/chat/completions", `{"model":"builder","messages":[]`, "the request body is not valid JSON"},
 		{"/v1/chat/completions", `[1,2]`, "the request body must be a JSON object, got an array"},
 		{"/v1/messages", `{"model":"builder","max_tokens":"ten","messages":[{"role":"user","content":"hi"}]}`, "max_tokens: want an integer, got string"},
-		{"/v1/messages", `{"model":"builder","max_tokens":10,"messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image","source":{}}]}]}`, "messages[0].content[1].type: image blocks are not supported"},
+		{"/v1/messages", `{"model":"builder","max_tokens":10,"messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image","source":{}}]}]}`, "messages[0].content[1].source.type: \"\" image sources are not supported by the gateway"},
 	} {
 		resp, m := post(tc.path, tc.body)
 		if resp.StatusCode != 400 || !strings.Contains(errMsg(m), tc.want) {

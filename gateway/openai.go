@@ -80,6 +80,10 @@ func decodeChat(body []byte) (*chatRequest, error) {
 	if err := f.take("seed", &cr.req.Seed); err != nil {
 		return nil, err
 	}
+	// top_k is not OpenAI's, but vLLM's and other servers' extension.
+	if err := takeTopK(f, &cr.req.TopK); err != nil {
+		return nil, err
+	}
 	if err := takeStop(f, "stop", &cr.req.Stop); err != nil {
 		return nil, err
 	}
@@ -346,6 +350,9 @@ func openAIMessages(raw json.RawMessage, tools *toolMap) (string, []provider.Mes
 		switch role {
 		case "system", "developer":
 			parts, err := openAIContent(path+".content", mf.raw("content"), false)
+			if err == nil {
+				err = textOnly(path+".content", parts)
+			}
 			if err != nil {
 				return "", nil, nil, err
 			}
@@ -382,6 +389,9 @@ func openAIMessages(raw json.RawMessage, tools *toolMap) (string, []provider.Mes
 				return "", nil, nil, badField(path+".tool_call_id", "required: the id of the tool call this message answers")
 			}
 			parts, err := openAIContent(path+".content", mf.raw("content"), false)
+			if err == nil {
+				err = textOnly(path+".content", parts)
+			}
 			if err != nil {
 				return "", nil, nil, err
 			}
@@ -398,8 +408,8 @@ func openAIMessages(raw json.RawMessage, tools *toolMap) (string, []provider.Mes
 	return strings.Join(nonEmpty(system), "\n\n"), out, ignored, nil
 }
 
-// openAIContent reads a message's content: a string, null, or text parts
-// (and refusal parts on assistant turns, which are dropped).
+// openAIContent reads a message's content: a string, null, or text and
+// image parts (and refusal parts on assistant turns, which are dropped).
 func openAIContent(path string, raw json.RawMessage, assistant bool) ([]provider.Part, error) {
 	s, items, err := stringOrParts(path, raw)
 	if err != nil {
@@ -431,7 +441,26 @@ func openAIContent(path string, raw json.RawMessage, assistant bool) ([]provider
 				out = append(out, provider.Part{Type: provider.PartText, Text: text})
 			}
 		case typ == "refusal" && assistant:
-		case typ == "image_url", typ == "input_audio", typ == "file":
+		case typ == "image_url" && !assistant:
+			iraw := pf.raw("image_url")
+			if iraw == nil {
+				return nil, badField(p+".image_url", "required")
+			}
+			img, err := object(p+".image_url", iraw)
+			if err != nil {
+				return nil, err
+			}
+			var url string
+			if err := img.take("url", &url); err != nil {
+				return nil, err
+			}
+			img.skip("detail")
+			part, err := imagePart(p+".image_url.url", url)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, part)
+		case typ == "input_audio", typ == "file":
 			return nil, badField(p+".type", "%s content is not supported by the gateway yet: send text", typ)
 		default:
 			return nil, badField(p+".type", "%q is not a content part type here: send text", typ)

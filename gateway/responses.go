@@ -419,6 +419,11 @@ func responsesInput(raw json.RawMessage, tools *toolMap) (string, []provider.Mes
 			if err != nil {
 				return "", nil, err
 			}
+			if role != "user" {
+				if err := textOnly(path+".content", parts); err != nil {
+					return "", nil, err
+				}
+			}
 			switch role {
 			case "system", "developer":
 				system = append(system, joinText(parts, "\n"))
@@ -475,6 +480,9 @@ func responsesInput(raw json.RawMessage, tools *toolMap) (string, []provider.Mes
 				return "", nil, badField(path+".call_id", "required: the call_id of the call this output answers")
 			}
 			parts, err := responsesContent(path+".output", mf.raw("output"))
+			if err == nil {
+				err = textOnly(path+".output", parts)
+			}
 			if err != nil {
 				return "", nil, err
 			}
@@ -523,7 +531,21 @@ func responsesContent(path string, raw json.RawMessage) ([]provider.Part, error)
 				out = append(out, provider.Part{Type: provider.PartText, Text: text})
 			}
 		case "refusal":
-		case "input_image", "input_file", "input_audio":
+		case "input_image":
+			var url string
+			if err := pf.take("image_url", &url); err != nil {
+				return nil, err
+			}
+			pf.skip("detail")
+			if pf.has("file_id") || url == "" {
+				return nil, badField(p+".image_url", "required: file ids point at stored files, which the stateless gateway does not keep")
+			}
+			part, err := imagePart(p+".image_url", url)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, part)
+		case "input_file", "input_audio":
 			return nil, badField(p+".type", "%s content is not supported by the gateway yet: send text", typ)
 		default:
 			return nil, badField(p+".type", "%q is not a content part type here: send input_text", typ)

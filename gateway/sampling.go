@@ -2,9 +2,11 @@ package gateway
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/cortexbuild/cortexbuild/orchestrator"
@@ -21,6 +23,17 @@ func takeFloat(f *fields, key string, max float64, dst **float64) error {
 		return badField(f.at(key), "must be between 0 and %g, got %g", max, *v)
 	}
 	*dst = v
+	return nil
+}
+
+// takeTopK decodes top_k, an integer of at least 1.
+func takeTopK(f *fields, dst **int) error {
+	if err := f.take("top_k", dst); err != nil {
+		return err
+	}
+	if *dst != nil && **dst < 1 {
+		return badField(f.at("top_k"), "must be at least 1, got %d", **dst)
+	}
 	return nil
 }
 
@@ -145,4 +158,46 @@ func formatOfType(path string, raw json.RawMessage, nested string) (*provider.Re
 		return nil, err
 	}
 	return jsonSchemaFormat(nf)
+}
+
+// imagePart reads an image given as a URL: an http or https URL the
+// provider fetches, or a base64 data URL whose bytes are sent inline.
+func imagePart(path, url string) (provider.Part, error) {
+	im := &provider.Image{URL: url}
+	if rest, ok := strings.CutPrefix(url, "data:"); ok {
+		mime, data, ok := strings.Cut(rest, ";base64,")
+		if !ok {
+			return provider.Part{}, badField(path, "a data URL must be base64: data:<media type>;base64,<data>")
+		}
+		b, err := base64.StdEncoding.DecodeString(data)
+		if err != nil {
+			return provider.Part{}, badField(path, "the data URL's base64 does not decode: %v", err)
+		}
+		im = &provider.Image{Data: b, MediaType: mime}
+	}
+	return imageOf(path, im)
+}
+
+// imageOf checks an image the way providers will.
+func imageOf(path string, im *provider.Image) (provider.Part, error) {
+	switch {
+	case im.URL == "" && len(im.Data) == 0:
+		return provider.Part{}, badField(path, "the image is empty")
+	case im.URL != "" && !strings.HasPrefix(im.URL, "https://") && !strings.HasPrefix(im.URL, "http://"):
+		return provider.Part{}, badField(path, "want an http or https URL, or a base64 data URL")
+	case len(im.Data) > 0 && !slices.Contains(provider.ImageMediaTypes, im.MediaType):
+		return provider.Part{}, badField(path, "media type %q is not one every provider takes: send %s", im.MediaType, strings.Join(provider.ImageMediaTypes, ", "))
+	}
+	return provider.Part{Type: provider.PartImage, Image: im}, nil
+}
+
+// textOnly refuses images in content that can only be text (system
+// prompts, assistant turns, tool results).
+func textOnly(path string, parts []provider.Part) error {
+	for _, p := range parts {
+		if p.Type == provider.PartImage {
+			return badField(path, "images are only taken in user messages")
+		}
+	}
+	return nil
 }

@@ -79,9 +79,15 @@ func countTokens(s string) int64 {
 	return int64(n)
 }
 
+// ImageTokens is what one image input is counted as before a call: above
+// what Anthropic (about 1,600 at most, after resizing), OpenAI (up to
+// 1,536 patches, more for the mini models) and Gemini (258 per tile) bill
+// for an image of ordinary size.
+const ImageTokens = 2500
+
 // CountRequestTokens counts every prompt token of req offline: system,
-// messages (text, reasoning, tool calls, tool results), tool definitions,
-// plus framing overheads. It is the basis of cost estimates before a call.
+// messages (text, reasoning, tool calls, tool results, images at
+// [ImageTokens] each), tool definitions, plus framing overheads. It is the basis of cost estimates before a call.
 func CountRequestTokens(req *provider.Request) int64 {
 	n, over := walkRequest(req, CountTokens, false)
 	return over + n
@@ -103,6 +109,9 @@ func walkRequest(req *provider.Request, count func(string) int64, withIDs bool) 
 				if withIDs {
 					n += count(tc.ID)
 				}
+			}
+			if p.Image != nil {
+				over += ImageTokens
 			}
 			if tr := p.ToolResult; tr != nil {
 				over += MessageOverhead

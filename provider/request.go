@@ -3,6 +3,8 @@ package provider
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -46,7 +48,23 @@ const (
 	PartToolCall   PartType = "tool_call"   // ToolCall (assistant turns)
 	PartToolResult PartType = "tool_result" // ToolResult (user turns)
 	PartReasoning  PartType = "reasoning"   // model reasoning (Text, with signatures in Meta)
+	PartImage      PartType = "image"       // Image (user turns)
 )
+
+// Image is an image input: a URL the provider fetches, or the bytes
+// themselves with their media type.
+type Image struct {
+	// URL is an http or https URL; empty when Data is set.
+	URL string `json:"url,omitempty"`
+	// Data is the image file's bytes; empty when URL is set.
+	Data []byte `json:"data,omitempty"`
+	// MediaType is the type of Data: image/png, image/jpeg, image/gif or
+	// image/webp (every provider takes these four). Optional with URL.
+	MediaType string `json:"media_type,omitempty"`
+}
+
+// ImageMediaTypes are the media types every provider takes inline.
+var ImageMediaTypes = []string{"image/png", "image/jpeg", "image/gif", "image/webp"}
 
 // Part is one piece of a message, in order. Meta carries provider data that
 // must be sent back unchanged on the next turn (thinking signatures, opaque
@@ -56,6 +74,7 @@ type Part struct {
 	Text       string      `json:"text,omitempty"`
 	ToolCall   *ToolCall   `json:"tool_call,omitempty"`
 	ToolResult *ToolResult `json:"tool_result,omitempty"`
+	Image      *Image      `json:"image,omitempty"`
 	Meta       Metadata    `json:"meta,omitempty"`
 	// Cache is a prompt-cache breakpoint after this part, with its
 	// lifetime, where the caller placed it (a growing conversation is
@@ -301,11 +320,15 @@ func (r *Request) Conversation() []Message {
 
 // RequiredCapabilities returns what any provider serving r must be able to
 // do: tool use when tools are declared, prompt caching when asked for,
-// structured output when a response format is set.
+// structured output when a response format is set, vision when a message
+// holds an image.
 func (r *Request) RequiredCapabilities() CapabilitySet {
 	var s CapabilitySet
 	if len(r.Tools) > 0 {
 		s = s.With(CapToolUse)
+	}
+	if r.hasImage() {
+		s = s.With(CapVision)
 	}
 	if r.ResponseFormat != nil {
 		s = s.With(CapStructuredOutput)
@@ -314,6 +337,17 @@ func (r *Request) RequiredCapabilities() CapabilitySet {
 		s = s.With(CapPromptCaching)
 	}
 	return s
+}
+
+func (r *Request) hasImage() bool {
+	for _, m := range r.Messages {
+		for _, p := range m.Parts {
+			if p.Type == PartImage {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // SamplingCapabilities returns what a model must have to honour every
@@ -442,6 +476,13 @@ func (r *Request) Validate() error {
 				if m.Role != RoleAssistant {
 					return bad("messages[%d].parts[%d]: tool calls belong to assistant turns", i, j)
 				}
+			case PartImage:
+				if err := p.Image.check(); err != nil {
+					return bad("messages[%d].parts[%d]: %v", i, j, err)
+				}
+				if m.Role != RoleUser {
+					return bad("messages[%d].parts[%d]: images belong to user turns", i, j)
+				}
 			case PartToolResult:
 				if p.ToolResult == nil || p.ToolResult.CallID == "" {
 					return bad("messages[%d].parts[%d]: a tool result needs the call id it answers", i, j)
@@ -469,4 +510,19 @@ func validFormatName(name string) bool {
 		}
 	}
 	return true
+}
+
+// check reports what is wrong with an image part's image.
+func (im *Image) check() error {
+	switch {
+	case im == nil:
+		return fmt.Errorf("an image part needs an image")
+	case (im.URL == "") == (len(im.Data) == 0):
+		return fmt.Errorf("an image needs exactly one of a URL and its bytes")
+	case im.URL != "" && !strings.HasPrefix(im.URL, "https://") && !strings.HasPrefix(im.URL, "http://"):
+		return fmt.Errorf("image URL %.40q: want an http or https URL (send other images as bytes)", im.URL)
+	case len(im.Data) > 0 && !slices.Contains(ImageMediaTypes, im.MediaType):
+		return fmt.Errorf("image media type %q: want one of %s", im.MediaType, strings.Join(ImageMediaTypes, ", "))
+	}
+	return nil
 }

@@ -127,6 +127,12 @@ type wireBlock struct {
 	ToolUseID string          `json:"tool_use_id"`
 	Content   json.RawMessage `json:"content"`
 	IsError   bool            `json:"is_error"`
+	Source    *struct {
+		Type      string `json:"type"`
+		MediaType string `json:"media_type"`
+		Data      []byte `json:"data"`
+		URL       string `json:"url"`
+	} `json:"source"`
 }
 
 func (f *fake) Last() providertest.Captured {
@@ -161,6 +167,10 @@ func (f *fake) Last() providertest.Captured {
 			}
 			for _, b := range blocks {
 				switch b.Type {
+				case "image":
+					if b.Source != nil {
+						c.Images = append(c.Images, provider.Image{URL: b.Source.URL, Data: b.Source.Data, MediaType: b.Source.MediaType})
+					}
 				case "tool_use":
 					c.ToolCalls = append(c.ToolCalls, provider.ToolCall{ID: b.ID, Name: b.Name, Arguments: b.Input})
 				case "tool_result":

@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 
@@ -197,6 +198,12 @@ func contentBlock(part provider.Part) (*anthropic.ContentBlockParamUnion, error)
 			b = anthropic.NewThinkingBlock(sig, part.Text)
 		} else {
 			return nil, nil
+		}
+	case provider.PartImage:
+		if im := part.Image; im.URL != "" {
+			b = anthropic.NewImageBlock(anthropic.URLImageSourceParam{URL: im.URL})
+		} else {
+			b = anthropic.NewImageBlockBase64(im.MediaType, base64.StdEncoding.EncodeToString(im.Data))
 		}
 	case provider.PartToolCall:
 		var input any = map[string]any{}

@@ -119,6 +119,14 @@ func (f *fake) Last() providertest.Captured {
 		// Gemini matches results to calls by name (and id when it sent one).
 		for _, content := range g.Contents {
 			for _, p := range content.Parts {
+				if len(p.InlineData) > 0 {
+					var blob struct {
+						MIMEType string `json:"mimeType"`
+						Data     []byte `json:"data"`
+					}
+					_ = json.Unmarshal(p.InlineData, &blob)
+					c.Images = append(c.Images, provider.Image{Data: blob.Data, MediaType: blob.MIMEType})
+				}
 				if fc := p.FunctionCall; fc != nil {
 					c.ToolCalls = append(c.ToolCalls, provider.ToolCall{ID: fc.ID, Name: fc.Name, Arguments: fc.Args})
 				}

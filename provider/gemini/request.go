@@ -187,6 +187,11 @@ func (a *Adapter) contents(req *provider.Request, model string) ([]*genai.Conten
 				if sig := signature(p.Meta); len(sig) > 0 {
 					c.Parts = append(c.Parts, &genai.Part{Text: p.Text, Thought: true, ThoughtSignature: sig})
 				}
+			case provider.PartImage:
+				if p.Image.URL != "" {
+					return nil, a.base.BadRequest(model, fmt.Sprintf("messages[%d].parts[%d]: Gemini takes images inline: send the image's bytes, not a URL", i, j))
+				}
+				c.Parts = append(c.Parts, &genai.Part{InlineData: &genai.Blob{MIMEType: p.Image.MediaType, Data: p.Image.Data}})
 			case provider.PartToolCall:
 				args := map[string]any{}
 				if len(p.ToolCall.Arguments) > 0 {

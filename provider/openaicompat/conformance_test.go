@@ -2,8 +2,10 @@ package openaicompat_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -136,7 +138,10 @@ func (f *fake) Last() providertest.Captured {
 			TopK                *int     `json:"top_k"`
 			Seed                *int64   `json:"seed"`
 			Stop                []string `json:"stop"`
-			Tools               []struct {
+			Messages            []struct {
+				Content json.RawMessage `json:"content"`
+			} `json:"messages"`
+			Tools []struct {
 				Function struct{ Name string } `json:"function"`
 			} `json:"tools"`
 		}
@@ -146,6 +151,27 @@ func (f *fake) Last() providertest.Captured {
 			ResponseSchema: r.ResponseSchema()}
 		for _, t := range body.Tools {
 			c.Tools = append(c.Tools, t.Function.Name)
+		}
+		for _, m := range body.Messages {
+			var parts []struct {
+				Type     string `json:"type"`
+				ImageURL struct {
+					URL string `json:"url"`
+				} `json:"image_url"`
+			}
+			_ = json.Unmarshal(m.Content, &parts)
+			for _, p := range parts {
+				if p.Type != "image_url" {
+					continue
+				}
+				im := provider.Image{URL: p.ImageURL.URL}
+				if rest, ok := strings.CutPrefix(im.URL, "data:"); ok {
+					mime, data, _ := strings.Cut(rest, ";base64,")
+					im.URL, im.MediaType = "", mime
+					im.Data, _ = base64.StdEncoding.DecodeString(data)
+				}
+				c.Images = append(c.Images, im)
+			}
 		}
 		for _, m := range r.Messages() {
 			switch m.Role {

@@ -2,6 +2,7 @@ package openaicompat
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -160,8 +161,9 @@ func (a *Adapter) sampling(p *openai.ChatCompletionNewParams, req *provider.Requ
 // messages maps one turn. A user turn with tool results becomes one tool
 // message per result (and a user message for any text); an assistant turn
 // becomes one message with its text and tool calls. Several text parts stay
-// separate content parts (one is sent as a plain string). Reasoning parts
-// are provider-private and not sent.
+// separate content parts (one is sent as a plain string), images are
+// image_url parts (inline bytes as a data URL) in their place among them.
+// Reasoning parts are provider-private and not sent.
 func messages(m provider.Message) ([]openai.ChatCompletionMessageParamUnion, error) {
 	var text []string
 	var out []openai.ChatCompletionMessageParamUnion
@@ -194,10 +196,20 @@ func messages(m provider.Message) ([]openai.ChatCompletionMessageParamUnion, err
 		}
 		return []openai.ChatCompletionMessageParamUnion{{OfAssistant: &asst}}, nil
 	}
+	var parts []openai.ChatCompletionContentPartUnionParam // text and images, in order
+	images := false
 	for _, p := range m.Parts {
 		switch p.Type {
 		case provider.PartText:
 			text = append(text, p.Text)
+			parts = append(parts, openai.TextContentPart(p.Text))
+		case provider.PartImage:
+			images = true
+			url := p.Image.URL
+			if url == "" {
+				url = "data:" + p.Image.MediaType + ";base64," + base64.StdEncoding.EncodeToString(p.Image.Data)
+			}
+			parts = append(parts, openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: url}))
 		case provider.PartToolResult:
 			content := p.ToolResult.Content
 			if p.ToolResult.IsError && !strings.HasPrefix(content, "Error") {
@@ -207,13 +219,9 @@ func messages(m provider.Message) ([]openai.ChatCompletionMessageParamUnion, err
 		}
 	}
 	switch {
-	case len(text) == 1:
+	case len(text) == 1 && !images:
 		out = append(out, openai.UserMessage(text[0]))
-	case len(text) > 1:
-		parts := make([]openai.ChatCompletionContentPartUnionParam, len(text))
-		for i, t := range text {
-			parts[i] = openai.TextContentPart(t)
-		}
+	case len(parts) > 0:
 		out = append(out, openai.UserMessage(parts))
 	}
 	if len(out) == 0 {

@@ -7,7 +7,7 @@
 // every adapter: plain completion, system prompt, sampling settings (sent
 // where the model honours them, dropped where it does not), structured
 // output (a schema-matching answer, or a refusal before sending where the
-// model cannot), tools and tool results,
+// model cannot), image inputs, tools and tool results,
 // streaming text and tool calls, usage after a stream, early cancel without
 // leaks, every error kind the protocol can produce (with retry-after),
 // mid-stream errors, truncated streams, answers larger than the response
@@ -51,6 +51,9 @@ type Captured struct {
 	// ResponseSchema is the JSON schema the answer was held to (nil when
 	// none was sent).
 	ResponseSchema json.RawMessage
+	// Images are the image inputs of the user turns, in order, as sent: a
+	// URL, or the decoded bytes with their media type.
+	Images []provider.Image
 }
 
 // Fake is a vendor fake as the suite drives it. Methods that script a

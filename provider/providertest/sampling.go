@@ -111,3 +111,40 @@ func structuredOutput(t *testing.T, e *Env) {
 		}
 	}
 }
+
+// tinyPNG is a 1×1 PNG.
+var tinyPNG = []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89\x00\x00\x00\rIDATx\x9cc\xf8\xff\xff?\x00\x05\xfe\x02\xfe\xa7\x35\x81\x84\x00\x00\x00\x00IEND\xaeB`\x82")
+
+// imageInput: an image part, inline and (where the provider fetches them)
+// by URL, reaches the provider in its place among the turn's text, in the
+// provider's own shape.
+func imageInput(t *testing.T, e *Env) {
+	if !modelCapabilities(e.Adapter, e.Model).Has(provider.CapVision) {
+		t.Skipf("%s has no vision capability: routing never sends it images", e.Model)
+	}
+	inline := provider.Image{Data: tinyPNG, MediaType: "image/png"}
+	msg := provider.Message{Role: provider.RoleUser, Parts: []provider.Part{
+		{Type: provider.PartText, Text: "What is in this image?"},
+		{Type: provider.PartImage, Image: &inline},
+	}}
+	for _, stream := range []bool{false, true} {
+		answer(t, e.Adapter, stream, &provider.Request{Messages: []provider.Message{msg}})
+		got := e.Fake.Last().Images
+		if len(got) != 1 || string(got[0].Data) != string(tinyPNG) || got[0].MediaType != "image/png" || got[0].URL != "" {
+			t.Errorf("stream %v: images sent as %+v, want the PNG inline", stream, got)
+		}
+	}
+	byURL := provider.Image{URL: "https://example.com/cat.png"}
+	msg.Parts[1].Image = &byURL
+	res, err := e.Adapter.Invoke(ctx(t), &provider.Request{Messages: []provider.Message{msg}})
+	if err != nil {
+		// A provider that takes images only inline says so before sending.
+		if provider.KindOf(err) != provider.KindBadRequest || !strings.Contains(err.Error(), "URL") {
+			t.Errorf("image by URL: %v, want success or a bad request about the URL", err)
+		}
+		return
+	}
+	if got := e.Fake.Last().Images; res == nil || len(got) != 1 || got[0].URL != byURL.URL {
+		t.Errorf("image by URL sent as %+v", got)
+	}
+}

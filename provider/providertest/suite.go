@@ -36,6 +36,7 @@ func Run(t *testing.T, newEnv NewEnv) {
 		{"SystemPromptDelivered", systemPrompt},
 		{"SamplingSent", samplingSent},
 		{"StructuredOutput", structuredOutput},
+		{"ImageInput", imageInput},
 		{"ToolCallReturned", toolCall},
 		{"ToolResultRoundTrip", toolResultRoundTrip},
 		{"StreamText", streamText},

@@ -2,6 +2,7 @@ package anthropicfake
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -236,6 +237,9 @@ func validateBody(body []byte, needMaxTokens bool, version string) (map[string]j
 			}
 		}
 	}
+	if msg := checkImages(fields["messages"]); msg != "" {
+		return nil, msg
+	}
 	if v, ok := fields["output_config"]; ok && string(v) != "null" {
 		if msg := checkOutputConfig(v); msg != "" {
 			return nil, msg
@@ -393,6 +397,62 @@ func checkOutputConfig(raw json.RawMessage) string {
 		}
 		if msg := fakekit.ClosedSchemaProblem(f.Schema, false); msg != "" {
 			return "output_config.format.schema: " + msg
+		}
+	}
+	return ""
+}
+
+// imageMediaTypes are the media types the API takes for base64 images.
+var imageMediaTypes = map[string]bool{"image/jpeg": true, "image/png": true, "image/gif": true, "image/webp": true}
+
+// checkImages validates the image blocks of messages: a base64 source
+// with a known media type and valid base64 data, or an http(s) url
+// source, in user turns only.
+func checkImages(raw json.RawMessage) string {
+	var msgs []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	}
+	if json.Unmarshal(raw, &msgs) != nil {
+		return ""
+	}
+	for i, m := range msgs {
+		var blocks []struct {
+			Type   string `json:"type"`
+			Source *struct {
+				Type      string `json:"type"`
+				MediaType string `json:"media_type"`
+				Data      string `json:"data"`
+				URL       string `json:"url"`
+			} `json:"source"`
+		}
+		if json.Unmarshal(m.Content, &blocks) != nil {
+			continue
+		}
+		for j, b := range blocks {
+			if b.Type != "image" {
+				continue
+			}
+			at := fmt.Sprintf("messages.%d.content.%d.image.source", i, j)
+			switch src := b.Source; {
+			case src == nil:
+				return at + ": Field required"
+			case m.Role != "user":
+				return fmt.Sprintf("messages.%d.content.%d: image blocks are only allowed in user messages", i, j)
+			case src.Type == "base64":
+				if !imageMediaTypes[src.MediaType] {
+					return at + ".base64.media_type: Input should be 'image/jpeg', 'image/png', 'image/gif' or 'image/webp'"
+				}
+				if _, err := base64.StdEncoding.DecodeString(src.Data); err != nil || src.Data == "" {
+					return at + ".base64.data: Invalid base64 data"
+				}
+			case src.Type == "url":
+				if !strings.HasPrefix(src.URL, "https://") && !strings.HasPrefix(src.URL, "http://") {
+					return at + ".url.url: Input should be a valid URL"
+				}
+			default:
+				return at + ": Input tag '" + src.Type + "' found using 'type' does not match any of the expected tags: 'base64', 'url', 'file'"
+			}
 		}
 	}
 	return ""

@@ -2,6 +2,7 @@ package geminifake
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -467,6 +468,19 @@ func parseGenerate(body []byte, count bool) (GenerateRequest, *requestError) {
 		for j, p := range c.Parts {
 			if p.FunctionCall != nil && p.FunctionCall.Name == "" {
 				return req, fieldError(fmt.Sprintf("%s.contents[%d].parts[%d].function_call.name", prefix, i, j), "Name cannot be empty.")
+			}
+			if len(p.InlineData) > 0 {
+				var blob struct {
+					MIMEType string `json:"mimeType"`
+					Data     string `json:"data"`
+				}
+				at := fmt.Sprintf("%s.contents[%d].parts[%d].inline_data", prefix, i, j)
+				if json.Unmarshal(p.InlineData, &blob) != nil || blob.MIMEType == "" {
+					return req, fieldError(at+".mime_type", "mime_type is required.")
+				}
+				if _, err := base64.StdEncoding.DecodeString(blob.Data); err != nil || blob.Data == "" {
+					return req, fieldError(at+".data", "Invalid value (bytes): base64 decoding failed.")
+				}
 			}
 			if p.FunctionResponse != nil && p.FunctionResponse.Name == "" {
 				return req, fieldError(fmt.Sprintf("%s.contents[%d].parts[%d].function_response.name", prefix, i, j), "Name cannot be empty.")

@@ -1,6 +1,7 @@
 package openaifake
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -300,6 +301,9 @@ func (s *Server) parseChat(body []byte) (chatRequest, *apiError) {
 		if e := checkSampling(fields, req.model); e != nil {
 			return req, e
 		}
+		if e := checkImages(msgs); e != nil {
+			return req, e
+		}
 		if req.hasStreamOptions && !req.stream {
 			return bad("The 'stream_options' parameter is only allowed when 'stream' is enabled.", "stream_options", "")
 		}
@@ -405,3 +409,63 @@ func checkResponseFormat(raw json.RawMessage) *apiError {
 
 // formatName is the pattern OpenAI holds response format names to.
 var formatName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// checkImages validates image_url content parts as OpenAI does: in user
+// messages only, with an http(s) URL or a base64 data URL of an image
+// type.
+func checkImages(msgs []json.RawMessage) *apiError {
+	for i, raw := range msgs {
+		var m struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		}
+		var parts []struct {
+			Type     string `json:"type"`
+			ImageURL *struct {
+				URL string `json:"url"`
+			} `json:"image_url"`
+		}
+		if json.Unmarshal(raw, &m) != nil || json.Unmarshal(m.Content, &parts) != nil {
+			continue
+		}
+		for j, p := range parts {
+			if p.Type != "image_url" {
+				continue
+			}
+			param := fmt.Sprintf("messages[%d].content[%d].image_url.url", i, j)
+			if m.Role != "user" {
+				return &apiError{status: 400, typ: TypeInvalidRequest, param: fmt.Sprintf("messages[%d].content[%d].type", i, j), code: "invalid_value",
+					message: "Invalid value: 'image_url'. Supported values are: 'text' and 'refusal'."}
+			}
+			if p.ImageURL == nil {
+				return &apiError{status: 400, typ: TypeInvalidRequest, param: fmt.Sprintf("messages[%d].content[%d].image_url", i, j), code: CodeMissingRequiredParam,
+					message: fmt.Sprintf("Missing required parameter: 'messages[%d].content[%d].image_url'.", i, j)}
+			}
+			if msg := imageURLProblem(p.ImageURL.URL); msg != "" {
+				return &apiError{status: 400, typ: TypeInvalidRequest, param: param, code: "invalid_value", message: fmt.Sprintf("Invalid '%s'. %s", param, msg)}
+			}
+		}
+	}
+	return nil
+}
+
+func imageURLProblem(u string) string {
+	if strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://") {
+		return ""
+	}
+	rest, ok := strings.CutPrefix(u, "data:")
+	if !ok {
+		return "Expected a valid URL, but got a value with an invalid format."
+	}
+	mime, data, ok := strings.Cut(rest, ";base64,")
+	switch {
+	case !ok:
+		return "Expected a base64-encoded data URL with an image MIME type (e.g. 'data:image/png;base64,aW1nIGJ5dGVzIGhlcmU='), but got a value with an invalid format."
+	case mime != "image/png" && mime != "image/jpeg" && mime != "image/gif" && mime != "image/webp":
+		return fmt.Sprintf("Expected a base64-encoded data URL with an image MIME type (e.g. 'data:image/png;base64,aW1nIGJ5dGVzIGhlcmU='), but got unsupported MIME type '%s'.", mime)
+	}
+	if _, err := base64.StdEncoding.DecodeString(data); err != nil {
+		return "Expected a base64-encoded data URL with an image MIME type (e.g. 'data:image/png;base64,aW1nIGJ5dGVzIGhlcmU='), but got invalid base64 data."
+	}
+	return ""
+}
