@@ -196,10 +196,37 @@ func TestSamplingThroughEachProtocol(t *testing.T) {
 		t.Errorf("temperature 1.5 on Messages = %d %v", ae.StatusCode, err)
 	}
 
-	// Responses: temperature and top_p.
-	if _, err := oc.Responses.New(ctx, responses.ResponseNewParams{Model: "qwen", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")},
-		Temperature: openai.Float(0.4), TopP: openai.Float(0.7)}); err != nil {
-		t.Fatal(err)
+	// Responses: temperature and top_p, echoed in the response object
+	// when the serving model applied them, null when it dropped them.
+	rp := responses.ResponseNewParams{Model: "qwen", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")},
+		Temperature: openai.Float(0.4), TopP: openai.Float(0.7)}
+	for _, c := range []struct {
+		model   string
+		applied bool
+	}{{"qwen", true}, {"pinned-gpt", false}} {
+		rp.Model = c.model
+		for _, stream := range []bool{false, true} {
+			var r *responses.Response
+			if stream {
+				s := oc.Responses.NewStreaming(ctx, rp)
+				for s.Next() {
+					if e := s.Current(); e.Type == "response.completed" {
+						r = &e.Response
+					}
+				}
+				if err := s.Err(); err != nil || r == nil {
+					t.Fatalf("%s stream: %v", c.model, err)
+				}
+			} else {
+				var err error
+				if r, err = oc.Responses.New(ctx, rp); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if applied := r.Temperature == 0.4 && r.TopP == 0.7; applied != c.applied || (!c.applied && (r.JSON.Temperature.Raw() != "null" || r.JSON.TopP.Raw() != "null")) {
+				t.Errorf("responses → %s (stream %v): temperature %s, top_p %s; want applied: %v", c.model, stream, r.JSON.Temperature.Raw(), r.JSON.TopP.Raw(), c.applied)
+			}
+		}
 	}
 	got = lastSampling(t, vllm.Requests()[len(vllm.Requests())-1].Body)
 	if !eqF(got.Temperature, 0.4) || !eqF(got.TopP, 0.7) {

@@ -571,13 +571,25 @@ type responseObject struct {
 	Store              bool                `json:"store"`
 	ToolChoice         json.RawMessage     `json:"tool_choice"`
 	Tools              []any               `json:"tools"`
-	// Temperature and TopP are null: the sampling the provider applied
-	// is its default, which the gateway does not know.
+	// Temperature and TopP are what the call was sent with; null when it
+	// was sent without one (the provider's default, which the gateway
+	// does not know) or the serving model dropped it.
 	Temperature *float64 `json:"temperature"`
 	TopP        *float64 `json:"top_p"`
 	// Usage is absent until the response ends.
 	Usage    *responsesUsage `json:"usage,omitempty"`
 	Metadata struct{}        `json:"metadata"`
+}
+
+// sampling sets the temperature and top_p the call was sent with, less
+// those the serving model dropped.
+func (o *responseObject) sampling(req *provider.Request, dropped []string) {
+	if !slices.Contains(dropped, "temperature") {
+		o.Temperature = req.Temperature
+	}
+	if !slices.Contains(dropped, "top_p") {
+		o.TopP = req.TopP
+	}
 }
 
 type responseError struct {
@@ -759,8 +771,10 @@ func (g *Gateway) responses(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	servedHeaders(w.Header(), out.Provider, out.Model)
-	g.unhonoured(w.Header(), &call.Request, out.Provider, out.Model)
-	writeJSON(w, http.StatusOK, rr.responseOf(id, g.opts.Now().Unix(), out.Result))
+	dropped := g.unhonoured(w.Header(), &call.Request, out.Provider, out.Model)
+	resp := rr.responseOf(id, g.opts.Now().Unix(), out.Result)
+	resp.sampling(&call.Request, dropped)
+	writeJSON(w, http.StatusOK, resp)
 }
 
 // streamResponses serves a streamed Responses request: response.created
@@ -783,8 +797,9 @@ func (g *Gateway) streamResponses(w http.ResponseWriter, r *http.Request, call o
 	defer s.Close()
 	prov, model := s.Served()
 	servedHeaders(w.Header(), prov, model)
-	g.unhonoured(w.Header(), &call.Request, prov, model)
+	dropped := g.unhonoured(w.Header(), &call.Request, prov, model)
 	st := &itemStream{out: newSSE(w), id: id, resp: rr.responseShell(id, g.opts.Now().Unix(), model), open: -1, openTool: -1, tools: map[int]int{}, names: rr.decoded.tools}
+	st.resp.sampling(&call.Request, dropped)
 	if st.send("response.created", map[string]any{"response": st.resp}) != nil {
 		return
 	}

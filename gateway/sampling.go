@@ -64,23 +64,25 @@ type capabler interface {
 // unhonoured adds to HeaderIgnored the sampling settings of req that the
 // model that served it does not honour (for example temperature on an
 // OpenAI reasoning model, seed on Anthropic).
-func (g *Gateway) unhonoured(h http.Header, req *provider.Request, prov, model string) {
+func (g *Gateway) unhonoured(h http.Header, req *provider.Request, prov, model string) (dropped []string) {
 	c, ok := g.opts.Orchestrator.(capabler)
 	if !ok {
-		return
+		return nil
 	}
 	caps, ok := c.ModelCapabilities(prov, model)
 	if !ok {
-		return
+		return nil
 	}
-	names := req.Unhonoured(caps)
-	if len(names) == 0 {
-		return
+	dropped = req.Unhonoured(caps)
+	if len(dropped) == 0 {
+		return nil
 	}
+	names := dropped
 	if prev := h.Get(HeaderIgnored); prev != "" {
 		names = append(strings.Split(prev, ", "), names...)
 	}
 	h.Set(HeaderIgnored, ignoredHeader(names))
+	return dropped
 }
 
 // strictSampling applies gateway.strict_params to sampling settings: the
