@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -261,5 +262,52 @@ func TestReportsOutsideAProjectCreateNothing(t *testing.T) {
 	}
 	if code, out, errs := run(t, dir, nil, "budget", "show"); code != 0 || !strings.Contains(out, "10.00") {
 		t.Errorf("budget show with a ledger = %d %q %q", code, out, errs)
+	}
+}
+
+// Shell completion offers the project's names: its agents (the spec's
+// and its custom ones) for --agent, its provider instances for
+// --provider and consent's PROVIDER, and models for --model.
+func TestCompletionOffersTheProjectsNames(t *testing.T) {
+	dir := writeConfig(t, `orchestration: true
+providers:
+  alpha:
+    type: anthropic
+  beta:
+    type: openai_compatible
+    profile: ollama
+    base_url: http://127.0.0.1:11434/v1
+    models:
+      balanced: qwen3-coder
+agents:
+  reviewer2:
+    tier: balanced
+`)
+	for _, c := range []struct {
+		args []string
+		want []string
+		not  []string
+	}{
+		{[]string{"invoke", "--agent", ""}, []string{"planner", "critic", "reviewer2"}, []string{"alpha"}},
+		{[]string{"invoke", "--agent", "cr"}, []string{"critic"}, []string{"planner"}},
+		{[]string{"consent", "grant", ""}, []string{"alpha", "beta"}, []string{"planner"}},
+		{[]string{"invoke", "--model", "qwen"}, []string{"qwen3-coder"}, []string{"claude-sonnet-4-6"}},
+		{[]string{"invoke", "--model", "claude-son"}, []string{"claude-sonnet-4-6"}, nil},
+	} {
+		code, out, errs := run(t, dir, nil, append([]string{"__complete"}, c.args...)...)
+		lines := strings.Split(out, "\n")
+		if code != 0 {
+			t.Errorf("%v: exit %d %s", c.args, code, errs)
+		}
+		for _, w := range c.want {
+			if !slices.Contains(lines, w) {
+				t.Errorf("%v: %q not offered:\n%s", c.args, w, out)
+			}
+		}
+		for _, n := range c.not {
+			if slices.Contains(lines, n) {
+				t.Errorf("%v: %q offered:\n%s", c.args, n, out)
+			}
+		}
 	}
 }

@@ -151,6 +151,7 @@ directory or a parent); 'cortexbuild init' writes a commented starter.
 	root.AddCommand(e.criticCmd())
 	root.AddCommand(e.serveCmd())
 	root.AddCommand(e.doctorCmd())
+	e.completions(root)
 	return root
 }
 
