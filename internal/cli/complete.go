@@ -13,15 +13,19 @@ import (
 // completions teaches shell completion the project's own names, read from
 // its configuration when the shell asks: agents for --agent, models for
 // --model (the catalog's and the configured ones), provider instances for
-// --provider and for the consent commands' PROVIDER.
+// the consent commands' PROVIDER, and the catalog's namespaces for
+// pricing's --provider.
 func (e *env) completions(root *cobra.Command) {
-	byFlag := map[string]cobra.CompletionFunc{"agent": e.completeAgents, "model": e.completeModels, "provider": e.completeProviders}
+	byFlag := map[string]cobra.CompletionFunc{"agent": e.completeAgents, "model": e.completeModels}
 	var walk func(*cobra.Command)
 	walk = func(c *cobra.Command) {
 		for name, fn := range byFlag {
 			if c.Flags().Lookup(name) != nil {
 				_ = c.RegisterFlagCompletionFunc(name, fn)
 			}
+		}
+		if c.Parent() != nil && c.Parent().Name() == "pricing" && c.Flags().Lookup("provider") != nil {
+			_ = c.RegisterFlagCompletionFunc("provider", e.completeNamespaces)
 		}
 		if c.Parent() != nil && c.Parent().Name() == "consent" && strings.HasSuffix(c.Use, " PROVIDER") {
 			c.ValidArgsFunction = func(cmd *cobra.Command, args []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
@@ -65,6 +69,18 @@ func (e *env) completeProviders(_ *cobra.Command, _ []string, prefix string) ([]
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	return candidates(slices.Collect(maps.Keys(f.Providers)), prefix)
+}
+
+func (e *env) completeNamespaces(_ *cobra.Command, _ []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	f, err := e.loadConfig(false)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	cat, err := e.catalog(f)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	return candidates(cat.NamespaceNames(), prefix)
 }
 
 func (e *env) completeModels(_ *cobra.Command, _ []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {

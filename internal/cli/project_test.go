@@ -266,8 +266,9 @@ func TestReportsOutsideAProjectCreateNothing(t *testing.T) {
 }
 
 // Shell completion offers the project's names: its agents (the spec's
-// and its custom ones) for --agent, its provider instances for
-// --provider and consent's PROVIDER, and models for --model.
+// and its custom ones) for --agent, its provider instances for consent's
+// PROVIDER, models for --model and the catalog's namespaces for pricing's
+// --provider.
 func TestCompletionOffersTheProjectsNames(t *testing.T) {
 	dir := writeConfig(t, `orchestration: true
 providers:
@@ -293,6 +294,7 @@ agents:
 		{[]string{"consent", "grant", ""}, []string{"alpha", "beta"}, []string{"planner"}},
 		{[]string{"invoke", "--model", "qwen"}, []string{"qwen3-coder"}, []string{"claude-sonnet-4-6"}},
 		{[]string{"invoke", "--model", "claude-son"}, []string{"claude-sonnet-4-6"}, nil},
+		{[]string{"pricing", "show", "--provider", ""}, []string{"anthropic", "gemini"}, []string{"alpha"}},
 	} {
 		code, out, errs := run(t, dir, nil, append([]string{"__complete"}, c.args...)...)
 		lines := strings.Split(out, "\n")
