@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -97,6 +98,12 @@ func (o *Orchestrator) holdOff(name string, d time.Duration, err error) {
 	}
 }
 
+func (o *Orchestrator) onWait(prov string, d time.Duration, why string) {
+	if o.s.OnWait != nil {
+		o.s.OnWait(prov, d, why)
+	}
+}
+
 func (o *Orchestrator) notify(ctx context.Context, level, event, prov, msg string) {
 	_ = o.s.Notifier.Notify(ctx, Notification{Level: level, Event: event, Project: o.s.Project, Provider: prov, Message: msg, At: o.s.Now()})
 }
@@ -163,6 +170,7 @@ func (o *Orchestrator) run(ctx context.Context, c Call, attempt try) (any, []Att
 					waiting.add(WaitRateLimit, w, held)
 					break attempts
 				}
+				o.onWait(ep.Name, w, "rate-limited")
 				if err := o.s.Sleep(ctx, w); err != nil {
 					return nil, attempts, trace, &Error{Err: err, Summary: "cancelled while waiting out a rate limit", Attempts: attempts, Trace: trace}
 				}
@@ -283,6 +291,7 @@ func (o *Orchestrator) run(ctx context.Context, c Call, attempt try) (any, []Att
 				if ra := provider.RetryAfterOf(err); ra > d && ra <= o.s.MaxRetryAfter {
 					d = ra
 				}
+				o.onWait(ep.Name, d, kind.String()+", attempt "+strconv.Itoa(serverTries)+" of "+strconv.Itoa(o.s.ServerAttempts))
 				if err := o.s.Sleep(ctx, d); err != nil {
 					return nil, attempts, trace, &Error{Err: err, Summary: "cancelled during backoff", Attempts: attempts, Trace: trace}
 				}

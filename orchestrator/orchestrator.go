@@ -54,6 +54,10 @@ type Settings struct {
 	// Sleep waits d or until ctx ends. Default: a timer; tests inject one
 	// that returns at once.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// OnWait, when set, is told before the loop waits out a provider's
+	// rate limit or backs off after its failure: which provider, for how
+	// long and why, so that a person waiting can be told.
+	OnWait func(provider string, d time.Duration, why string)
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Online reports whether this machine has a network at all, to tell

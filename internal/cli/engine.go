@@ -468,6 +468,8 @@ func (e *env) buildEngine(f *config.File, st ledger.Store, c *cache.Cache, obs o
 		Breaker:         e.breakerSettings(f),
 		Headroom:        f.Routing.RateLimitHeadroom.Settings(),
 		Updates:         updates,
+		Sleep:           e.sleep,
+		OnWait:          e.onWait,
 	})
 }
 

@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cortexbuild/cortexbuild/provider/anthropic/anthropicfake"
 )
@@ -165,5 +167,31 @@ func TestInvokeMaxTokensFlag(t *testing.T) {
 	}
 	if reqs := srv.Requests(); len(reqs) != 1 || !strings.Contains(string(reqs[0].Body), `"max_tokens":64000`) {
 		t.Errorf("upstream requests %d, want one with max_tokens 64000", len(reqs))
+	}
+}
+
+// invoke says when a call waits out a rate limit or backs off: which
+// provider, why, how long; a wait under a second passes unsaid.
+func TestInvokeSaysWhenItWaits(t *testing.T) {
+	dir, srv := fakeProject(t, true)
+	var slept []time.Duration
+	hook := func(e *env) {
+		e.sleep = func(_ context.Context, d time.Duration) error { slept = append(slept, d); return nil }
+	}
+	srv.Enqueue(anthropicfake.RateLimited("3"), anthropicfake.TextReply("after the wait"))
+	code, out, errs := runWith(t, hook, dir, keyEnv, "invoke", "hi")
+	if code != 0 || !strings.Contains(out, "after the wait") {
+		t.Fatalf("invoke = %d %q %q", code, out, errs)
+	}
+	if len(slept) != 1 || slept[0] <= 2*time.Second || slept[0] > 3*time.Second || !strings.Contains(errs, "cortexbuild: claude rate-limited: waiting 3s, until ") {
+		t.Errorf("slept %v; stderr:\n%s", slept, errs)
+	}
+	slept = nil
+	srv.Enqueue(anthropicfake.Overloaded(), anthropicfake.TextReply("after the backoff"))
+	if code, out, errs = runWith(t, hook, dir, keyEnv, "invoke", "hi"); code != 0 || !strings.Contains(out, "after the backoff") {
+		t.Fatalf("invoke = %d %q %q", code, out, errs)
+	}
+	if len(slept) != 1 || strings.Contains(errs, "cortexbuild: claude") {
+		t.Errorf("a backoff of %v was said:\n%s", slept, errs)
 	}
 }

@@ -58,6 +58,7 @@ every attempt. The prompt comes from the argument or, when absent, standard inpu
 			if err := routingFlags(&call, tier, needs); err != nil {
 				return err
 			}
+			e.onWait = e.sayWait
 			o, closeStore, err := e.engineWith(cmd.Context(), f, task, true)
 			if err != nil {
 				return err
@@ -326,4 +327,14 @@ func (e *env) projectCmd() *cobra.Command {
 	}
 	cmd.AddCommand(status, resume)
 	return cmd
+}
+
+// sayWait tells the person running invoke that the call waits, for whom,
+// how long and until when, so that a rate limit's wait is not silence.
+// Waits under a second pass unsaid.
+func (e *env) sayWait(prov string, d time.Duration, why string) {
+	if d < time.Second {
+		return
+	}
+	fmt.Fprintf(e.stderr, "cortexbuild: %s %s: waiting %s, until %s (Ctrl-C stops the call)\n", prov, why, d.Round(time.Second), time.Now().Add(d).Format("15:04:05"))
 }

@@ -85,6 +85,10 @@ type env struct {
 	// wrapStore, when set, wraps the store of a command that makes calls
 	// (tests make it fail).
 	wrapStore func(ledger.Store) ledger.Store
+	// sleep, when set, replaces the orchestrator's waits (tests);
+	// onWait is told of each wait (invoke says so on stderr).
+	sleep  func(ctx context.Context, d time.Duration) error
+	onWait func(provider string, d time.Duration, why string)
 }
 
 // Main runs the command line with args and returns the process exit code.
