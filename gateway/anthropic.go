@@ -19,7 +19,7 @@ var anthropicQuiet = []string{"metadata", "service_tier", "inference_geo", "spee
 // Messages parameters the gateway accepts without applying them, naming
 // them in X-CortexBuild-Ignored-Params (refused with
 // gateway.strict_params).
-var anthropicIgnored = []string{"thinking", "context_management", "container", "diagnostics", "mcp_servers"}
+var anthropicIgnored = []string{"context_management", "container", "diagnostics", "mcp_servers"}
 
 // messagesRequest is a decoded Messages (or count_tokens) request.
 type messagesRequest struct {
@@ -229,8 +229,22 @@ func decodeMessages(body []byte, count bool) (*messagesRequest, error) {
 				return nil, err
 			}
 		}
+		var effort *string
+		if err := oc.take("effort", &effort); err != nil {
+			return nil, err
+		}
+		if effort != nil {
+			if mr.req.Reasoning, err = effortOf("output_config.effort", *effort); err != nil {
+				return nil, err
+			}
+		}
 		for _, k := range oc.unknown() {
 			mr.ignored = append(mr.ignored, "output_config."+k)
+		}
+	}
+	if raw := f.raw("thinking"); raw != nil {
+		if err := messagesThinking(raw, &mr.req); err != nil {
+			return nil, err
 		}
 	}
 	f.skip(anthropicQuiet...)
@@ -241,6 +255,53 @@ func decodeMessages(body []byte, count bool) (*messagesRequest, error) {
 	mr.ignored = append(mr.ignored, f.unknown()...)
 	slices.Sort(mr.ignored)
 	return mr, nil
+}
+
+// messagesThinking reads thinking: {type: enabled, budget_tokens} (a
+// budget of at least 1024, below max_tokens, as the API demands),
+// {type: adaptive} (the depth left to output_config.effort or the
+// provider) or {type: disabled}. It runs after output_config, whose effort
+// it keeps.
+func messagesThinking(raw json.RawMessage, req *provider.Request) error {
+	tf, err := object("thinking", raw)
+	if err != nil {
+		return err
+	}
+	tf.skip("display")
+	var typ string
+	var budget *int
+	if err := tf.take("type", &typ); err != nil {
+		return err
+	}
+	if err := tf.take("budget_tokens", &budget); err != nil {
+		return err
+	}
+	switch typ {
+	case "disabled":
+		req.Reasoning = nil
+		return nil
+	case "adaptive":
+		if req.Reasoning == nil {
+			req.Reasoning = &provider.Reasoning{}
+		}
+		return nil
+	case "enabled":
+	default:
+		return badField("thinking.type", "%q is not a thinking type: send enabled, adaptive or disabled", typ)
+	}
+	switch {
+	case budget == nil:
+		return badField("thinking.budget_tokens", "Field required with type enabled")
+	case *budget < provider.MinReasoningBudget:
+		return badField("thinking.budget_tokens", "Input should be greater than or equal to %d, got %d", provider.MinReasoningBudget, *budget)
+	case req.MaxTokens > 0 && *budget >= req.MaxTokens:
+		return badField("thinking.budget_tokens", "must be less than max_tokens (%d), got %d", req.MaxTokens, *budget)
+	}
+	if req.Reasoning == nil {
+		req.Reasoning = &provider.Reasoning{}
+	}
+	req.Reasoning.Budget = *budget
+	return nil
 }
 
 // messagesSampling decodes temperature and top_p (0 to 1 in this

@@ -18,7 +18,7 @@ var responsesQuiet = []string{"user", "metadata", "safety_identifier", "prompt_c
 // Responses parameters the gateway accepts without applying them, naming
 // them in X-CortexBuild-Ignored-Params (refused with
 // gateway.strict_params).
-var responsesIgnored = []string{"top_logprobs", "reasoning", "truncation", "max_tool_calls"}
+var responsesIgnored = []string{"top_logprobs", "truncation", "max_tool_calls"}
 
 // responsesRequest is a decoded Responses request.
 type responsesRequest struct {
@@ -117,6 +117,11 @@ func decodeResponses(body []byte) (*responsesRequest, error) {
 	if rr.req.DisableParallelToolCalls, err = serialToolCalls(f); err != nil {
 		return nil, err
 	}
+	if raw := f.raw("reasoning"); raw != nil && string(raw) != "null" {
+		if rr.req.Reasoning, err = responsesReasoning(raw); err != nil {
+			return nil, err
+		}
+	}
 	var instructions string
 	if err := f.take("instructions", &instructions); err != nil {
 		return nil, err
@@ -141,6 +146,26 @@ func decodeResponses(body []byte) (*responsesRequest, error) {
 	rr.ignored = append(append(rr.ignored, textIgnored...), toolsIgnored...)
 	slices.Sort(rr.ignored)
 	return rr, nil
+}
+
+// responsesReasoning reads reasoning: {effort, summary}. An effort of
+// "none" asks for no reasoning; no effort leaves the depth to the
+// provider. Summaries are returned whenever the provider gives them, so
+// summary is taken as it comes.
+func responsesReasoning(raw json.RawMessage) (*provider.Reasoning, error) {
+	rf, err := object("reasoning", raw)
+	if err != nil {
+		return nil, err
+	}
+	rf.skip("summary", "generate_summary", "context", "mode")
+	var effort *string
+	if err := rf.take("effort", &effort); err != nil {
+		return nil, err
+	}
+	if effort == nil {
+		return &provider.Reasoning{}, nil
+	}
+	return effortOf("reasoning.effort", *effort)
 }
 
 // responsesTool is a function tool as the response object repeats it.

@@ -116,6 +116,13 @@ type wire struct {
 	TopK          *int     `json:"top_k"`
 	Seed          *int64   `json:"seed"`
 	StopSequences []string `json:"stop_sequences"`
+	Thinking      *struct {
+		Type         string `json:"type"`
+		BudgetTokens int    `json:"budget_tokens"`
+	} `json:"thinking"`
+	OutputConfig struct {
+		Effort provider.ReasoningEffort `json:"effort"`
+	} `json:"output_config"`
 }
 
 type wireBlock struct {
@@ -149,6 +156,12 @@ func (f *fake) Last() providertest.Captured {
 		c := providertest.Captured{Model: w.Model, MaxTokens: w.MaxTokens, Stream: w.Stream,
 			Sampling:       providertest.Sampling{Temperature: w.Temperature, TopP: w.TopP, TopK: w.TopK, Seed: w.Seed, Stop: w.StopSequences},
 			ResponseSchema: r.ResponseSchema()}
+		if w.Thinking != nil || w.OutputConfig.Effort != "" {
+			c.Reasoning = &provider.Reasoning{Effort: w.OutputConfig.Effort}
+			if w.Thinking != nil {
+				c.Reasoning.Budget = w.Thinking.BudgetTokens
+			}
+		}
 		var sys []wireBlock
 		if json.Unmarshal(w.System, &sys) == nil {
 			for _, b := range sys {

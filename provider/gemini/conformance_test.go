@@ -105,6 +105,12 @@ func (f *fake) Last() providertest.Captured {
 				k := int(*gc.TopK)
 				c.Sampling.TopK = &k
 			}
+			if tc := gc.ThinkingConfig; tc != nil {
+				c.Reasoning = &provider.Reasoning{Effort: provider.ReasoningEffort(strings.ToLower(tc.ThinkingLevel))}
+				if tc.ThinkingBudget != nil {
+					c.Reasoning.Budget = *tc.ThinkingBudget
+				}
+			}
 		}
 		if g.SystemInstruction != nil {
 			for _, p := range g.SystemInstruction.Parts {

@@ -54,6 +54,10 @@ type Captured struct {
 	// Images are the image inputs of the user turns, in order, as sent: a
 	// URL, or the decoded bytes with their media type.
 	Images []provider.Image
+	// Reasoning is the reasoning setting as sent (nil when none was): the
+	// effort the provider received, lower case ("" when it got none), and
+	// the token budget (0 when it got none).
+	Reasoning *provider.Reasoning
 }
 
 // Fake is a vendor fake as the suite drives it. Methods that script a

@@ -78,6 +78,46 @@ func checkFloat(t *testing.T, name string, got *float64, want float64, honoured 
 	}
 }
 
+// reasoningSent: a reasoning setting reaches the provider under its own
+// name when the model has the reasoning capability, and is not sent at all
+// when it has not (the call still succeeds). What arrives is the effort or
+// the budget asked for, or where the provider takes only the other, the
+// one [provider.Reasoning.EffectiveEffort] or EffectiveBudget derives;
+// streamed and unary calls send the same. A budget out of range never
+// leaves.
+func reasoningSent(t *testing.T, e *Env) {
+	honoured := modelCapabilities(e.Adapter, e.Model).Has(provider.CapReasoning)
+	for _, r := range []provider.Reasoning{
+		{Effort: provider.EffortHigh},
+		{Budget: 2048},
+		{Effort: provider.EffortLow, Budget: 1500},
+	} {
+		for _, stream := range []bool{false, true} {
+			e.Fake.Script(Reply{Text: "ok", Usage: provider.Usage{InputTokens: 10, OutputTokens: 1}})
+			answer(t, e.Adapter, stream, &provider.Request{Prompt: "hi", MaxTokens: 4096, Reasoning: &r})
+			got := e.Fake.Last().Reasoning
+			switch {
+			case !honoured && got != nil:
+				t.Errorf("%+v stream %v: reasoning sent (%+v) to a model without the reasoning capability", r, stream, *got)
+			case !honoured:
+			case got == nil || got.Effort == "" && got.Budget == 0:
+				t.Errorf("%+v stream %v: no reasoning setting reached the provider (got %+v)", r, stream, got)
+			case got.Effort != "" && got.Effort != r.EffectiveEffort():
+				t.Errorf("%+v stream %v: effort sent as %q, want %q", r, stream, got.Effort, r.EffectiveEffort())
+			case got.Budget != 0 && got.Budget != r.EffectiveBudget():
+				t.Errorf("%+v stream %v: budget sent as %d, want %d", r, stream, got.Budget, r.EffectiveBudget())
+			}
+		}
+	}
+	small := provider.Reasoning{Budget: 512}
+	if _, err := e.Adapter.Invoke(ctx(t), &provider.Request{Prompt: "hi", Reasoning: &small, MaxTokens: 77}); provider.KindOf(err) != provider.KindBadRequest || !strings.Contains(err.Error(), "budget_tokens") {
+		t.Errorf("budget 512: error %v, want a bad request naming budget_tokens", err)
+	}
+	if e.Fake.Last().MaxTokens == 77 {
+		t.Error("a request with a 512-token budget reached the provider")
+	}
+}
+
 // structuredOutput: a response format reaches the provider as its own
 // schema field and the answer is JSON matching it, streamed or not; a model
 // without structured_output refuses the request before sending it.

@@ -35,6 +35,7 @@ func Run(t *testing.T, newEnv NewEnv) {
 		{"PlainCompletion", plainCompletion},
 		{"SystemPromptDelivered", systemPrompt},
 		{"SamplingSent", samplingSent},
+		{"ReasoningSent", reasoningSent},
 		{"StructuredOutput", structuredOutput},
 		{"ImageInput", imageInput},
 		{"ToolCallReturned", toolCall},

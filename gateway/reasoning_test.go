@@ -1,0 +1,151 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/openai/openai-go/v3"
+	ooption "github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/cortexbuild/cortexbuild/gateway"
+	"github.com/cortexbuild/cortexbuild/provider/openaicompat/openaifake"
+)
+
+// upstreamReasoning is the reasoning settings of an upstream body:
+// OpenAI's reasoning_effort, Anthropic's thinking and output_config.effort.
+type upstreamReasoning struct {
+	ReasoningEffort string `json:"reasoning_effort"`
+	Thinking        *struct {
+		Type         string `json:"type"`
+		BudgetTokens int    `json:"budget_tokens"`
+	} `json:"thinking"`
+	OutputConfig struct {
+		Effort string `json:"effort"`
+	} `json:"output_config"`
+}
+
+func lastReasoning(t *testing.T, bodies [][]byte) upstreamReasoning {
+	t.Helper()
+	var r upstreamReasoning
+	if len(bodies) == 0 {
+		t.Fatal("the upstream received nothing")
+	}
+	if err := json.Unmarshal(bodies[len(bodies)-1], &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (w *world) oaiBodies() [][]byte {
+	var out [][]byte
+	for _, r := range w.oai.Requests() {
+		out = append(out, r.Body)
+	}
+	return out
+}
+
+func (w *world) anthBodies() [][]byte {
+	var out [][]byte
+	for _, r := range w.anth.Requests() {
+		if r.Path == "/v1/messages" {
+			out = append(out, r.Body)
+		}
+	}
+	return out
+}
+
+// A reasoning setting reaches the provider from each protocol in the
+// provider's own shape: Chat's reasoning_effort, Responses' reasoning.effort
+// and Messages' thinking and output_config.effort; a model without the
+// reasoning capability drops it and the answer names it.
+func TestReasoningSettingsThroughEachProtocol(t *testing.T) {
+	var vllm *openaifake.Server
+	w := newWorld(t, withVLLM(&vllm))
+	t.Cleanup(func() { vllm.Close() })
+	ctx := ctxT(t)
+	oc, ac := w.openai(w.key), w.anthropic(w.key)
+	var raw *http.Response
+
+	// Chat to an OpenAI reasoning model, streamed and not.
+	chat := openai.ChatCompletionNewParams{Model: "pinned-gpt", Messages: userMsg("hi"), ReasoningEffort: shared.ReasoningEffortHigh}
+	for _, stream := range []bool{false, true} {
+		if stream {
+			s := oc.Chat.Completions.NewStreaming(ctx, chat, ooption.WithResponseInto(&raw))
+			for s.Next() {
+			}
+			if err := s.Err(); err != nil {
+				t.Fatal(err)
+			}
+		} else if _, err := oc.Chat.Completions.New(ctx, chat, ooption.WithResponseInto(&raw)); err != nil {
+			t.Fatal(err)
+		}
+		if got := lastReasoning(t, w.oaiBodies()); got.ReasoningEffort != "high" {
+			t.Errorf("stream %v: chat → gpt-5-mini sent reasoning_effort %q, want high", stream, got.ReasoningEffort)
+		}
+		if h := raw.Header.Get(gateway.HeaderIgnored); h != "" {
+			t.Errorf("stream %v: chat → gpt-5-mini: ignored = %q, want none", stream, h)
+		}
+	}
+	// Chat to a model that does not reason: dropped and named.
+	chat.Model = "qwen"
+	if _, err := oc.Chat.Completions.New(ctx, chat, ooption.WithResponseInto(&raw)); err != nil {
+		t.Fatal(err)
+	}
+	if got := lastReasoning(t, [][]byte{vllm.Requests()[len(vllm.Requests())-1].Body}); got.ReasoningEffort != "" {
+		t.Errorf("chat → vllm sent reasoning_effort %q", got.ReasoningEffort)
+	}
+	if h := raw.Header.Get(gateway.HeaderIgnored); h != "reasoning" {
+		t.Errorf("chat → vllm: ignored = %q, want reasoning", h)
+	}
+
+	// Responses.
+	if _, err := oc.Responses.New(ctx, responses.ResponseNewParams{Model: "pinned-gpt", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")},
+		Reasoning: shared.ReasoningParam{Effort: shared.ReasoningEffortMedium}}, ooption.WithResponseInto(&raw)); err != nil {
+		t.Fatal(err)
+	}
+	if got := lastReasoning(t, w.oaiBodies()); got.ReasoningEffort != "medium" {
+		t.Errorf("responses → gpt-5-mini sent reasoning_effort %q, want medium", got.ReasoningEffort)
+	}
+	if h := raw.Header.Get(gateway.HeaderIgnored); h != "" {
+		t.Errorf("responses: ignored = %q, want none", h)
+	}
+
+	// Messages to Claude: a budget as thinking, an effort as
+	// output_config.effort.
+	msg := anthropic.MessageNewParams{Model: "claude-sonnet-4-6", MaxTokens: 4096, Messages: userMsgA("hi"),
+		Thinking:     anthropic.ThinkingConfigParamOfEnabled(2048),
+		OutputConfig: anthropic.OutputConfigParam{Effort: anthropic.OutputConfigEffortLow}}
+	for _, stream := range []bool{false, true} {
+		if stream {
+			s := ac.Messages.NewStreaming(ctx, msg, aoption.WithResponseInto(&raw))
+			for s.Next() {
+			}
+			if err := s.Err(); err != nil {
+				t.Fatal(err)
+			}
+		} else if _, err := ac.Messages.New(ctx, msg, aoption.WithResponseInto(&raw)); err != nil {
+			t.Fatal(err)
+		}
+		got := lastReasoning(t, w.anthBodies())
+		if got.Thinking == nil || got.Thinking.Type != "enabled" || got.Thinking.BudgetTokens != 2048 || got.OutputConfig.Effort != "low" {
+			t.Errorf("stream %v: messages → claude sent thinking %+v effort %q", stream, got.Thinking, got.OutputConfig.Effort)
+		}
+		if h := raw.Header.Get(gateway.HeaderIgnored); h != "" {
+			t.Errorf("stream %v: messages → claude: ignored = %q, want none", stream, h)
+		}
+	}
+	// Messages to an OpenAI reasoning model: the budget stands for an
+	// effort.
+	msg = anthropic.MessageNewParams{Model: "pinned-gpt", MaxTokens: 4096, Messages: userMsgA("hi"), Thinking: anthropic.ThinkingConfigParamOfEnabled(2048)}
+	if _, err := ac.Messages.New(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	if got := lastReasoning(t, w.oaiBodies()); got.ReasoningEffort != "low" {
+		t.Errorf("messages → gpt-5-mini sent reasoning_effort %q, want low", got.ReasoningEffort)
+	}
+}
