@@ -42,6 +42,13 @@ var forwardedBetas = []string{
 // anthropic-beta headers.
 const metaBeta = "anthropic.beta"
 
+// The Anthropic adapter's metadata keys of a reasoning part: a thinking
+// block's signature, a redacted thinking block's data (JSON strings).
+const (
+	metaSignature = "anthropic.signature"
+	metaRedacted  = "anthropic.redacted_thinking"
+)
+
 // betas takes the client's anthropic-beta header (values separated by
 // commas, in one header or several): the values on forwardedBetas go to
 // the call's metadata, the others are named as ignored.
@@ -559,8 +566,28 @@ func anthropicBlocks(path string, raw json.RawMessage, assistant bool, names map
 			res := provider.ToolResult{CallID: id, Name: names[id], Content: text, IsError: isErr}
 			out = append(out, provider.Part{Type: provider.PartToolResult, ToolResult: &res, Cache: longerCache(mark, inner)})
 		case (typ == "thinking" || typ == "redacted_thinking") && assistant:
-			// Earlier reasoning is not sent back: it belongs to the
-			// provider that produced it, which may not serve this call.
+			// Earlier reasoning goes back with its signature (or redacted
+			// data) as the Anthropic adapter's metadata; an adapter for
+			// another provider, which cannot check it, leaves it out.
+			var text, sig, data string
+			for _, kv := range []struct {
+				key string
+				dst *string
+			}{{"thinking", &text}, {"signature", &sig}, {"data", &data}} {
+				if err := bf.take(kv.key, kv.dst); err != nil {
+					return nil, err
+				}
+			}
+			part := provider.Part{Type: provider.PartReasoning, Text: text}
+			switch {
+			case typ == "redacted_thinking" && data == "":
+				return nil, badField(p+".data", "required: the redacted thinking as the API gave it")
+			case typ == "redacted_thinking":
+				part.Meta = provider.Metadata{metaRedacted: mustJSON(data)}
+			case sig != "":
+				part.Meta = provider.Metadata{metaSignature: mustJSON(sig)}
+			}
+			out = append(out, part)
 		case typ == "image" && !assistant:
 			sraw := bf.raw("source")
 			if sraw == nil {
@@ -618,14 +645,33 @@ type anthropicMessage struct {
 }
 
 type anthropicBlock struct {
-	Type  string          `json:"type"`
-	Text  *string         `json:"text,omitempty"`
-	ID    string          `json:"id,omitempty"`
-	Name  string          `json:"name,omitempty"`
-	Input json.RawMessage `json:"input,omitempty"`
+	Type string  `json:"type"`
+	Text *string `json:"text,omitempty"`
+	// thinking and redacted_thinking
+	Thinking  *string         `json:"thinking,omitempty"`
+	Signature *string         `json:"signature,omitempty"`
+	Data      string          `json:"data,omitempty"`
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
 }
 
 func textBlock(s string) anthropicBlock { return anthropicBlock{Type: "text", Text: &s} }
+
+// thinkingBlock renders a reasoning part: a thinking block with the
+// Anthropic signature it carries ("" for another provider's reasoning,
+// which a client sends back to no effect), or a redacted_thinking block.
+func thinkingBlock(p provider.Part) anthropicBlock {
+	var data, sig string
+	if raw, ok := p.Meta[metaRedacted]; ok && json.Unmarshal(raw, &data) == nil {
+		return anthropicBlock{Type: "redacted_thinking", Data: data}
+	}
+	if raw, ok := p.Meta[metaSignature]; ok {
+		_ = json.Unmarshal(raw, &sig)
+	}
+	text := p.Text
+	return anthropicBlock{Type: "thinking", Thinking: &text, Signature: &sig}
+}
 
 func toolUseBlock(tc provider.ToolCall, input json.RawMessage) anthropicBlock {
 	return anthropicBlock{Type: "tool_use", ID: tc.ID, Name: tc.Name, Input: input}
@@ -651,6 +697,8 @@ func message(id string, res *provider.Result) anthropicMessage {
 		case p.Type == provider.PartText && p.Text != "":
 			m.Content = append(m.Content, textBlock(p.Text))
 			text = true
+		case p.Type == provider.PartReasoning:
+			m.Content = append(m.Content, thinkingBlock(p))
 		case p.Type == provider.PartToolCall && p.ToolCall != nil:
 			m.Content = append(m.Content, toolUseBlock(*p.ToolCall, argsOrEmpty(p.ToolCall.Arguments)))
 			done[p.ToolCall.ID] = true
@@ -776,6 +824,7 @@ type blockStream struct {
 	tools    map[int]bool // tool calls that got a block
 	args     map[int]int  // bytes of arguments sent per tool call
 	sentText bool
+	thinking bool // the open block is a thinking block
 }
 
 func (b *blockStream) closeOpen() error {
@@ -783,7 +832,7 @@ func (b *blockStream) closeOpen() error {
 		return nil
 	}
 	err := b.out.event("content_block_stop", mustJSON(map[string]any{"type": "content_block_stop", "index": b.open}))
-	b.open, b.openTool = -1, -1
+	b.open, b.openTool, b.thinking = -1, -1, false
 	return err
 }
 
@@ -800,8 +849,37 @@ func (b *blockStream) delta(d map[string]any) error {
 	return b.out.event("content_block_delta", mustJSON(map[string]any{"type": "content_block_delta", "index": b.open, "delta": d}))
 }
 
+// reasoning streams thinking as the API does: a thinking block, its text
+// in thinking_delta events, then its signature in a signature_delta.
+// Metadata of another provider's reasoning has no place here.
+func (b *blockStream) reasoning(t string, meta provider.Metadata) error {
+	var sig string
+	if raw, ok := meta[metaSignature]; ok {
+		_ = json.Unmarshal(raw, &sig)
+	}
+	if t == "" && sig == "" {
+		return nil
+	}
+	if !b.thinking {
+		empty := provider.Part{Type: provider.PartReasoning}
+		if err := b.startBlock(thinkingBlock(empty)); err != nil {
+			return err
+		}
+		b.thinking = true
+	}
+	if t != "" {
+		if err := b.delta(map[string]any{"type": "thinking_delta", "thinking": t}); err != nil {
+			return err
+		}
+	}
+	if sig != "" {
+		return b.delta(map[string]any{"type": "signature_delta", "signature": sig})
+	}
+	return nil
+}
+
 func (b *blockStream) text(t string) error {
-	if b.open < 0 || b.openTool >= 0 {
+	if b.open < 0 || b.openTool >= 0 || b.thinking {
 		if err := b.startBlock(textBlock("")); err != nil {
 			return err
 		}

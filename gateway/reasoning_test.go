@@ -13,6 +13,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/cortexbuild/cortexbuild/gateway"
+	"github.com/cortexbuild/cortexbuild/provider/anthropic/anthropicfake"
 	"github.com/cortexbuild/cortexbuild/provider/openaicompat/openaifake"
 )
 
@@ -147,5 +148,70 @@ func TestReasoningSettingsThroughEachProtocol(t *testing.T) {
 	}
 	if got := lastReasoning(t, w.oaiBodies()); got.ReasoningEffort != "low" {
 		t.Errorf("messages → gpt-5-mini sent reasoning_effort %q, want low", got.ReasoningEffort)
+	}
+}
+
+// Claude's thinking reaches a Messages client as a thinking block with its
+// signature, unary and streamed (thinking_delta, then signature_delta);
+// sent back, the block reaches Anthropic with the signature as it was.
+func TestMessagesThinkingRoundTrip(t *testing.T) {
+	w := newWorld(t)
+	ctx := ctxT(t)
+	ac := w.anthropic(w.key)
+	const thought, sig = "The user says hi; answer briefly.", "EqQBCkYIBxgCKkA-signature"
+	params := anthropic.MessageNewParams{Model: "claude-sonnet-4-6", MaxTokens: 4096, Messages: userMsgA("hi"),
+		Thinking: anthropic.ThinkingConfigParamOfEnabled(2048)}
+	for _, stream := range []bool{false, true} {
+		w.anth.Enqueue(anthropicfake.Reply{Thinking: &anthropicfake.Thinking{Text: thought, Signature: sig}, Text: "Hello!"})
+		var msg anthropic.Message
+		if stream {
+			s := ac.Messages.NewStreaming(ctx, params)
+			for s.Next() {
+				if err := msg.Accumulate(s.Current()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Err(); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			m, err := ac.Messages.New(ctx, params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg = *m
+		}
+		if len(msg.Content) != 2 || msg.Content[0].Type != "thinking" || msg.Content[0].Thinking != thought || msg.Content[0].Signature != sig ||
+			msg.Content[1].Type != "text" || msg.Content[1].Text != "Hello!" {
+			t.Fatalf("stream %v: content %+v, want the thinking block with its signature, then the text", stream, msg.Content)
+		}
+
+		// The client sends the turn back as it got it.
+		w.anth.Enqueue(anthropicfake.Reply{Text: "Fine."})
+		next := params
+		next.Messages = append(userMsgA("hi"), msg.ToParam(), anthropic.NewUserMessage(anthropic.NewTextBlock("and now?")))
+		if _, err := ac.Messages.New(ctx, next); err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Messages []struct {
+				Role    string `json:"role"`
+				Content []struct {
+					Type      string `json:"type"`
+					Thinking  string `json:"thinking"`
+					Signature string `json:"signature"`
+				} `json:"content"`
+			} `json:"messages"`
+		}
+		bodies := w.anthBodies()
+		if err := json.Unmarshal(bodies[len(bodies)-1], &body); err != nil {
+			t.Fatal(err)
+		}
+		if len(body.Messages) != 3 || len(body.Messages[1].Content) == 0 {
+			t.Fatalf("stream %v: upstream messages %+v", stream, body.Messages)
+		}
+		if b := body.Messages[1].Content[0]; b.Type != "thinking" || b.Thinking != thought || b.Signature != sig {
+			t.Errorf("stream %v: the assistant turn reached Anthropic starting with %+v, want the thinking block with its signature", stream, b)
+		}
 	}
 }

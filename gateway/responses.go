@@ -954,6 +954,9 @@ func (b *itemStream) textOpen() error {
 	return b.send("response.content_part.added", map[string]any{"item_id": itemID, "output_index": b.open, "content_index": 0, "part": outputText("")})
 }
 
+// reasoning is not streamed yet.
+func (b *itemStream) reasoning(string, provider.Metadata) error { return nil }
+
 // text adds answer text, opening a message item when none is open.
 func (b *itemStream) text(t string) error {
 	if err := b.textOpen(); err != nil {

@@ -35,6 +35,9 @@ func (f *fake) Script(r providertest.Reply) {
 		CacheCreation5m: int(r.Usage.CacheWriteTokens - r.Usage.CacheWriteLongTokens),
 		CacheCreation1h: int(r.Usage.CacheWriteLongTokens),
 	}, Model: r.Model}
+	if r.Reasoning != "" {
+		rep.Thinking = &anthropicfake.Thinking{Text: r.Reasoning}
+	}
 	for _, tc := range r.ToolCalls {
 		rep.ToolUses = append(rep.ToolUses, anthropicfake.ToolUse{ID: tc.ID, Name: tc.Name, Input: tc.Arguments})
 	}
@@ -45,6 +48,8 @@ func (f *fake) Script(r providertest.Reply) {
 	f.mu.Unlock()
 	f.srv.Enqueue(rep)
 }
+
+func (f *fake) ReturnsReasoning() bool { return true }
 
 func (f *fake) Fail(k provider.Kind, retryAfter time.Duration) bool {
 	var r anthropicfake.Reply

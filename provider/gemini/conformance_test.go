@@ -28,11 +28,16 @@ func (f *fake) Script(r providertest.Reply) {
 		Prompt: int(r.Usage.InputTokens), Cached: int(r.Usage.CacheReadTokens),
 		Candidates: int(r.Usage.OutputTokens - r.Usage.ReasoningTokens), Thoughts: int(r.Usage.ReasoningTokens),
 	}, ModelVersion: r.Model}
+	if r.Reasoning != "" {
+		rep.Thought = &geminifake.Thought{Text: r.Reasoning}
+	}
 	for _, tc := range r.ToolCalls {
 		rep.FunctionCalls = append(rep.FunctionCalls, geminifake.FunctionCall{ID: tc.ID, Name: tc.Name, Args: tc.Arguments})
 	}
 	f.srv.Enqueue(rep)
 }
+
+func (f *fake) ReturnsReasoning() bool { return true }
 
 func (f *fake) Fail(k provider.Kind, retryAfter time.Duration) bool {
 	var r geminifake.Reply

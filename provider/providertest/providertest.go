@@ -36,6 +36,16 @@ type Reply struct {
 	Usage provider.Usage
 	// Model is the model id the answer names; empty means the request's.
 	Model string
+	// Reasoning, when set, is reasoning the answer shows before its text
+	// (signed where the provider signs it); only a fake that implements
+	// [ReasoningFake] sends it.
+	Reasoning string
+}
+
+// ReasoningFake is a [Fake] whose provider returns reasoning text, which
+// [Reply.Reasoning] scripts.
+type ReasoningFake interface {
+	ReturnsReasoning() bool
 }
 
 // Captured is a vendor-neutral view of the last request a fake received.

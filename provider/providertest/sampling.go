@@ -2,6 +2,7 @@ package providertest
 
 import (
 	"encoding/json"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -116,6 +117,73 @@ func reasoningSent(t *testing.T, e *Env) {
 	if e.Fake.Last().MaxTokens == 77 {
 		t.Error("a request with a 512-token budget reached the provider")
 	}
+}
+
+// streamReasoning: reasoning the provider returns reaches the caller as a
+// reasoning part of the answer, unary and streamed; a stream carries it
+// as Reasoning deltas before the answer's text, and the provider data it
+// streams with it (a signature) is the reasoning part's Meta.
+func streamReasoning(t *testing.T, e *Env) {
+	if rf, ok := e.Fake.(ReasoningFake); !ok || !rf.ReturnsReasoning() {
+		t.Skip("the provider returns no reasoning text")
+	}
+	const thought = "The user greets me; a short answer will do."
+	reply := Reply{Reasoning: thought, Text: "Hello!", Usage: provider.Usage{InputTokens: 10, OutputTokens: 20, ReasoningTokens: 12}}
+	req := &provider.Request{Prompt: "hi", Reasoning: &provider.Reasoning{Effort: provider.EffortLow}}
+	e.Fake.Script(reply)
+	res, err := e.Adapter.Invoke(ctx(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := reasoningOf(res)
+	if want == nil || want.Text != thought {
+		t.Fatalf("unary: reasoning part %+v, want %q", want, thought)
+	}
+	e.Fake.Script(reply)
+	s, err := e.Adapter.Stream(ctx(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var streamed strings.Builder
+	var meta provider.Metadata
+	for {
+		c, err := s.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Text != "" && streamed.Len() == 0 {
+			t.Error("answer text arrived before the reasoning")
+		}
+		streamed.WriteString(c.Reasoning)
+		if c.ReasoningMeta != nil {
+			meta = c.ReasoningMeta
+		}
+		if !c.Final {
+			continue
+		}
+		got := reasoningOf(c.Result)
+		if streamed.String() != thought || got == nil || got.Text != thought {
+			t.Errorf("streamed reasoning %q, final part %+v; want %q", streamed.String(), got, thought)
+		}
+		if got != nil && len(got.Meta) > 0 && !reflect.DeepEqual(meta, got.Meta) {
+			t.Errorf("streamed reasoning metadata %s, final part's %s", meta, got.Meta)
+		}
+		return
+	}
+}
+
+// reasoningOf returns the first reasoning part of res, nil when none.
+func reasoningOf(res *provider.Result) *provider.Part {
+	if res == nil {
+		return nil
+	}
+	for i := range res.Parts {
+		if res.Parts[i].Type == provider.PartReasoning {
+			return &res.Parts[i]
+		}
+	}
+	return nil
 }
 
 // structuredOutput: a response format reaches the provider as its own

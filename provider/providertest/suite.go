@@ -41,6 +41,7 @@ func Run(t *testing.T, newEnv NewEnv) {
 		{"ToolCallReturned", toolCall},
 		{"ToolResultRoundTrip", toolResultRoundTrip},
 		{"StreamText", streamText},
+		{"StreamReasoning", streamReasoning},
 		{"StreamToolCalls", streamToolCalls},
 		{"StreamEarlyCloseReleasesConnection", streamEarlyClose},
 		{"StreamContextCancel", streamContextCancel},
