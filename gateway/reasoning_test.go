@@ -215,3 +215,59 @@ func TestMessagesThinkingRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// The model's reasoning reaches a Responses client as a reasoning output
+// item whose summary is the reasoning text, before the message, unary and
+// streamed (response.reasoning_summary_text.delta events); every answer
+// and event is checked against OpenAI's published schemas.
+func TestResponsesReasoningItem(t *testing.T) {
+	w := newWorld(t)
+	ctx := ctxT(t)
+	oc := w.openai(w.key)
+	const thought = "The user says hi; answer briefly."
+	params := responses.ResponseNewParams{Model: "claude-sonnet-4-6", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")},
+		Reasoning: shared.ReasoningParam{Effort: shared.ReasoningEffortLow}}
+	check := func(how string, out []responses.ResponseOutputItemUnion) {
+		t.Helper()
+		if len(out) != 2 || out[0].Type != "reasoning" || len(out[0].Summary) != 1 || out[0].Summary[0].Text != thought ||
+			out[1].Type != "message" || len(out[1].Content) != 1 || out[1].Content[0].Text != "Hello!" {
+			t.Errorf("%s: output %s, want a reasoning item summarising %q, then the message", how, mustMarshal(t, out), thought)
+		}
+	}
+
+	w.anth.Enqueue(anthropicfake.Reply{Thinking: &anthropicfake.Thinking{Text: thought}, Text: "Hello!"})
+	res, err := oc.Responses.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("unary", res.Output)
+
+	w.anth.Enqueue(anthropicfake.Reply{Thinking: &anthropicfake.Thinking{Text: thought}, Text: "Hello!"})
+	s := oc.Responses.NewStreaming(ctx, params)
+	var deltas string
+	var done responses.Response
+	for s.Next() {
+		switch ev := s.Current(); ev.Type {
+		case "response.reasoning_summary_text.delta":
+			deltas += ev.Delta
+		case "response.completed":
+			done = ev.Response
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if deltas != thought {
+		t.Errorf("streamed summary %q, want %q", deltas, thought)
+	}
+	check("streamed", done.Output)
+}
+
+func mustMarshal(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
