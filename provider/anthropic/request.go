@@ -178,6 +178,9 @@ func (a *Adapter) thinking(p *anthropic.MessageNewParams, req *provider.Request,
 	if r == nil || !a.ModelCapabilities(model).Has(provider.CapReasoning) {
 		return nil
 	}
+	if c := req.ToolChoice; c != "" && c != provider.ToolChoiceAuto && c != provider.ToolChoiceNone {
+		return a.base.BadRequest(model, fmt.Sprintf("reasoning: Claude does not think when tool_choice forces tool use (%q): drop the reasoning setting or let the model choose", string(c)))
+	}
 	adaptive := anthropic.ThinkingConfigParamUnion{OfAdaptive: &anthropic.ThinkingConfigAdaptiveParam{}}
 	switch styleOf(model) {
 	case thinkingAdaptive:

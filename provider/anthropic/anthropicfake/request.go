@@ -410,7 +410,7 @@ func checkOutputConfig(raw json.RawMessage) string {
 // model, as the API does: budget_tokens of at least 1024 and below
 // max_tokens; no manual budget on Claude 5 and later; adaptive thinking
 // and effort only on models that have them (Opus and Sonnet 4.6, Claude 5
-// and later).
+// and later); no thinking with a tool_choice that forces tool use.
 func checkThinking(fields map[string]json.RawMessage) string {
 	var b struct {
 		Model     string `json:"model"`
@@ -419,6 +419,9 @@ func checkThinking(fields map[string]json.RawMessage) string {
 			Type         string `json:"type"`
 			BudgetTokens *int   `json:"budget_tokens"`
 		} `json:"thinking"`
+		ToolChoice *struct {
+			Type string `json:"type"`
+		} `json:"tool_choice"`
 		OutputConfig struct {
 			Effort *string `json:"effort"`
 		} `json:"output_config"`
@@ -452,8 +455,12 @@ func checkThinking(fields map[string]json.RawMessage) string {
 			return "thinking.type.adaptive: adaptive thinking is not supported on this model"
 		}
 	case "disabled":
+		return ""
 	default:
 		return "thinking: Input tag '" + t.Type + "' found using 'type' does not match any of the expected tags: 'enabled', 'disabled', 'adaptive'"
+	}
+	if tc := b.ToolChoice; tc != nil && (tc.Type == "any" || tc.Type == "tool") {
+		return "Thinking may not be enabled when tool_choice forces tool use."
 	}
 	return ""
 }

@@ -67,6 +67,7 @@ func TestBodyValidation(t *testing.T) {
 		{"/v1/messages", `{"model":"claude-sonnet-5","max_tokens":4096,"messages":[{"role":"user","content":"x"}],"thinking":{"type":"enabled","budget_tokens":2048}}`, "thinking.type.enabled: manual thinking budgets are not supported on this model; use thinking.type.adaptive with output_config.effort"},
 		{"/v1/messages", `{"model":"claude-haiku-4-5","max_tokens":4096,"messages":[{"role":"user","content":"x"}],"thinking":{"type":"adaptive"}}`, "thinking.type.adaptive: adaptive thinking is not supported on this model"},
 		{"/v1/messages", `{"model":"claude-haiku-4-5","max_tokens":4096,"messages":[{"role":"user","content":"x"}],"output_config":{"effort":"low"}}`, "output_config.effort: This model does not support the effort parameter."},
+		{"/v1/messages", `{"model":"claude-sonnet-4-6","max_tokens":4096,"messages":[{"role":"user","content":"x"}],"thinking":{"type":"adaptive"},"tool_choice":{"type":"any"},"tools":[{"name":"f","input_schema":{"type":"object"}}]}`, "Thinking may not be enabled when tool_choice forces tool use."},
 		{"/v1/messages/count_tokens", `{"model":"m"}`, "messages: Field required"},
 		{"/v1/messages/count_tokens", `{"messages":[{"role":"user","content":"x"}]}`, "model: Field required"},
 	}
