@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -148,6 +149,23 @@ func TestReasoningSettingsThroughEachProtocol(t *testing.T) {
 	}
 	if got := lastReasoning(t, w.oaiBodies()); got.ReasoningEffort != "low" {
 		t.Errorf("messages → gpt-5-mini sent reasoning_effort %q, want low", got.ReasoningEffort)
+	}
+
+	// With gateway.strict_params, a model that cannot reason is no
+	// candidate: a call only it can serve is refused, naming the setting.
+	var vllm2 *openaifake.Server
+	strict := newWorld(t, func(s *setup) {
+		withVLLM(&vllm2)(s)
+		gw := s.gw
+		s.gw = func(o *gateway.Options) { gw(o); o.StrictParams = true }
+	})
+	t.Cleanup(func() { vllm2.Close() })
+	_, err := strict.openai(strict.key).Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "qwen", Messages: userMsg("hi"), ReasoningEffort: shared.ReasoningEffortLow})
+	if e := openAIErr(t, err); e.StatusCode != 400 || e.Param != "reasoning" || !strings.Contains(e.Message, "strict_params") {
+		t.Errorf("strict reasoning on vllm = %d %q %q", e.StatusCode, e.Param, e.Message)
+	}
+	if len(vllm2.Requests()) != 0 {
+		t.Error("the refused call reached vLLM")
 	}
 }
 
