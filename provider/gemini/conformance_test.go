@@ -29,7 +29,7 @@ func (f *fake) Script(r providertest.Reply) {
 		Candidates: int(r.Usage.OutputTokens - r.Usage.ReasoningTokens), Thoughts: int(r.Usage.ReasoningTokens),
 	}, ModelVersion: r.Model}
 	if r.Reasoning != "" {
-		rep.Thought = &geminifake.Thought{Text: r.Reasoning}
+		rep.Thought = &geminifake.Thought{Text: r.Reasoning, Signature: "c2lnbmVkIHRob3VnaHQ="}
 	}
 	for _, tc := range r.ToolCalls {
 		rep.FunctionCalls = append(rep.FunctionCalls, geminifake.FunctionCall{ID: tc.ID, Name: tc.Name, Args: tc.Arguments})

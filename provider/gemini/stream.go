@@ -78,8 +78,8 @@ func (s *stream) Recv() (provider.Chunk, error) {
 			return provider.Chunk{}, s.fail(s.a.blocked(s.at.model, err))
 		}
 		for _, p := range s.acc.parts[partsBefore:] {
-			if p.Type == provider.PartReasoning && p.Text != "" {
-				s.pending = append(s.pending, provider.Chunk{Reasoning: p.Text})
+			if p.Type == provider.PartReasoning && (p.Text != "" || len(p.Meta) > 0) {
+				s.pending = append(s.pending, provider.Chunk{Reasoning: p.Text, ReasoningMeta: p.Meta})
 			}
 		}
 		if t := s.acc.text.String()[textBefore:]; t != "" {
