@@ -55,7 +55,7 @@ func takeStop(f *fields, key string, dst *[]string) error {
 }
 
 // effortOf reads a reasoning effort given at path in the OpenAI protocols'
-// or the Messages API's words: "none" asks for no reasoning (nil);
+// or the Messages API's words: "none" sends no reasoning setting (nil);
 // "minimal" is taken as low, and "xhigh" and "max" as high, the nearest
 // efforts every reasoning provider has.
 func effortOf(path, effort string) (*provider.Reasoning, error) {
