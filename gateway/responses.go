@@ -149,7 +149,7 @@ func decodeResponses(body []byte) (*responsesRequest, error) {
 }
 
 // responsesReasoning reads reasoning: {effort, summary}. An effort of
-// "none" asks for no reasoning; no effort leaves the depth to the
+// "none" sends no reasoning setting; no effort leaves the depth to the
 // provider. Summaries are returned whenever the provider gives them, so
 // summary is taken as it comes.
 func responsesReasoning(raw json.RawMessage) (*provider.Reasoning, error) {
