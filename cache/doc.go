@@ -12,7 +12,7 @@
 // their arguments, tool results with their error flag), the tools with their
 // schemas, the tool choice, the effective max tokens, the prompt-cache
 // setting, the sampling settings (temperature, top_p, top_k, seed, stop
-// sequences), the response format, the request's provider options, the caller's cache_key namespace
+// sequences), the response format, the reasoning setting, the request's provider options, the caller's cache_key namespace
 // and the key format version ([KeyVersion]). Only the attempt timeout is left
 // out: it bounds the wait, not the answer. A field added to
 // [provider.Request] fails this package's tests until the key covers it or

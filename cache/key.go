@@ -16,7 +16,7 @@ import (
 // KeyVersion is the version of the key format. Raise it whenever what goes
 // into a key, or how, changes, so that old entries are never read with a new
 // meaning.
-const KeyVersion = 2
+const KeyVersion = 3
 
 // ErrNoNamespace is returned by [NewKey] for a request without a cache_key:
 // the caller did not ask for caching, so the request is sent as is.
@@ -200,6 +200,11 @@ func (w *keyWriter) request(scope Scope, req *provider.Request) {
 		w.str(f.Description)
 		w.json(f.Schema)
 		w.bool(f.Strict)
+	}
+	w.bool(req.Reasoning != nil)
+	if r := req.Reasoning; r != nil {
+		w.str(string(r.Effort))
+		w.uint(uint64(r.Budget))
 	}
 }
 

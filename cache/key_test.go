@@ -33,6 +33,10 @@ var keyCovered = map[string]string{
 	"Request.Seed":           "presence, then the value",
 	"Request.Stop":           "every sequence, in order",
 	"Request.ResponseFormat": "presence, then every field",
+	"Request.Reasoning":      "presence, then every field",
+
+	"Reasoning.Effort": "as is",
+	"Reasoning.Budget": "as is",
 
 	"ResponseFormat.Name":        `"" as "response"`,
 	"ResponseFormat.Description": "as is",
@@ -180,6 +184,7 @@ func baseRequest() *provider.Request {
 		TopK:        new(40),
 		Seed:        new(int64(7)),
 		Stop:        []string{"END", "STOP"},
+		Reasoning:   &provider.Reasoning{Effort: provider.EffortMedium, Budget: 2048},
 		ResponseFormat: &provider.ResponseFormat{Name: "plan", Description: "a plan", Strict: true,
 			Schema: json.RawMessage(`{"type":"object","properties":{"steps":{"type":"array"}},"required":["steps"],"additionalProperties":false}`)},
 	}
@@ -321,6 +326,9 @@ var keyMutations = []keyMutation{
 	{field: "ResponseFormat.Description", name: "response format description", mutate: func(r *provider.Request) { r.ResponseFormat.Description = "other" }},
 	{field: "ResponseFormat.Schema", name: "response format schema", mutate: func(r *provider.Request) { r.ResponseFormat.Schema = json.RawMessage(`{"type":"object"}`) }},
 	{field: "ResponseFormat.Strict", name: "response format strict", mutate: func(r *provider.Request) { r.ResponseFormat.Strict = false }},
+	{field: "Request.Reasoning", name: "reasoning unset", mutate: func(r *provider.Request) { r.Reasoning = nil }},
+	{field: "Reasoning.Effort", name: "reasoning effort", mutate: func(r *provider.Request) { r.Reasoning.Effort = provider.EffortHigh }},
+	{field: "Reasoning.Budget", name: "reasoning budget", mutate: func(r *provider.Request) { r.Reasoning.Budget = 4000 }},
 	{field: "Request.Meta", name: "request option value", mutate: func(r *provider.Request) {
 		r.Meta["anthropic.effort"] = json.RawMessage(`{"level":"high","budget":1}`)
 	}},
@@ -422,7 +430,7 @@ func TestKeyIsStable(t *testing.T) {
 	// The key of a fixed request must not change between builds or runs
 	// (map order, pooling): entries in Redis outlive the process. Update
 	// this value only together with KeyVersion.
-	const want = "d62f8408e5f821db34fb2cdcd8ac29e7b7fda127c38deab697c981c3f57175de"
+	const want = "1934faa75789319c1ca7191c9bcad77ed202b5c93d54e20ccbdf499beae1baa7"
 	got := mustKey(t, baseScope(), baseRequest()).String()
 	for range 20 {
 		if again := mustKey(t, baseScope(), baseRequest()).String(); again != got {

@@ -19,7 +19,7 @@ var anthropicQuiet = []string{"metadata", "service_tier", "inference_geo", "spee
 // Messages parameters the gateway accepts without applying them, naming
 // them in X-CortexBuild-Ignored-Params (refused with
 // gateway.strict_params).
-var anthropicIgnored = []string{"thinking", "context_management", "container", "diagnostics", "mcp_servers"}
+var anthropicIgnored = []string{"context_management", "container", "diagnostics", "mcp_servers"}
 
 // messagesRequest is a decoded Messages (or count_tokens) request.
 type messagesRequest struct {
@@ -41,6 +41,13 @@ var forwardedBetas = []string{
 // metaBeta is the request metadata the Anthropic adapter sends as
 // anthropic-beta headers.
 const metaBeta = "anthropic.beta"
+
+// The Anthropic adapter's metadata keys of a reasoning part: a thinking
+// block's signature, a redacted thinking block's data (JSON strings).
+const (
+	metaSignature = "anthropic.signature"
+	metaRedacted  = "anthropic.redacted_thinking"
+)
 
 // betas takes the client's anthropic-beta header (values separated by
 // commas, in one header or several): the values on forwardedBetas go to
@@ -229,8 +236,22 @@ func decodeMessages(body []byte, count bool) (*messagesRequest, error) {
 				return nil, err
 			}
 		}
+		var effort *string
+		if err := oc.take("effort", &effort); err != nil {
+			return nil, err
+		}
+		if effort != nil {
+			if mr.req.Reasoning, err = effortOf("output_config.effort", *effort); err != nil {
+				return nil, err
+			}
+		}
 		for _, k := range oc.unknown() {
 			mr.ignored = append(mr.ignored, "output_config."+k)
+		}
+	}
+	if raw := f.raw("thinking"); raw != nil {
+		if err := messagesThinking(raw, &mr.req); err != nil {
+			return nil, err
 		}
 	}
 	f.skip(anthropicQuiet...)
@@ -241,6 +262,53 @@ func decodeMessages(body []byte, count bool) (*messagesRequest, error) {
 	mr.ignored = append(mr.ignored, f.unknown()...)
 	slices.Sort(mr.ignored)
 	return mr, nil
+}
+
+// messagesThinking reads thinking: {type: enabled, budget_tokens} (a
+// budget of at least 1024, below max_tokens, as the API demands),
+// {type: adaptive} (the depth left to output_config.effort or the
+// provider) or {type: disabled}. It runs after output_config, whose effort
+// it keeps.
+func messagesThinking(raw json.RawMessage, req *provider.Request) error {
+	tf, err := object("thinking", raw)
+	if err != nil {
+		return err
+	}
+	tf.skip("display")
+	var typ string
+	var budget *int
+	if err := tf.take("type", &typ); err != nil {
+		return err
+	}
+	if err := tf.take("budget_tokens", &budget); err != nil {
+		return err
+	}
+	switch typ {
+	case "disabled":
+		req.Reasoning = nil
+		return nil
+	case "adaptive":
+		if req.Reasoning == nil {
+			req.Reasoning = &provider.Reasoning{}
+		}
+		return nil
+	case "enabled":
+	default:
+		return badField("thinking.type", "%q is not a thinking type: send enabled, adaptive or disabled", typ)
+	}
+	switch {
+	case budget == nil:
+		return badField("thinking.budget_tokens", "Field required with type enabled")
+	case *budget < provider.MinReasoningBudget:
+		return badField("thinking.budget_tokens", "Input should be greater than or equal to %d, got %d", provider.MinReasoningBudget, *budget)
+	case req.MaxTokens > 0 && *budget >= req.MaxTokens:
+		return badField("thinking.budget_tokens", "must be less than max_tokens (%d), got %d", req.MaxTokens, *budget)
+	}
+	if req.Reasoning == nil {
+		req.Reasoning = &provider.Reasoning{}
+	}
+	req.Reasoning.Budget = *budget
+	return nil
 }
 
 // messagesSampling decodes temperature and top_p (0 to 1 in this
@@ -498,8 +566,28 @@ func anthropicBlocks(path string, raw json.RawMessage, assistant bool, names map
 			res := provider.ToolResult{CallID: id, Name: names[id], Content: text, IsError: isErr}
 			out = append(out, provider.Part{Type: provider.PartToolResult, ToolResult: &res, Cache: longerCache(mark, inner)})
 		case (typ == "thinking" || typ == "redacted_thinking") && assistant:
-			// Earlier reasoning is not sent back: it belongs to the
-			// provider that produced it, which may not serve this call.
+			// Earlier reasoning goes back with its signature (or redacted
+			// data) as the Anthropic adapter's metadata; an adapter for
+			// another provider, which cannot check it, leaves it out.
+			var text, sig, data string
+			for _, kv := range []struct {
+				key string
+				dst *string
+			}{{"thinking", &text}, {"signature", &sig}, {"data", &data}} {
+				if err := bf.take(kv.key, kv.dst); err != nil {
+					return nil, err
+				}
+			}
+			part := provider.Part{Type: provider.PartReasoning, Text: text}
+			switch {
+			case typ == "redacted_thinking" && data == "":
+				return nil, badField(p+".data", "required: the redacted thinking as the API gave it")
+			case typ == "redacted_thinking":
+				part.Meta = provider.Metadata{metaRedacted: mustJSON(data)}
+			case sig != "":
+				part.Meta = provider.Metadata{metaSignature: mustJSON(sig)}
+			}
+			out = append(out, part)
 		case typ == "image" && !assistant:
 			sraw := bf.raw("source")
 			if sraw == nil {
@@ -557,14 +645,33 @@ type anthropicMessage struct {
 }
 
 type anthropicBlock struct {
-	Type  string          `json:"type"`
-	Text  *string         `json:"text,omitempty"`
-	ID    string          `json:"id,omitempty"`
-	Name  string          `json:"name,omitempty"`
-	Input json.RawMessage `json:"input,omitempty"`
+	Type string  `json:"type"`
+	Text *string `json:"text,omitempty"`
+	// thinking and redacted_thinking
+	Thinking  *string         `json:"thinking,omitempty"`
+	Signature *string         `json:"signature,omitempty"`
+	Data      string          `json:"data,omitempty"`
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
 }
 
 func textBlock(s string) anthropicBlock { return anthropicBlock{Type: "text", Text: &s} }
+
+// thinkingBlock renders a reasoning part: a thinking block with the
+// Anthropic signature it carries ("" for another provider's reasoning,
+// which a client sends back to no effect), or a redacted_thinking block.
+func thinkingBlock(p provider.Part) anthropicBlock {
+	var data, sig string
+	if raw, ok := p.Meta[metaRedacted]; ok && json.Unmarshal(raw, &data) == nil {
+		return anthropicBlock{Type: "redacted_thinking", Data: data}
+	}
+	if raw, ok := p.Meta[metaSignature]; ok {
+		_ = json.Unmarshal(raw, &sig)
+	}
+	text := p.Text
+	return anthropicBlock{Type: "thinking", Thinking: &text, Signature: &sig}
+}
 
 func toolUseBlock(tc provider.ToolCall, input json.RawMessage) anthropicBlock {
 	return anthropicBlock{Type: "tool_use", ID: tc.ID, Name: tc.Name, Input: input}
@@ -590,6 +697,8 @@ func message(id string, res *provider.Result) anthropicMessage {
 		case p.Type == provider.PartText && p.Text != "":
 			m.Content = append(m.Content, textBlock(p.Text))
 			text = true
+		case p.Type == provider.PartReasoning:
+			m.Content = append(m.Content, thinkingBlock(p))
 		case p.Type == provider.PartToolCall && p.ToolCall != nil:
 			m.Content = append(m.Content, toolUseBlock(*p.ToolCall, argsOrEmpty(p.ToolCall.Arguments)))
 			done[p.ToolCall.ID] = true
@@ -715,6 +824,7 @@ type blockStream struct {
 	tools    map[int]bool // tool calls that got a block
 	args     map[int]int  // bytes of arguments sent per tool call
 	sentText bool
+	thinking bool // the open block is a thinking block
 }
 
 func (b *blockStream) closeOpen() error {
@@ -722,7 +832,7 @@ func (b *blockStream) closeOpen() error {
 		return nil
 	}
 	err := b.out.event("content_block_stop", mustJSON(map[string]any{"type": "content_block_stop", "index": b.open}))
-	b.open, b.openTool = -1, -1
+	b.open, b.openTool, b.thinking = -1, -1, false
 	return err
 }
 
@@ -739,8 +849,37 @@ func (b *blockStream) delta(d map[string]any) error {
 	return b.out.event("content_block_delta", mustJSON(map[string]any{"type": "content_block_delta", "index": b.open, "delta": d}))
 }
 
+// reasoning streams thinking as the API does: a thinking block, its text
+// in thinking_delta events, then its signature in a signature_delta.
+// Metadata of another provider's reasoning has no place here.
+func (b *blockStream) reasoning(t string, meta provider.Metadata) error {
+	var sig string
+	if raw, ok := meta[metaSignature]; ok {
+		_ = json.Unmarshal(raw, &sig)
+	}
+	if t == "" && sig == "" {
+		return nil
+	}
+	if !b.thinking {
+		empty := provider.Part{Type: provider.PartReasoning}
+		if err := b.startBlock(thinkingBlock(empty)); err != nil {
+			return err
+		}
+		b.thinking = true
+	}
+	if t != "" {
+		if err := b.delta(map[string]any{"type": "thinking_delta", "thinking": t}); err != nil {
+			return err
+		}
+	}
+	if sig != "" {
+		return b.delta(map[string]any{"type": "signature_delta", "signature": sig})
+	}
+	return nil
+}
+
 func (b *blockStream) text(t string) error {
-	if b.open < 0 || b.openTool >= 0 {
+	if b.open < 0 || b.openTool >= 0 || b.thinking {
 		if err := b.startBlock(textBlock("")); err != nil {
 			return err
 		}

@@ -271,6 +271,9 @@ func TestDecodingAndLimits(t *testing.T) {
 		{"/v1/chat/completions", `{"model":"builder","messages":[]`, "the request body is not valid JSON"},
 		{"/v1/chat/completions", `[1,2]`, "the request body must be a JSON object, got an array"},
 		{"/v1/messages", `{"model":"builder","max_tokens":"ten","messages":[{"role":"user","content":"hi"}]}`, "max_tokens: want an integer, got string"},
+		{"/v1/messages", `{"model":"builder","max_tokens":10,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":"hi"}]}`, "thinking.budget_tokens: must be less than max_tokens (10), got 1024"},
+		{"/v1/messages", `{"model":"builder","max_tokens":4096,"thinking":{"type":"enabled","budget_tokens":100},"messages":[{"role":"user","content":"hi"}]}`, "thinking.budget_tokens: Input should be greater than or equal to 1024, got 100"},
+		{"/v1/chat/completions", `{"model":"builder","reasoning_effort":"extreme","messages":[{"role":"user","content":"hi"}]}`, `reasoning_effort: "extreme" is not a reasoning effort`},
 		{"/v1/messages", `{"model":"builder","max_tokens":10,"messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image","source":{}}]}]}`, "messages[0].content[1].source.type: \"\" image sources are not supported by the gateway"},
 	} {
 		resp, m := post(tc.path, tc.body)
@@ -283,8 +286,8 @@ func TestDecodingAndLimits(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Header.Get(gateway.HeaderIgnored) != "frobnicate, temperature" {
 		t.Errorf("ignored params = %d %q", resp.StatusCode, resp.Header.Get(gateway.HeaderIgnored))
 	}
-	resp, _ = post("/v1/messages", `{"model":"builder","max_tokens":10,"thinking":{"type":"enabled","budget_tokens":1024},"metadata":{"user_id":"u"},"messages":[{"role":"user","content":"hi"}]}`, "Anthropic-Version", "2023-06-01")
-	if resp.StatusCode != 200 || resp.Header.Get(gateway.HeaderIgnored) != "thinking" {
+	resp, _ = post("/v1/messages", `{"model":"builder","max_tokens":10,"context_management":{},"metadata":{"user_id":"u"},"messages":[{"role":"user","content":"hi"}]}`, "Anthropic-Version", "2023-06-01")
+	if resp.StatusCode != 200 || resp.Header.Get(gateway.HeaderIgnored) != "context_management" {
 		t.Errorf("ignored params = %d %q", resp.StatusCode, resp.Header.Get(gateway.HeaderIgnored))
 	}
 	// Server tools are dropped and named.

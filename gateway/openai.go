@@ -20,7 +20,7 @@ var openAIQuiet = []string{"user", "metadata", "store", "safety_identifier", "pr
 // Chat Completions parameters the gateway accepts without applying them,
 // naming them in X-CortexBuild-Ignored-Params (refused with
 // gateway.strict_params).
-var openAIIgnored = []string{"presence_penalty", "frequency_penalty", "logit_bias", "reasoning_effort", "verbosity", "prediction", "web_search_options"}
+var openAIIgnored = []string{"presence_penalty", "frequency_penalty", "logit_bias", "verbosity", "prediction", "web_search_options"}
 
 // chatRequest is a decoded Chat Completions request.
 type chatRequest struct {
@@ -86,6 +86,15 @@ func decodeChat(body []byte) (*chatRequest, error) {
 	}
 	if err := takeStop(f, "stop", &cr.req.Stop); err != nil {
 		return nil, err
+	}
+	var effort *string
+	if err := f.take("reasoning_effort", &effort); err != nil {
+		return nil, err
+	}
+	if effort != nil {
+		if cr.req.Reasoning, err = effortOf("reasoning_effort", *effort); err != nil {
+			return nil, err
+		}
 	}
 	if raw := f.raw("response_format"); raw != nil {
 		if cr.req.ResponseFormat, err = formatOfType("response_format", raw, "json_schema"); err != nil {

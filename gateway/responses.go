@@ -18,7 +18,7 @@ var responsesQuiet = []string{"user", "metadata", "safety_identifier", "prompt_c
 // Responses parameters the gateway accepts without applying them, naming
 // them in X-CortexBuild-Ignored-Params (refused with
 // gateway.strict_params).
-var responsesIgnored = []string{"top_logprobs", "reasoning", "truncation", "max_tool_calls"}
+var responsesIgnored = []string{"top_logprobs", "truncation", "max_tool_calls"}
 
 // responsesRequest is a decoded Responses request.
 type responsesRequest struct {
@@ -117,6 +117,11 @@ func decodeResponses(body []byte) (*responsesRequest, error) {
 	if rr.req.DisableParallelToolCalls, err = serialToolCalls(f); err != nil {
 		return nil, err
 	}
+	if raw := f.raw("reasoning"); raw != nil && string(raw) != "null" {
+		if rr.req.Reasoning, err = responsesReasoning(raw); err != nil {
+			return nil, err
+		}
+	}
 	var instructions string
 	if err := f.take("instructions", &instructions); err != nil {
 		return nil, err
@@ -141,6 +146,26 @@ func decodeResponses(body []byte) (*responsesRequest, error) {
 	rr.ignored = append(append(rr.ignored, textIgnored...), toolsIgnored...)
 	slices.Sort(rr.ignored)
 	return rr, nil
+}
+
+// responsesReasoning reads reasoning: {effort, summary}. An effort of
+// "none" sends no reasoning setting; no effort leaves the depth to the
+// provider. Summaries are returned whenever the provider gives them, so
+// summary is taken as it comes.
+func responsesReasoning(raw json.RawMessage) (*provider.Reasoning, error) {
+	rf, err := object("reasoning", raw)
+	if err != nil {
+		return nil, err
+	}
+	rf.skip("summary", "generate_summary", "context", "mode")
+	var effort *string
+	if err := rf.take("effort", &effort); err != nil {
+		return nil, err
+	}
+	if effort == nil {
+		return &provider.Reasoning{}, nil
+	}
+	return effortOf("reasoning.effort", *effort)
 }
 
 // responsesTool is a function tool as the response object repeats it.
@@ -628,6 +653,25 @@ type responseItem struct {
 	Namespace string  `json:"namespace,omitempty"`
 	Arguments *string `json:"arguments,omitempty"` // function_call
 	Input     *string `json:"input,omitempty"`     // custom_tool_call
+	// reasoning
+	Summary *[]summaryText `json:"summary,omitempty"`
+}
+
+// summaryText is a reasoning item's summary part.
+type summaryText struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// reasoningItem is a reasoning output item: the provider's reasoning text
+// (Anthropic's thinking, Gemini's thought summaries) as its summary. The
+// provider's signatures stay with the gateway (see turnstate.go).
+func reasoningItem(id, text, status string) responseItem {
+	summary := []summaryText{}
+	if text != "" {
+		summary = append(summary, summaryText{Type: "summary_text", Text: text})
+	}
+	return responseItem{Type: "reasoning", ID: id, Status: status, Summary: &summary}
 }
 
 type responseOutput struct {
@@ -739,6 +783,11 @@ func (rr *responsesRequest) responseOf(id string, created int64, res *provider.R
 		}
 		return "completed"
 	}
+	for i, p := range res.Parts {
+		if p.Type == provider.PartReasoning && p.Text != "" {
+			o.Output = append(o.Output, reasoningItem(fmt.Sprintf("rs_%s_%d", id, i), p.Text, "completed"))
+		}
+	}
 	if res.Content != "" || len(res.ToolCalls) == 0 {
 		o.Output = append(o.Output, messageItem("msg_"+id, res.Content, itemStatus(-1)))
 	}
@@ -835,6 +884,8 @@ type itemStream struct {
 	tools    map[int]int // provider tool index -> output index
 	names    *toolMap
 	sentText bool
+	// thinking: the open item is a reasoning item.
+	thinking bool
 	// cutStatus, when set, is the status of the item closed last: the
 	// answer was cut in it.
 	cutStatus string
@@ -857,6 +908,9 @@ func (b *itemStream) send(name string, payload map[string]any) error {
 }
 
 func (b *itemStream) itemID() string {
+	if b.thinking {
+		return fmt.Sprintf("rs_%s_%d", b.id, b.open)
+	}
 	if b.openTool >= 0 {
 		return fmt.Sprintf("fc_%s_%d", b.id, b.open)
 	}
@@ -869,12 +923,15 @@ func (b *itemStream) cut() {
 	if b.open < 0 {
 		return
 	}
-	if b.openTool >= 0 {
+	switch {
+	case b.thinking:
+		b.resp.Output = append(b.resp.Output, reasoningItem(b.itemID(), b.buf.String(), "incomplete"))
+	case b.openTool >= 0:
 		b.resp.Output = append(b.resp.Output, callItem(b.itemID(), b.openCall, b.args.String(), "incomplete", b.names))
-	} else {
+	default:
 		b.resp.Output = append(b.resp.Output, messageItem(b.itemID(), b.buf.String(), "incomplete"))
 	}
-	b.open, b.openTool = -1, -1
+	b.open, b.openTool, b.thinking = -1, -1, false
 }
 
 // closeOpen finishes the open item: its done events, and the item in the
@@ -885,7 +942,16 @@ func (b *itemStream) closeOpen() error {
 	}
 	idx, itemID := b.open, b.itemID()
 	var item responseItem
-	if b.openTool >= 0 {
+	if b.thinking {
+		text := b.buf.String()
+		if err := b.send("response.reasoning_summary_text.done", map[string]any{"item_id": itemID, "output_index": idx, "summary_index": 0, "text": text}); err != nil {
+			return err
+		}
+		if err := b.send("response.reasoning_summary_part.done", map[string]any{"item_id": itemID, "output_index": idx, "summary_index": 0, "part": summaryText{Type: "summary_text", Text: text}}); err != nil {
+			return err
+		}
+		item = reasoningItem(itemID, text, b.closing())
+	} else if b.openTool >= 0 {
 		args := b.args.String()
 		if args == "" {
 			args = "{}"
@@ -914,7 +980,7 @@ func (b *itemStream) closeOpen() error {
 		item = messageItem(itemID, text, b.closing())
 	}
 	b.resp.Output = append(b.resp.Output, item)
-	b.open, b.openTool = -1, -1
+	b.open, b.openTool, b.thinking = -1, -1, false
 	b.buf.Reset()
 	b.args.Reset()
 	return b.send("response.output_item.done", map[string]any{"output_index": idx, "item": item})
@@ -930,7 +996,7 @@ func (b *itemStream) textDelta(t string) error {
 
 // textOpen opens a message item unless one is open.
 func (b *itemStream) textOpen() error {
-	if b.open >= 0 && b.openTool < 0 {
+	if b.open >= 0 && b.openTool < 0 && !b.thinking {
 		return nil
 	}
 	if err := b.closeOpen(); err != nil {
@@ -942,6 +1008,31 @@ func (b *itemStream) textOpen() error {
 		return err
 	}
 	return b.send("response.content_part.added", map[string]any{"item_id": itemID, "output_index": b.open, "content_index": 0, "part": outputText("")})
+}
+
+// reasoning streams reasoning text as a reasoning item's summary:
+// response.output_item.added, response.reasoning_summary_part.added, then
+// response.reasoning_summary_text.delta events. The provider's metadata
+// stays with the gateway.
+func (b *itemStream) reasoning(t string, _ provider.Metadata) error {
+	if t == "" {
+		return nil
+	}
+	if !b.thinking {
+		if err := b.closeOpen(); err != nil {
+			return err
+		}
+		b.open, b.thinking = len(b.resp.Output), true
+		itemID := b.itemID()
+		if err := b.send("response.output_item.added", map[string]any{"output_index": b.open, "item": reasoningItem(itemID, "", "in_progress")}); err != nil {
+			return err
+		}
+		if err := b.send("response.reasoning_summary_part.added", map[string]any{"item_id": itemID, "output_index": b.open, "summary_index": 0, "part": summaryText{Type: "summary_text", Text: ""}}); err != nil {
+			return err
+		}
+	}
+	b.buf.WriteString(t)
+	return b.send("response.reasoning_summary_text.delta", map[string]any{"item_id": b.itemID(), "output_index": b.open, "summary_index": 0, "delta": t})
 }
 
 // text adds answer text, opening a message item when none is open.

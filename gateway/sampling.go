@@ -54,6 +54,24 @@ func takeStop(f *fields, key string, dst *[]string) error {
 	return nil
 }
 
+// effortOf reads a reasoning effort given at path in the OpenAI protocols'
+// or the Messages API's words: "none" sends no reasoning setting (nil);
+// "minimal" is taken as low, and "xhigh" and "max" as high, the nearest
+// efforts every reasoning provider has.
+func effortOf(path, effort string) (*provider.Reasoning, error) {
+	switch effort {
+	case "none":
+		return nil, nil
+	case "minimal", "low":
+		return &provider.Reasoning{Effort: provider.EffortLow}, nil
+	case "medium":
+		return &provider.Reasoning{Effort: provider.EffortMedium}, nil
+	case "high", "xhigh", "max":
+		return &provider.Reasoning{Effort: provider.EffortHigh}, nil
+	}
+	return nil, badField(path, "%q is not a reasoning effort: send none, minimal, low, medium, high or xhigh", effort)
+}
+
 // capabler is what the gateway needs to tell which sampling settings the
 // model that served a call dropped; *orchestrator.Orchestrator implements
 // it.

@@ -54,9 +54,10 @@ func (s *sse) write(b []byte) error {
 }
 
 // blocks is a protocol's writer of a call's stream as separate content
-// blocks (Messages) or output items (Responses): text, tool-call deltas,
-// and the end with the result.
+// blocks (Messages) or output items (Responses): reasoning, text,
+// tool-call deltas, and the end with the result.
 type blocks interface {
+	reasoning(text string, meta provider.Metadata) error
 	text(string) error
 	tool(*provider.ToolCallDelta) error
 	finish(*provider.Result) error
@@ -75,6 +76,11 @@ func relay(s provider.Stream, b blocks, fail func(error)) {
 		if err != nil {
 			fail(err)
 			return
+		}
+		if c.Reasoning != "" || len(c.ReasoningMeta) > 0 {
+			if b.reasoning(c.Reasoning, c.ReasoningMeta) != nil {
+				return
+			}
 		}
 		if c.Text != "" {
 			if b.text(c.Text) != nil {

@@ -70,6 +70,14 @@ type Chunk struct {
 	Text string `json:"delta_text,omitempty"`
 	// ToolCall is a fragment of a tool call.
 	ToolCall *ToolCallDelta `json:"delta_tool_call,omitempty"`
+	// Reasoning is new reasoning text (Anthropic thinking, Gemini thought
+	// summaries), where the provider streams it; the final Result holds
+	// it whole as reasoning parts.
+	Reasoning string `json:"delta_reasoning,omitempty"`
+	// ReasoningMeta, when set, ends the reasoning streamed so far with its
+	// provider data (an Anthropic thinking block's signature), as the
+	// reasoning part of the final Result carries it in Meta.
+	ReasoningMeta Metadata `json:"reasoning_meta,omitempty"`
 	// Final marks the last chunk; Result then holds the whole answer, its
 	// usage, cost and stop reason.
 	Final  bool    `json:"is_final"`

@@ -35,14 +35,18 @@ const (
 	CapSampling Capability = "sampling" // honours temperature and top_p
 	CapTopK     Capability = "top_k"    // honours top_k
 	CapSeed     Capability = "seed"     // honours seed
+	// CapReasoning: the model takes a reasoning setting
+	// ([Request.Reasoning]) and returns its reasoning where the provider
+	// gives it.
+	CapReasoning Capability = "reasoning"
 )
 
 // Capabilities lists every capability in a fixed order (the order of the
-// spec, then the sampling capabilities and structured output).
+// spec, then the sampling capabilities, structured output and reasoning).
 var Capabilities = []Capability{
 	CapCodeExecution, CapWebBrowse, CapFileIO, CapVision, CapLongContext200K,
 	CapLongContext1M, CapPromptCaching, CapToolUse, CapStreaming,
-	CapSampling, CapTopK, CapSeed, CapStructuredOutput,
+	CapSampling, CapTopK, CapSeed, CapStructuredOutput, CapReasoning,
 }
 
 func (c Capability) bit() (CapabilitySet, bool) {

@@ -56,3 +56,51 @@ func TestSamplingAndFormatContract(t *testing.T) {
 		}
 	}
 }
+
+// A reasoning setting is best effort like sampling, is checked before
+// anything is sent, and an effort and a budget stand for each other at a
+// provider that takes only one.
+func TestReasoningContract(t *testing.T) {
+	r := Request{Prompt: "hi", Reasoning: &Reasoning{Effort: EffortHigh}}
+	if got := r.Unhonoured(NewCapabilitySet(CapSampling)); !slices.Equal(got, []string{"reasoning"}) {
+		t.Errorf("Unhonoured(sampling) = %v", got)
+	}
+	if got := r.Unhonoured(NewCapabilitySet(CapReasoning)); len(got) != 0 {
+		t.Errorf("Unhonoured(reasoning) = %v", got)
+	}
+	if !r.SamplingCapabilities().Has(CapReasoning) || r.RequiredCapabilities().Has(CapReasoning) {
+		t.Error("reasoning must be best effort: in SamplingCapabilities, never required for routing")
+	}
+	for _, tc := range []struct {
+		r      Reasoning
+		effort ReasoningEffort
+		budget int
+	}{
+		{Reasoning{Effort: EffortLow}, EffortLow, 1024},
+		{Reasoning{Effort: EffortMedium}, EffortMedium, 8192},
+		{Reasoning{Effort: EffortHigh}, EffortHigh, 24576},
+		{Reasoning{Budget: 2000}, EffortLow, 2000},
+		{Reasoning{Budget: 10000}, EffortMedium, 10000},
+		{Reasoning{Budget: 20000}, EffortHigh, 20000},
+		{Reasoning{}, "", 0},
+	} {
+		if e, b := tc.r.EffectiveEffort(), tc.r.EffectiveBudget(); e != tc.effort || b != tc.budget {
+			t.Errorf("%+v: effective effort %q budget %d, want %q %d", tc.r, e, b, tc.effort, tc.budget)
+		}
+	}
+	for _, tc := range []struct {
+		r    Reasoning
+		max  int
+		want string
+	}{
+		{Reasoning{Effort: "max"}, 0, `reasoning.effort must be "low", "medium" or "high", got "max"`},
+		{Reasoning{Budget: 500}, 0, "reasoning.budget_tokens must be at least 1024, got 500"},
+		{Reasoning{Budget: 4096}, 0, "reasoning.budget_tokens (4096) must be below max_tokens (4096)"},
+		{Reasoning{Budget: 2048}, 2000, "reasoning.budget_tokens (2048) must be below max_tokens (2000)"},
+	} {
+		c := Request{Prompt: "hi", MaxTokens: tc.max, Reasoning: &tc.r}
+		if err := c.Validate(); KindOf(err) != KindBadRequest || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want a bad request containing %q", tc.r, err, tc.want)
+		}
+	}
+}

@@ -43,8 +43,8 @@ func TestTierText(t *testing.T) {
 }
 
 func TestCapabilitySet(t *testing.T) {
-	if len(Capabilities) != 13 {
-		t.Fatalf("the spec's nine capabilities, three sampling ones and structured output make 13, got %d", len(Capabilities))
+	if len(Capabilities) != 14 {
+		t.Fatalf("the spec's nine capabilities, three sampling ones, structured output and reasoning make 14, got %d", len(Capabilities))
 	}
 	s, err := ParseCapabilitySet("tool_use, long_context_1m,streaming")
 	if err != nil {

@@ -176,6 +176,63 @@ func (f *ResponseFormat) EffectiveName() string {
 	return f.Name
 }
 
+// ReasoningEffort is how hard a reasoning model thinks before answering.
+type ReasoningEffort string
+
+// Reasoning efforts: the three every reasoning provider takes.
+const (
+	EffortLow    ReasoningEffort = "low"
+	EffortMedium ReasoningEffort = "medium"
+	EffortHigh   ReasoningEffort = "high"
+)
+
+// MinReasoningBudget is the smallest thinking budget any provider takes
+// (Anthropic's minimum for budget_tokens).
+const MinReasoningBudget = 1024
+
+// Reasoning asks a model to think before it answers: with an effort, a
+// token budget, both, or neither (the provider's default depth). Each
+// adapter maps it onto its provider's own setting; see
+// docs/providers/*.md.
+type Reasoning struct {
+	// Effort is "low", "medium" or "high"; "" leaves it to Budget or
+	// to the provider.
+	Effort ReasoningEffort `json:"effort,omitempty"`
+	// Budget is the most tokens the model should spend thinking, at least
+	// [MinReasoningBudget] and below the output limit; 0 for none.
+	Budget int `json:"budget_tokens,omitempty"`
+}
+
+// reasoningBudgets are the budgets an effort stands for at a provider
+// that takes only budgets.
+var reasoningBudgets = map[ReasoningEffort]int{EffortLow: 1024, EffortMedium: 8192, EffortHigh: 24576}
+
+// EffectiveBudget returns Budget, or the budget Effort stands for (low
+// 1024, medium 8192, high 24576), or 0 when neither is set.
+func (r *Reasoning) EffectiveBudget() int {
+	if r.Budget > 0 {
+		return r.Budget
+	}
+	return reasoningBudgets[r.Effort]
+}
+
+// EffectiveEffort returns Effort, or the effort a Budget stands for at a
+// provider that takes only efforts (below 4096 low, below 16384 medium,
+// else high), or "" when neither is set.
+func (r *Reasoning) EffectiveEffort() ReasoningEffort {
+	switch {
+	case r.Effort != "":
+		return r.Effort
+	case r.Budget == 0:
+		return ""
+	case r.Budget < 4096:
+		return EffortLow
+	case r.Budget < 16384:
+		return EffortMedium
+	}
+	return EffortHigh
+}
+
 // Request is one model invocation: the spec's parameters plus a multi-turn
 // conversation. The zero value of each optional field takes the default
 // named in its comment.
@@ -228,6 +285,9 @@ type Request struct {
 	// ResponseFormat, when set, asks for JSON matching a schema; only a
 	// model with [CapStructuredOutput] can serve the request.
 	ResponseFormat *ResponseFormat `json:"response_format,omitempty"`
+	// Reasoning, when set, asks the model to think first. Best effort: a
+	// model without [CapReasoning] drops it.
+	Reasoning *Reasoning `json:"reasoning,omitempty"`
 	// Meta carries provider-specific request options that must reach the
 	// adapter unchanged.
 	Meta Metadata `json:"meta,omitempty"`
@@ -363,12 +423,15 @@ func (r *Request) SamplingCapabilities() CapabilitySet {
 	if r.Seed != nil {
 		s = s.With(CapSeed)
 	}
+	if r.Reasoning != nil {
+		s = s.With(CapReasoning)
+	}
 	return s
 }
 
 // Unhonoured returns the names of the best-effort sampling settings r
 // carries that a model with capabilities caps drops: "temperature",
-// "top_p", "top_k", "seed".
+// "top_p", "top_k", "seed", "reasoning".
 func (r *Request) Unhonoured(caps CapabilitySet) []string {
 	var out []string
 	if !caps.Has(CapSampling) {
@@ -384,6 +447,9 @@ func (r *Request) Unhonoured(caps CapabilitySet) []string {
 	}
 	if r.Seed != nil && !caps.Has(CapSeed) {
 		out = append(out, "seed")
+	}
+	if r.Reasoning != nil && !caps.Has(CapReasoning) {
+		out = append(out, "reasoning")
 	}
 	return out
 }
@@ -411,6 +477,19 @@ func (r *Request) Validate() error {
 	}
 	if k := r.TopK; k != nil && *k < 1 {
 		return bad("top_k must be at least 1, got %d", *k)
+	}
+	if rs := r.Reasoning; rs != nil {
+		switch rs.Effort {
+		case "", EffortLow, EffortMedium, EffortHigh:
+		default:
+			return bad("reasoning.effort must be \"low\", \"medium\" or \"high\", got %q", string(rs.Effort))
+		}
+		if rs.Budget != 0 && rs.Budget < MinReasoningBudget {
+			return bad("reasoning.budget_tokens must be at least %d, got %d", MinReasoningBudget, rs.Budget)
+		}
+		if rs.Budget >= r.EffectiveMaxTokens() {
+			return bad("reasoning.budget_tokens (%d) must be below max_tokens (%d): the thinking counts towards the output limit", rs.Budget, r.EffectiveMaxTokens())
+		}
 	}
 	for i, s := range r.Stop {
 		if s == "" {

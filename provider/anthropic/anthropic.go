@@ -33,7 +33,7 @@ var DefaultModels = map[provider.Tier]string{
 
 // baseCapabilities are what every Claude model offers.
 var baseCapabilities = provider.NewCapabilitySet(provider.CapToolUse, provider.CapStreaming, provider.CapPromptCaching, provider.CapCodeExecution,
-	provider.CapStructuredOutput)
+	provider.CapStructuredOutput, provider.CapReasoning)
 
 // Registration describes the adapter type for the registry.
 func Registration() provider.Registration {

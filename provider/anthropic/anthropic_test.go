@@ -543,3 +543,46 @@ func TestToolSettingsAndBetas(t *testing.T) {
 		t.Errorf("bad beta meta: %v", err)
 	}
 }
+
+// Each Claude generation gets the reasoning setting in the shape it
+// takes, and the fake, which refuses the others as the API does, accepts
+// it; a forced tool choice with reasoning is refused before sending.
+func TestReasoningPerModel(t *testing.T) {
+	a, f := newEnv(t)
+	for _, tc := range []struct {
+		model     string
+		reasoning provider.Reasoning
+		want      string // thinking and output_config as sent
+	}{
+		{"claude-haiku-4-5", provider.Reasoning{Effort: provider.EffortMedium}, `{"budget_tokens":8192,"type":"enabled"} {}`},
+		{"claude-haiku-4-5", provider.Reasoning{Effort: provider.EffortHigh}, `{"budget_tokens":9999,"type":"enabled"} {}`},
+		{"claude-sonnet-4-6", provider.Reasoning{Effort: provider.EffortHigh}, `{"type":"adaptive"} {"effort":"high"}`},
+		{"claude-sonnet-4-6", provider.Reasoning{Budget: 3000}, `{"budget_tokens":3000,"type":"enabled"} {}`},
+		{"claude-sonnet-5", provider.Reasoning{Budget: 3000}, `{"type":"adaptive"} {"effort":"low"}`},
+		{"claude-opus-5-5", provider.Reasoning{Effort: provider.EffortMedium, Budget: 9000}, `{"type":"adaptive"} {"effort":"medium"}`},
+	} {
+		r := tc.reasoning
+		if _, err := a.Invoke(context.Background(), &provider.Request{Prompt: "q", Model: tc.model, MaxTokens: 10000, Reasoning: &r}); err != nil {
+			t.Errorf("%s %+v: %v", tc.model, r, err)
+			continue
+		}
+		var body struct {
+			Thinking     json.RawMessage `json:"thinking"`
+			OutputConfig json.RawMessage `json:"output_config"`
+		}
+		reqs := f.srv.Requests()
+		_ = json.Unmarshal(reqs[len(reqs)-1].Body, &body)
+		if got := cmp.Or(string(body.Thinking), "null") + " " + cmp.Or(string(body.OutputConfig), "{}"); got != tc.want {
+			t.Errorf("%s %+v: sent %s, want %s", tc.model, r, got, tc.want)
+		}
+	}
+	before := len(f.srv.Requests())
+	_, err := a.Invoke(context.Background(), &provider.Request{Prompt: "q", Reasoning: &provider.Reasoning{Effort: provider.EffortLow},
+		Tools: []provider.ToolDef{{Name: "f", InputSchema: json.RawMessage(`{"type":"object"}`)}}, ToolChoice: provider.ToolChoiceRequired})
+	if provider.KindOf(err) != provider.KindBadRequest || !strings.Contains(err.Error(), "tool_choice forces tool use") {
+		t.Errorf("reasoning with a forced tool: %v, want a bad request", err)
+	}
+	if len(f.srv.Requests()) != before {
+		t.Error("a request the API refuses was sent")
+	}
+}

@@ -35,6 +35,9 @@ func (f *fake) Script(r providertest.Reply) {
 		CacheCreation5m: int(r.Usage.CacheWriteTokens - r.Usage.CacheWriteLongTokens),
 		CacheCreation1h: int(r.Usage.CacheWriteLongTokens),
 	}, Model: r.Model}
+	if r.Reasoning != "" {
+		rep.Thinking = &anthropicfake.Thinking{Text: r.Reasoning}
+	}
 	for _, tc := range r.ToolCalls {
 		rep.ToolUses = append(rep.ToolUses, anthropicfake.ToolUse{ID: tc.ID, Name: tc.Name, Input: tc.Arguments})
 	}
@@ -45,6 +48,8 @@ func (f *fake) Script(r providertest.Reply) {
 	f.mu.Unlock()
 	f.srv.Enqueue(rep)
 }
+
+func (f *fake) ReturnsReasoning() bool { return true }
 
 func (f *fake) Fail(k provider.Kind, retryAfter time.Duration) bool {
 	var r anthropicfake.Reply
@@ -116,6 +121,13 @@ type wire struct {
 	TopK          *int     `json:"top_k"`
 	Seed          *int64   `json:"seed"`
 	StopSequences []string `json:"stop_sequences"`
+	Thinking      *struct {
+		Type         string `json:"type"`
+		BudgetTokens int    `json:"budget_tokens"`
+	} `json:"thinking"`
+	OutputConfig struct {
+		Effort provider.ReasoningEffort `json:"effort"`
+	} `json:"output_config"`
 }
 
 type wireBlock struct {
@@ -149,6 +161,12 @@ func (f *fake) Last() providertest.Captured {
 		c := providertest.Captured{Model: w.Model, MaxTokens: w.MaxTokens, Stream: w.Stream,
 			Sampling:       providertest.Sampling{Temperature: w.Temperature, TopP: w.TopP, TopK: w.TopK, Seed: w.Seed, Stop: w.StopSequences},
 			ResponseSchema: r.ResponseSchema()}
+		if w.Thinking != nil || w.OutputConfig.Effort != "" {
+			c.Reasoning = &provider.Reasoning{Effort: w.OutputConfig.Effort}
+			if w.Thinking != nil {
+				c.Reasoning.Budget = w.Thinking.BudgetTokens
+			}
+		}
 		var sys []wireBlock
 		if json.Unmarshal(w.System, &sys) == nil {
 			for _, b := range sys {

@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
@@ -65,6 +67,9 @@ func (a *Adapter) params(req *provider.Request, model string) (anthropic.Message
 	if schema != nil {
 		p.OutputConfig.Format = anthropic.JSONOutputFormatParam{Schema: schema}
 	}
+	if err := a.thinking(&p, req, model); err != nil {
+		return p, err
+	}
 	if req.System != "" {
 		sys := anthropic.TextBlockParam{Text: req.System}
 		if marks.System {
@@ -125,6 +130,79 @@ func (a *Adapter) params(req *provider.Request, model string) (anthropic.Message
 		}
 	}
 	return p, nil
+}
+
+// thinkingStyle is how a Claude model takes a reasoning setting.
+type thinkingStyle int
+
+const (
+	// thinkingBudget: thinking {type: enabled, budget_tokens} only
+	// (Haiku 4.5 and older models).
+	thinkingBudget thinkingStyle = iota
+	// thinkingBoth: a budget as above, or adaptive thinking, and
+	// output_config.effort (Opus and Sonnet 4.6).
+	thinkingBoth
+	// thinkingAdaptive: adaptive thinking and output_config.effort only;
+	// a manual budget is refused (Claude 5 and later).
+	thinkingAdaptive
+)
+
+// styleOf says how model takes reasoning, from its id
+// (claude-<family>-<major>[-<minor>…]).
+func styleOf(model string) thinkingStyle {
+	f := strings.Split(model, "-")
+	if len(f) < 3 || f[0] != "claude" {
+		return thinkingBudget
+	}
+	major, _ := strconv.Atoi(f[2])
+	minor := 0
+	if len(f) > 3 && len(f[3]) <= 2 { // not a date snapshot
+		minor, _ = strconv.Atoi(f[3])
+	}
+	switch {
+	case major >= 5:
+		return thinkingAdaptive
+	case major == 4 && minor >= 6 && f[1] != "haiku":
+		return thinkingBoth
+	}
+	return thinkingBudget
+}
+
+// thinking maps req.Reasoning onto model's own settings: a budget as
+// thinking {type: enabled, budget_tokens} where the model takes one, an
+// effort as output_config.effort with adaptive thinking where it takes
+// that, and on a model with only one of the two the other stands for it
+// ([provider.Reasoning.EffectiveBudget], EffectiveEffort).
+func (a *Adapter) thinking(p *anthropic.MessageNewParams, req *provider.Request, model string) error {
+	r := req.Reasoning
+	if r == nil || !a.ModelCapabilities(model).Has(provider.CapReasoning) {
+		return nil
+	}
+	if c := req.ToolChoice; c != "" && c != provider.ToolChoiceAuto && c != provider.ToolChoiceNone {
+		return a.base.BadRequest(model, fmt.Sprintf("reasoning: Claude does not think when tool_choice forces tool use (%q): drop the reasoning setting or let the model choose", string(c)))
+	}
+	adaptive := anthropic.ThinkingConfigParamUnion{OfAdaptive: &anthropic.ThinkingConfigAdaptiveParam{}}
+	switch styleOf(model) {
+	case thinkingAdaptive:
+		p.Thinking = adaptive
+		p.OutputConfig.Effort = anthropic.OutputConfigEffort(r.EffectiveEffort())
+	case thinkingBoth:
+		p.Thinking = adaptive
+		if r.Budget > 0 {
+			p.Thinking = anthropic.ThinkingConfigParamOfEnabled(int64(r.Budget))
+		}
+		p.OutputConfig.Effort = anthropic.OutputConfigEffort(r.Effort)
+	default:
+		budget := min(r.EffectiveBudget(), int(p.MaxTokens)-1)
+		if r.Budget == 0 && r.Effort == "" {
+			budget = provider.MinReasoningBudget
+		}
+		if budget < provider.MinReasoningBudget {
+			return a.base.BadRequest(model, fmt.Sprintf("reasoning: max_tokens %d leaves no room for thinking on %s, whose budget_tokens must be at least %d and below max_tokens", p.MaxTokens, model, provider.MinReasoningBudget))
+		}
+		p.Thinking = anthropic.ThinkingConfigParamOfEnabled(int64(budget))
+	}
+	return nil
 }
 
 // toolParam maps a JSON Schema onto Anthropic's input_schema: properties and

@@ -160,6 +160,9 @@ func (s *stream) handle(ev anthropic.MessageStreamEventUnion) (provider.Chunk, b
 			}
 		case "thinking":
 			b.text.WriteString(cb.Thinking)
+			if cb.Thinking != "" {
+				return provider.Chunk{Reasoning: cb.Thinking}, true, nil
+			}
 		}
 	case "content_block_delta":
 		b := s.blocks[ev.Index]
@@ -180,8 +183,14 @@ func (s *stream) handle(ev anthropic.MessageStreamEventUnion) (provider.Chunk, b
 			}
 		case "thinking_delta":
 			b.text.WriteString(d.Thinking)
+			if d.Thinking != "" {
+				return provider.Chunk{Reasoning: d.Thinking}, true, nil
+			}
 		case "signature_delta":
 			b.signature = d.Signature
+			if d.Signature != "" {
+				return provider.Chunk{ReasoningMeta: reasoningPart("", MetaSignature, d.Signature).Meta}, true, nil
+			}
 		}
 	case "message_delta":
 		s.stop = string(ev.Delta.StopReason)

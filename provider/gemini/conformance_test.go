@@ -28,11 +28,16 @@ func (f *fake) Script(r providertest.Reply) {
 		Prompt: int(r.Usage.InputTokens), Cached: int(r.Usage.CacheReadTokens),
 		Candidates: int(r.Usage.OutputTokens - r.Usage.ReasoningTokens), Thoughts: int(r.Usage.ReasoningTokens),
 	}, ModelVersion: r.Model}
+	if r.Reasoning != "" {
+		rep.Thought = &geminifake.Thought{Text: r.Reasoning, Signature: "c2lnbmVkIHRob3VnaHQ="}
+	}
 	for _, tc := range r.ToolCalls {
 		rep.FunctionCalls = append(rep.FunctionCalls, geminifake.FunctionCall{ID: tc.ID, Name: tc.Name, Args: tc.Arguments})
 	}
 	f.srv.Enqueue(rep)
 }
+
+func (f *fake) ReturnsReasoning() bool { return true }
 
 func (f *fake) Fail(k provider.Kind, retryAfter time.Duration) bool {
 	var r geminifake.Reply
@@ -104,6 +109,12 @@ func (f *fake) Last() providertest.Captured {
 			if gc.TopK != nil {
 				k := int(*gc.TopK)
 				c.Sampling.TopK = &k
+			}
+			if tc := gc.ThinkingConfig; tc != nil {
+				c.Reasoning = &provider.Reasoning{Effort: provider.ReasoningEffort(strings.ToLower(tc.ThinkingLevel))}
+				if tc.ThinkingBudget != nil {
+					c.Reasoning.Budget = *tc.ThinkingBudget
+				}
 			}
 		}
 		if g.SystemInstruction != nil {

@@ -35,7 +35,7 @@ var DefaultModels = map[provider.Tier]string{
 // baseCapabilities: the spec's tool use and streaming, and the implicit
 // prompt caching of 2.5+ models.
 var baseCapabilities = provider.NewCapabilitySet(provider.CapToolUse, provider.CapStreaming, provider.CapPromptCaching,
-	provider.CapSampling, provider.CapTopK, provider.CapSeed, provider.CapStructuredOutput)
+	provider.CapSampling, provider.CapTopK, provider.CapSeed, provider.CapStructuredOutput, provider.CapReasoning)
 
 // Registration describes the adapter type for the registry.
 func Registration() provider.Registration {

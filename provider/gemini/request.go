@@ -129,8 +129,9 @@ func (a *Adapter) config(req *provider.Request, model string) (*genai.GenerateCo
 // maxStopSequences is how many stopSequences Gemini takes.
 const maxStopSequences = 5
 
-// sampling sets temperature, topP, topK, seed and stopSequences, each only
-// when the request sets it and the model honours it.
+// sampling sets temperature, topP, topK, seed, stopSequences and
+// thinkingConfig, each only when the request sets it and the model honours
+// it.
 func (a *Adapter) sampling(cfg *genai.GenerateContentConfig, req *provider.Request, model string) error {
 	caps := a.ModelCapabilities(model)
 	if caps.Has(provider.CapSampling) {
@@ -154,7 +155,24 @@ func (a *Adapter) sampling(cfg *genai.GenerateContentConfig, req *provider.Reque
 		return a.base.BadRequest(model, fmt.Sprintf("Gemini takes at most %d stop sequences, got %d", maxStopSequences, len(req.Stop)))
 	}
 	cfg.StopSequences = req.Stop
+	if r := req.Reasoning; r != nil && caps.Has(provider.CapReasoning) {
+		cfg.ThinkingConfig = thinkingConfig(r, model)
+	}
 	return nil
+}
+
+// thinkingConfig maps a reasoning setting: on Gemini 3 and later an effort
+// is a thinkingLevel (the two cannot be sent together), and a budget alone
+// a thinkingBudget; earlier models take only a thinkingBudget, which an
+// effort alone stands for. Thought summaries are asked for.
+func thinkingConfig(r *provider.Reasoning, model string) *genai.ThinkingConfig {
+	tc := &genai.ThinkingConfig{IncludeThoughts: true}
+	if needsSignatures(model) && r.Effort != "" {
+		tc.ThinkingLevel = genai.ThinkingLevel(strings.ToUpper(string(r.Effort)))
+	} else if b := r.EffectiveBudget(); b > 0 {
+		tc.ThinkingBudget = genai.Ptr(int32(b))
+	}
+	return tc
 }
 
 // contents maps the conversation. Tool results become functionResponse

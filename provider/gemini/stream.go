@@ -73,9 +73,14 @@ func (s *stream) Recv() (provider.Chunk, error) {
 		if err != nil {
 			return provider.Chunk{}, s.fail(s.a.classify(s.at.ctx, err, s.at.model))
 		}
-		textBefore, callsBefore := s.acc.text.Len(), len(s.acc.calls)
+		textBefore, callsBefore, partsBefore := s.acc.text.Len(), len(s.acc.calls), len(s.acc.parts)
 		if err := s.acc.add(resp); err != nil {
 			return provider.Chunk{}, s.fail(s.a.blocked(s.at.model, err))
+		}
+		for _, p := range s.acc.parts[partsBefore:] {
+			if p.Type == provider.PartReasoning && (p.Text != "" || len(p.Meta) > 0) {
+				s.pending = append(s.pending, provider.Chunk{Reasoning: p.Text, ReasoningMeta: p.Meta})
+			}
 		}
 		if t := s.acc.text.String()[textBefore:]; t != "" {
 			s.pending = append(s.pending, provider.Chunk{Text: t})

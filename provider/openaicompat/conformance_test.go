@@ -131,13 +131,14 @@ func (f *fake) Last() providertest.Captured {
 			continue
 		}
 		var body struct {
-			MaxTokens           int      `json:"max_tokens"`
-			MaxCompletionTokens int      `json:"max_completion_tokens"`
-			Temperature         *float64 `json:"temperature"`
-			TopP                *float64 `json:"top_p"`
-			TopK                *int     `json:"top_k"`
-			Seed                *int64   `json:"seed"`
-			Stop                []string `json:"stop"`
+			MaxTokens           int                      `json:"max_tokens"`
+			MaxCompletionTokens int                      `json:"max_completion_tokens"`
+			Temperature         *float64                 `json:"temperature"`
+			TopP                *float64                 `json:"top_p"`
+			TopK                *int                     `json:"top_k"`
+			Seed                *int64                   `json:"seed"`
+			Stop                []string                 `json:"stop"`
+			ReasoningEffort     provider.ReasoningEffort `json:"reasoning_effort"`
 			Messages            []struct {
 				Content json.RawMessage `json:"content"`
 			} `json:"messages"`
@@ -149,6 +150,9 @@ func (f *fake) Last() providertest.Captured {
 		c := providertest.Captured{Model: r.Model(), Stream: r.Stream(), MaxTokens: max(body.MaxTokens, body.MaxCompletionTokens),
 			Sampling:       providertest.Sampling{Temperature: body.Temperature, TopP: body.TopP, TopK: body.TopK, Seed: body.Seed, Stop: body.Stop},
 			ResponseSchema: r.ResponseSchema()}
+		if body.ReasoningEffort != "" {
+			c.Reasoning = &provider.Reasoning{Effort: body.ReasoningEffort}
+		}
 		for _, t := range body.Tools {
 			c.Tools = append(c.Tools, t.Function.Name)
 		}

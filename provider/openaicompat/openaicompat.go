@@ -154,7 +154,8 @@ func (a *Adapter) capabilities() provider.CapabilitySet {
 
 // ModelCapabilities returns what model can do: the spec's set, prompt
 // caching and top_k where the server has them, temperature and top_p
-// unless it is a reasoning model that refuses them, long context and vision
+// unless it is a reasoning model that refuses them (and takes a reasoning
+// effort instead), long context and vision
 // from the price catalog, and whatever the configuration declares for this
 // endpoint.
 func (a *Adapter) ModelCapabilities(model string) provider.CapabilitySet {
@@ -162,6 +163,8 @@ func (a *Adapter) ModelCapabilities(model string) provider.CapabilitySet {
 	s := a.base.ModelCapabilities(a.capabilities(), ns, id)
 	if !a.profile.ReasoningModels || !reasoningModel(model) {
 		s = s.With(provider.CapSampling)
+	} else {
+		s = s.With(provider.CapReasoning)
 	}
 	return s
 }

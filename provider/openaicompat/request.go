@@ -118,8 +118,9 @@ func (a *Adapter) params(req *provider.Request, model string, stream bool) (open
 // maxOpenAIStop is how many stop sequences OpenAI takes.
 const maxOpenAIStop = 4
 
-// sampling sets temperature, top_p, top_k, seed and stop, each only when
-// the request sets it and the model honours it, and the response format.
+// sampling sets temperature, top_p, top_k, seed, stop and the reasoning
+// effort, each only when the request sets it and the model honours it,
+// and the response format.
 func (a *Adapter) sampling(p *openai.ChatCompletionNewParams, req *provider.Request, model string) error {
 	caps := a.ModelCapabilities(model)
 	if caps.Has(provider.CapSampling) {
@@ -135,6 +136,12 @@ func (a *Adapter) sampling(p *openai.ChatCompletionNewParams, req *provider.Requ
 	}
 	if req.Seed != nil && caps.Has(provider.CapSeed) {
 		p.Seed = openai.Int(*req.Seed)
+	}
+	// OpenAI takes only an effort: a budget alone stands for one.
+	if r := req.Reasoning; r != nil && caps.Has(provider.CapReasoning) {
+		if e := r.EffectiveEffort(); e != "" {
+			p.ReasoningEffort = shared.ReasoningEffort(e)
+		}
 	}
 	if a.profile.Name == OpenAI.Name && len(req.Stop) > maxOpenAIStop {
 		return a.base.BadRequest(model, fmt.Sprintf("OpenAI takes at most %d stop sequences, got %d", maxOpenAIStop, len(req.Stop)))

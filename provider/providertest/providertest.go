@@ -36,6 +36,16 @@ type Reply struct {
 	Usage provider.Usage
 	// Model is the model id the answer names; empty means the request's.
 	Model string
+	// Reasoning, when set, is reasoning the answer shows before its text
+	// (signed where the provider signs it); only a fake that implements
+	// [ReasoningFake] sends it.
+	Reasoning string
+}
+
+// ReasoningFake is a [Fake] whose provider returns reasoning text, which
+// [Reply.Reasoning] scripts.
+type ReasoningFake interface {
+	ReturnsReasoning() bool
 }
 
 // Captured is a vendor-neutral view of the last request a fake received.
@@ -54,6 +64,10 @@ type Captured struct {
 	// Images are the image inputs of the user turns, in order, as sent: a
 	// URL, or the decoded bytes with their media type.
 	Images []provider.Image
+	// Reasoning is the reasoning setting as sent (nil when none was): the
+	// effort the provider received, lower case ("" when it got none), and
+	// the token budget (0 when it got none).
+	Reasoning *provider.Reasoning
 }
 
 // Fake is a vendor fake as the suite drives it. Methods that script a

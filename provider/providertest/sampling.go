@@ -2,6 +2,7 @@ package providertest
 
 import (
 	"encoding/json"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -76,6 +77,113 @@ func checkFloat(t *testing.T, name string, got *float64, want float64, honoured 
 	case !honoured && got != nil:
 		t.Errorf("%s sent (%v) to a model without the sampling capability", name, *got)
 	}
+}
+
+// reasoningSent: a reasoning setting reaches the provider under its own
+// name when the model has the reasoning capability, and is not sent at all
+// when it has not (the call still succeeds). What arrives is the effort or
+// the budget asked for, or where the provider takes only the other, the
+// one [provider.Reasoning.EffectiveEffort] or EffectiveBudget derives;
+// streamed and unary calls send the same. A budget out of range never
+// leaves.
+func reasoningSent(t *testing.T, e *Env) {
+	honoured := modelCapabilities(e.Adapter, e.Model).Has(provider.CapReasoning)
+	for _, r := range []provider.Reasoning{
+		{Effort: provider.EffortHigh},
+		{Budget: 2048},
+		{Effort: provider.EffortLow, Budget: 1500},
+	} {
+		for _, stream := range []bool{false, true} {
+			e.Fake.Script(Reply{Text: "ok", Usage: provider.Usage{InputTokens: 10, OutputTokens: 1}})
+			answer(t, e.Adapter, stream, &provider.Request{Prompt: "hi", MaxTokens: 4096, Reasoning: &r})
+			got := e.Fake.Last().Reasoning
+			switch {
+			case !honoured && got != nil:
+				t.Errorf("%+v stream %v: reasoning sent (%+v) to a model without the reasoning capability", r, stream, *got)
+			case !honoured:
+			case got == nil || got.Effort == "" && got.Budget == 0:
+				t.Errorf("%+v stream %v: no reasoning setting reached the provider (got %+v)", r, stream, got)
+			case got.Effort != "" && got.Effort != r.EffectiveEffort():
+				t.Errorf("%+v stream %v: effort sent as %q, want %q", r, stream, got.Effort, r.EffectiveEffort())
+			case got.Budget != 0 && got.Budget != r.EffectiveBudget():
+				t.Errorf("%+v stream %v: budget sent as %d, want %d", r, stream, got.Budget, r.EffectiveBudget())
+			}
+		}
+	}
+	small := provider.Reasoning{Budget: 512}
+	if _, err := e.Adapter.Invoke(ctx(t), &provider.Request{Prompt: "hi", Reasoning: &small, MaxTokens: 77}); provider.KindOf(err) != provider.KindBadRequest || !strings.Contains(err.Error(), "budget_tokens") {
+		t.Errorf("budget 512: error %v, want a bad request naming budget_tokens", err)
+	}
+	if e.Fake.Last().MaxTokens == 77 {
+		t.Error("a request with a 512-token budget reached the provider")
+	}
+}
+
+// streamReasoning: reasoning the provider returns reaches the caller as a
+// reasoning part of the answer, unary and streamed; a stream carries it
+// as Reasoning deltas before the answer's text, and the provider data it
+// streams with it (a signature) is the reasoning part's Meta.
+func streamReasoning(t *testing.T, e *Env) {
+	if rf, ok := e.Fake.(ReasoningFake); !ok || !rf.ReturnsReasoning() {
+		t.Skip("the provider returns no reasoning text")
+	}
+	const thought = "The user greets me; a short answer will do."
+	reply := Reply{Reasoning: thought, Text: "Hello!", Usage: provider.Usage{InputTokens: 10, OutputTokens: 20, ReasoningTokens: 12}}
+	req := &provider.Request{Prompt: "hi", Reasoning: &provider.Reasoning{Effort: provider.EffortLow}}
+	e.Fake.Script(reply)
+	res, err := e.Adapter.Invoke(ctx(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := reasoningOf(res)
+	if want == nil || want.Text != thought {
+		t.Fatalf("unary: reasoning part %+v, want %q", want, thought)
+	}
+	e.Fake.Script(reply)
+	s, err := e.Adapter.Stream(ctx(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var streamed strings.Builder
+	var meta provider.Metadata
+	for {
+		c, err := s.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Text != "" && streamed.Len() == 0 {
+			t.Error("answer text arrived before the reasoning")
+		}
+		streamed.WriteString(c.Reasoning)
+		if c.ReasoningMeta != nil {
+			meta = c.ReasoningMeta
+		}
+		if !c.Final {
+			continue
+		}
+		got := reasoningOf(c.Result)
+		if streamed.String() != thought || got == nil || got.Text != thought {
+			t.Errorf("streamed reasoning %q, final part %+v; want %q", streamed.String(), got, thought)
+		}
+		if got != nil && len(got.Meta) > 0 && !reflect.DeepEqual(meta, got.Meta) {
+			t.Errorf("streamed reasoning metadata %s, final part's %s", meta, got.Meta)
+		}
+		return
+	}
+}
+
+// reasoningOf returns the first reasoning part of res, nil when none.
+func reasoningOf(res *provider.Result) *provider.Part {
+	if res == nil {
+		return nil
+	}
+	for i := range res.Parts {
+		if res.Parts[i].Type == provider.PartReasoning {
+			return &res.Parts[i]
+		}
+	}
+	return nil
 }
 
 // structuredOutput: a response format reaches the provider as its own

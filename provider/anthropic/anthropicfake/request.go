@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -245,6 +246,9 @@ func validateBody(body []byte, needMaxTokens bool, version string) (map[string]j
 			return nil, msg
 		}
 	}
+	if msg := checkThinking(fields); msg != "" {
+		return nil, msg
+	}
 	if v, ok := fields["stream"]; ok {
 		var b bool
 		if json.Unmarshal(v, &b) != nil && string(v) != "null" {
@@ -400,6 +404,92 @@ func checkOutputConfig(raw json.RawMessage) string {
 		}
 	}
 	return ""
+}
+
+// checkThinking validates thinking and output_config.effort against the
+// model, as the API does: budget_tokens of at least 1024 and below
+// max_tokens; no manual budget on Claude 5 and later; adaptive thinking
+// and effort only on models that have them (Opus and Sonnet 4.6, Claude 5
+// and later); no thinking with a tool_choice that forces tool use.
+func checkThinking(fields map[string]json.RawMessage) string {
+	var b struct {
+		Model     string `json:"model"`
+		MaxTokens int    `json:"max_tokens"`
+		Thinking  *struct {
+			Type         string `json:"type"`
+			BudgetTokens *int   `json:"budget_tokens"`
+		} `json:"thinking"`
+		ToolChoice *struct {
+			Type string `json:"type"`
+		} `json:"tool_choice"`
+		OutputConfig struct {
+			Effort *string `json:"effort"`
+		} `json:"output_config"`
+	}
+	raw, _ := json.Marshal(fields)
+	if json.Unmarshal(raw, &b) != nil {
+		return ""
+	}
+	gen := modelGeneration(b.Model)
+	if b.OutputConfig.Effort != nil && gen == genBudgetOnly {
+		return "output_config.effort: This model does not support the effort parameter."
+	}
+	t := b.Thinking
+	if t == nil {
+		return ""
+	}
+	switch t.Type {
+	case "enabled":
+		switch {
+		case t.BudgetTokens == nil:
+			return "thinking.enabled.budget_tokens: Field required"
+		case *t.BudgetTokens < 1024:
+			return "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+		case *t.BudgetTokens >= b.MaxTokens:
+			return "`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size"
+		case gen == genAdaptiveOnly:
+			return "thinking.type.enabled: manual thinking budgets are not supported on this model; use thinking.type.adaptive with output_config.effort"
+		}
+	case "adaptive":
+		if gen == genBudgetOnly {
+			return "thinking.type.adaptive: adaptive thinking is not supported on this model"
+		}
+	case "disabled":
+		return ""
+	default:
+		return "thinking: Input tag '" + t.Type + "' found using 'type' does not match any of the expected tags: 'enabled', 'disabled', 'adaptive'"
+	}
+	if tc := b.ToolChoice; tc != nil && (tc.Type == "any" || tc.Type == "tool") {
+		return "Thinking may not be enabled when tool_choice forces tool use."
+	}
+	return ""
+}
+
+// Model generations, as far as thinking goes.
+const (
+	genBudgetOnly   = iota // thinking with budget_tokens only
+	genBoth                // budget_tokens, adaptive and effort
+	genAdaptiveOnly        // adaptive and effort; budget_tokens refused
+)
+
+// modelGeneration places a model id (claude-<family>-<major>[-<minor>]).
+func modelGeneration(model string) int {
+	f := strings.Split(model, "-")
+	if len(f) < 3 {
+		return genBudgetOnly
+	}
+	major, _ := strconv.Atoi(f[2])
+	minor := 0
+	if len(f) > 3 && len(f[3]) <= 2 {
+		minor, _ = strconv.Atoi(f[3])
+	}
+	switch {
+	case major >= 5:
+		return genAdaptiveOnly
+	case major == 4 && minor >= 6 && f[1] != "haiku":
+		return genBoth
+	}
+	return genBudgetOnly
 }
 
 // imageMediaTypes are the media types the API takes for base64 images.

@@ -62,6 +62,12 @@ func TestBodyValidation(t *testing.T) {
 		{"/v1/messages", `{"model":"m","max_tokens":5,"messages":[]}`, "messages: at least one message is required"},
 		{"/v1/messages", `{"model":"m","max_tokens":5,"messages":{}}`, "messages: Input should be a valid list"},
 		{"/v1/messages", `{"model":"m","max_tokens":5,"messages":[{}],"stream":"yes"}`, "stream: Input should be a valid boolean"},
+		{"/v1/messages", `{"model":"claude-sonnet-4-6","max_tokens":4096,"messages":[{"role":"user","content":"x"}],"thinking":{"type":"enabled","budget_tokens":512}}`, "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"},
+		{"/v1/messages", `{"model":"claude-sonnet-4-6","max_tokens":2048,"messages":[{"role":"user","content":"x"}],"thinking":{"type":"enabled","budget_tokens":2048}}`, "`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size"},
+		{"/v1/messages", `{"model":"claude-sonnet-5","max_tokens":4096,"messages":[{"role":"user","content":"x"}],"thinking":{"type":"enabled","budget_tokens":2048}}`, "thinking.type.enabled: manual thinking budgets are not supported on this model; use thinking.type.adaptive with output_config.effort"},
+		{"/v1/messages", `{"model":"claude-haiku-4-5","max_tokens":4096,"messages":[{"role":"user","content":"x"}],"thinking":{"type":"adaptive"}}`, "thinking.type.adaptive: adaptive thinking is not supported on this model"},
+		{"/v1/messages", `{"model":"claude-haiku-4-5","max_tokens":4096,"messages":[{"role":"user","content":"x"}],"output_config":{"effort":"low"}}`, "output_config.effort: This model does not support the effort parameter."},
+		{"/v1/messages", `{"model":"claude-sonnet-4-6","max_tokens":4096,"messages":[{"role":"user","content":"x"}],"thinking":{"type":"adaptive"},"tool_choice":{"type":"any"},"tools":[{"name":"f","input_schema":{"type":"object"}}]}`, "Thinking may not be enabled when tool_choice forces tool use."},
 		{"/v1/messages/count_tokens", `{"model":"m"}`, "messages: Field required"},
 		{"/v1/messages/count_tokens", `{"messages":[{"role":"user","content":"x"}]}`, "model: Field required"},
 	}

@@ -108,6 +108,9 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, rec Recor
 	if rerr == nil && s.signaturesRequired(model.Name) {
 		rerr = s.checkSignatures(req)
 	}
+	if rerr == nil && req.GenerationConfig != nil {
+		rerr = checkThinking(req.GenerationConfig.ThinkingConfig, model.Name)
+	}
 	if rerr != nil {
 		s.writeError(w, 400, StatusInvalidArgument, rerr.message, rerr.details...)
 		return

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -526,6 +527,43 @@ func checkSampling(gc *GenerationConfig, prefix string) *requestError {
 		return fieldError(field+"response_json_schema", "response_json_schema must not be set when response_schema is set.")
 	case (len(gc.ResponseSchema) > 0 || len(gc.ResponseJSONSchema) > 0) && gc.ResponseMIMEType != "application/json":
 		return fieldError(field+"response_mime_type", "When response_schema or response_json_schema is set, response_mime_type must be application/json.")
+	}
+	return nil
+}
+
+// checkThinking validates thinkingConfig against model as the API does:
+// a thinkingLevel only on Gemini 3 and later, never together with a
+// thinkingBudget; a budget of -1 (dynamic) or within the model's range
+// (2.5 Pro 128 to 32768, which cannot turn thinking off; the others 0 to
+// 24576, Flash-Lite at least 512 when on).
+func checkThinking(tc *ThinkingConfig, model string) *requestError {
+	if tc == nil {
+		return nil
+	}
+	const field = "GenerateContentRequest.generation_config.thinking_config."
+	if tc.ThinkingLevel != "" {
+		switch {
+		case !requiresSignatures(model):
+			return fieldError(field+"thinking_level", "Thinking level is not supported for this model.")
+		case tc.ThinkingBudget != nil:
+			return fieldError(field+"thinking_level", "thinking_budget and thinking_level cannot both be set.")
+		case !slices.Contains([]string{"MINIMAL", "LOW", "MEDIUM", "HIGH"}, tc.ThinkingLevel):
+			return fieldError(field+"thinking_level", fmt.Sprintf("Invalid value %q: want MINIMAL, LOW, MEDIUM or HIGH.", tc.ThinkingLevel))
+		}
+	}
+	b := tc.ThinkingBudget
+	if b == nil || *b == -1 || requiresSignatures(model) {
+		return nil
+	}
+	lo, hi := 0, 24576
+	switch name := bareModel(model); {
+	case strings.HasPrefix(name, "gemini-2.5-pro"):
+		lo, hi = 128, 32768
+	case strings.HasPrefix(name, "gemini-2.5-flash-lite") && *b != 0:
+		lo = 512
+	}
+	if *b < lo || *b > hi {
+		return fieldError(field+"thinking_budget", fmt.Sprintf("The thinking budget %d is invalid. Please choose a value between %d and %d.", *b, lo, hi))
 	}
 	return nil
 }

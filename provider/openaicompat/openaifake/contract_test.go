@@ -19,6 +19,8 @@ func TestSamplingAndFormatValidation(t *testing.T) {
 		{"reasoning temperature", "gpt-5-mini", `"temperature":0.2`, "temperature", CodeUnsupportedValue, "Only the default (1) value is supported"},
 		{"five stops", "gpt-4.1", `"stop":["a","b","c","d","e"]`, "stop", "array_above_max_length", "maximum length 4"},
 		{"top_k", "gpt-4.1", `"top_k":5`, "", "", "Unrecognized request argument supplied: top_k"},
+		{"reasoning effort on a chat model", "gpt-4.1", `"reasoning_effort":"low"`, "reasoning_effort", CodeUnsupportedParameter, "'reasoning_effort' is not supported with this model"},
+		{"unknown reasoning effort", "gpt-5-mini", `"reasoning_effort":"max"`, "reasoning_effort", "invalid_value", "Invalid value: 'max'"},
 		{"json_schema without name", "gpt-4.1", `"response_format":{"type":"json_schema","json_schema":{"schema":` + closed + `}}`, "response_format.json_schema.name", CodeMissingRequiredParam, ""},
 		{"strict open object", "gpt-4.1", `"response_format":{"type":"json_schema","json_schema":{"name":"x","strict":true,"schema":{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}}}`,
 			"response_format", "invalid_json_schema", "Invalid schema for response_format 'x': In context=(), 'additionalProperties' is required to be supplied and to be false."},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -313,7 +314,8 @@ func (s *Server) parseChat(body []byte) (chatRequest, *apiError) {
 
 // checkSampling validates temperature, top_p, stop and top_k the way
 // OpenAI's platform does: ranges, at most four stop sequences, no top_k,
-// and reasoning models refusing any temperature or top_p but the default 1.
+// reasoning models refusing any temperature or top_p but the default 1,
+// and reasoning_effort only for reasoning models, with a known value.
 func checkSampling(fields map[string]json.RawMessage, model string) *apiError {
 	bad := func(msg, param, code string) *apiError {
 		return &apiError{status: 400, typ: TypeInvalidRequest, message: msg, param: param, code: code}
@@ -354,6 +356,16 @@ func checkSampling(fields map[string]json.RawMessage, model string) *apiError {
 	}
 	if _, ok := fields["top_k"]; ok {
 		return bad("Unrecognized request argument supplied: top_k", "", "")
+	}
+	if raw, ok := fields["reasoning_effort"]; ok && string(raw) != "null" {
+		var e string
+		_ = json.Unmarshal(raw, &e)
+		switch {
+		case !reasoningModel(model):
+			return bad("Unsupported parameter: 'reasoning_effort' is not supported with this model.", "reasoning_effort", CodeUnsupportedParameter)
+		case !slices.Contains([]string{"none", "minimal", "low", "medium", "high", "xhigh"}, e):
+			return bad(fmt.Sprintf("Invalid value: '%s'. Supported values are: 'none', 'minimal', 'low', 'medium', 'high', and 'xhigh'.", e), "reasoning_effort", "invalid_value")
+		}
 	}
 	return checkResponseFormat(fields["response_format"])
 }
