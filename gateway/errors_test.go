@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -252,10 +251,7 @@ func TestDecodingAndLimits(t *testing.T) {
 	ctx := ctxT(t)
 	post := func(path, body string, hdr ...string) (*http.Response, map[string]any) {
 		t.Helper()
-		st, h, b := w.post(t, path, body, hdr...)
-		var m map[string]any
-		_ = json.Unmarshal([]byte(b), &m)
-		return &http.Response{StatusCode: st, Header: h}, m
+		return rawPost(t, w, w.key, path, body, hdr...)
 	}
 	errMsg := func(m map[string]any) string {
 		e, _ := m["error"].(map[string]any)

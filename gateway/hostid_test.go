@@ -54,12 +54,18 @@ func hostWorld(t *testing.T, models map[string]gateway.Target) (*world, *served)
 // response headers and the body.
 func (w *world) post(t *testing.T, path, body string, hdr ...string) (int, http.Header, string) {
 	t.Helper()
+	return w.postAs(t, w.key, path, body, hdr...)
+}
+
+// postAs is post with key, and hdr as name, value pairs.
+func (w *world) postAs(t *testing.T, key, path, body string, hdr ...string) (int, http.Header, string) {
+	t.Helper()
 	req, err := http.NewRequestWithContext(ctxT(t), http.MethodPost, w.url+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+w.key)
+	req.Header.Set("Authorization", "Bearer "+key)
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}

@@ -20,22 +20,14 @@ import (
 	"github.com/cortexbuild/cortexbuild/provider"
 )
 
-// rawPost sends body to path with key and returns the response and its
-// decoded JSON body.
-func rawPost(t *testing.T, w *world, key, path, body string) (*http.Response, map[string]any) {
+// rawPost sends body to path with key (and hdr as name, value pairs) and
+// returns the response's status and headers and its decoded JSON body.
+func rawPost(t *testing.T, w *world, key, path, body string, hdr ...string) (*http.Response, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(ctxT(t), "POST", w.url+path, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := w.http().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	st, h, b := w.postAs(t, key, path, body, hdr...)
 	var m map[string]any
-	_ = json.Unmarshal(b, &m)
-	return resp, m
+	_ = json.Unmarshal([]byte(b), &m)
+	return &http.Response{StatusCode: st, Header: h}, m
 }
 
 // An output limit far above the model's (2^31 tokens, $32,212 on Sonnet

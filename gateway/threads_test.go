@@ -13,6 +13,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/toolrunner"
 
+	"github.com/cortexbuild/cortexbuild/internal/testenv"
 	"github.com/cortexbuild/cortexbuild/provider/anthropic/anthropicfake"
 )
 
@@ -116,7 +117,7 @@ func needNode(t *testing.T) (node, dir string) {
 	if why == "" {
 		return node, dir
 	}
-	if os.Getenv("CI") == "true" || os.Getenv("CI") == "1" || os.Getenv("CORTEXBUILD_REQUIRE_NODESDKS") != "" {
+	if testenv.InCI() || os.Getenv("CORTEXBUILD_REQUIRE_NODESDKS") != "" {
 		t.Fatal(why)
 	}
 	t.Skip(why)
