@@ -330,11 +330,27 @@ func (c *Catalog) Lookup(ns, model string) (m *Model, local bool, err error) {
 	if m := n.aliases[key]; m != nil {
 		return m, false, nil
 	}
-	if m := n.aliases[dateSuffix.ReplaceAllString(key, "")]; m != nil {
-		return m, false, nil
+	if undated, ok := strings.CutSuffix(key, dateSuffix.FindString(key)); ok && undated != key {
+		if m := n.aliases[undated]; m != nil {
+			return m, false, nil
+		}
 	}
-	return nil, false, fmt.Errorf("%w for model %q in %q%s: add it to a catalog file listed under pricing.catalog_files in llm-config.yaml", ErrUnpriced, model, ns, suggestModels(key, slices.Sorted(maps.Keys(n.Models))))
+	return nil, false, &unknownModelError{model: model, key: key, ns: ns, ids: n.Models}
 }
+
+// unknownModelError is Lookup's error for a model the namespace does not
+// list. Prices are looked up on every call, so the "did you mean" is built
+// only when the message is read.
+type unknownModelError struct {
+	model, key, ns string
+	ids            map[string]*Model
+}
+
+func (e *unknownModelError) Error() string {
+	return fmt.Sprintf("%v for model %q in %q%s: add it to a catalog file listed under pricing.catalog_files in llm-config.yaml", ErrUnpriced, e.model, e.ns, suggestModels(e.key, slices.Sorted(maps.Keys(e.ids))))
+}
+
+func (e *unknownModelError) Unwrap() error { return ErrUnpriced }
 
 // Find looks model up in every namespace, for listings; ambiguous ids
 // return the first namespace alphabetically.

@@ -184,6 +184,21 @@ func TestLookupErrors(t *testing.T) {
 	}
 }
 
+// A model the catalog does not list is looked up on every call that
+// answers with it: the miss costs a few allocations, whatever the size of
+// the catalog, and the suggestion is built only when the message is read.
+func TestFailedLookupIsCheap(t *testing.T) {
+	c := mustDefault(t)
+	var err error
+	allocs := testing.AllocsPerRun(200, func() { _, _, err = c.Lookup("openai", "gpt-5-mni") })
+	if allocs > 3 {
+		t.Errorf("a failed lookup allocates %.0f times; want at most 3 (no suggestion built until the message is read)", allocs)
+	}
+	if !errors.Is(err, ErrUnpriced) || !strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("failed lookup error = %v; want ErrUnpriced with a suggestion", err)
+	}
+}
+
 func TestCountTokensIsRealBPE(t *testing.T) {
 	// o200k_base: "hello world" is two tokens; a character/4 rule would say 3.
 	if n := CountTokens("hello world"); n != 2 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -147,7 +148,31 @@ func (t *gatedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ep, _ := prov.Endpoint(req.URL.Scheme + "://" + req.URL.Host)
 	ctx := context.WithValue(req.Context(), schemeKey{}, req.URL.Scheme)
-	return t.generation(ctx, ep).tr.RoundTrip(req.WithContext(ctx))
+	out := req.WithContext(ctx)
+	if b := inMemoryBody(req); b != nil {
+		// The round trip owns req.Body: it is closed here, unread, and the
+		// same bytes go in a form net/http writes with the header.
+		req.Body.Close()
+		out.Body = b
+	}
+	return t.generation(ctx, ep).tr.RoundTrip(out)
+}
+
+// inMemoryBody returns a fresh copy of req's body from req.GetBody, or nil
+// when there is none. SDKs wrap the bodies they build in their own
+// ReadCloser, which net/http cannot tell from a stream: it then writes the
+// header and the body in two system calls. Their GetBody hands back the
+// bytes as an io.NopCloser around a *bytes.Reader, which net/http sends
+// with the header in one write.
+func inMemoryBody(req *http.Request) io.ReadCloser {
+	if req.Body == nil || req.Body == http.NoBody || req.GetBody == nil || req.ContentLength <= 0 {
+		return nil
+	}
+	b, err := req.GetBody()
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // generation returns the pool for the next request, retiring the current

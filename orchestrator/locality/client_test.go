@@ -413,3 +413,59 @@ func TestClientKeepsBase(t *testing.T) {
 		t.Errorf("status %d, base CheckRedirect ran %d times", resp.StatusCode, redirects.Load())
 	}
 }
+
+// countingConn counts the writes on a connection.
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int32
+}
+
+func (c countingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// sdkBody wraps a body the way provider SDKs do, hiding the *bytes.Reader
+// from net/http.
+type sdkBody struct{ io.ReadCloser }
+
+// A request whose body is in memory goes out in one write, header and body
+// together, even when an SDK wrapped the body in its own reader.
+func TestClientSendsAnInMemoryBodyWithItsHeader(t *testing.T) {
+	g, _, _, _ := testGate(t, ModeLocalOnly)
+	var writes atomic.Int32
+	var d net.Dialer
+	g.Dial = func(ctx context.Context, network, address string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, address)
+		if err != nil {
+			return nil, err
+		}
+		return countingConn{c, &writes}, nil
+	}
+	got := make(chan string, 1)
+	_, port := loopbackServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- string(b)
+	}))
+	c := g.Client("ollama", nil)
+	body := strings.Repeat(`{"model":"m","messages":[]}`, 20)
+	for range 3 {
+		req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, "http://127.0.0.1:"+port+"/v1/chat/completions", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Body = sdkBody{req.Body}
+		writes.Store(0)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if b := <-got; b != body {
+			t.Fatalf("the server read %d bytes, want %d", len(b), len(body))
+		}
+		if n := writes.Load(); n != 1 {
+			t.Errorf("the request took %d writes; want 1 (header and body together)", n)
+		}
+	}
+}
