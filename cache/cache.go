@@ -65,6 +65,7 @@ type Cache struct {
 	flights map[Key]*flight
 
 	joined func(Key) // test hook: called when a caller waits for a flight
+	left   func(Key) // test hook: called when a caller gives up its wait
 }
 
 // New returns a cache over store.
@@ -120,12 +121,13 @@ func (c *Cache) Put(ctx context.Context, key Key, res *provider.Result) error {
 // with zero Cost and Usage (Outcome.Shared and Saved say so). When fill
 // fails, every waiting caller receives its error.
 //
-// fill runs on its own goroutine with a context that carries the first
-// caller's values but not its cancellation or deadline (the adapter applies
-// the request's timeout): a caller whose ctx ends returns at once with ctx's
-// error, and the call goes on for the others. It is cancelled only when
-// every waiting caller has given up. A panic in fill is returned as an
-// error.
+// fill runs on the first caller's goroutine with a context that carries
+// that caller's values but not its cancellation or deadline (the adapter
+// applies the request's timeout). A caller whose ctx ends gives up its wait
+// and gets ctx's error, and the call goes on for the others: a waiting
+// caller returns at once, the first caller when fill returns. The call is
+// cancelled only when every waiting caller has given up. A panic in fill is
+// returned as an error.
 //
 // A back-end failure never fails Do: it is reported in Outcome.StoreErr and
 // the call is made as on a miss.
@@ -145,18 +147,63 @@ func (c *Cache) Do(ctx context.Context, key Key, fill func(ctx context.Context) 
 
 	c.mu.Lock()
 	f := c.flights[key]
+	var fctx context.Context
 	if f == nil {
-		fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		var cancel context.CancelFunc
+		fctx, cancel = context.WithCancel(context.WithoutCancel(ctx))
 		f = &flight{done: make(chan struct{}), cancel: cancel}
 		c.flights[key] = f
-		go c.run(fctx, key, f, fill, recheck)
 	}
 	f.waiters++
 	c.mu.Unlock()
 	if c.joined != nil {
 		c.joined(key)
 	}
+	if fctx != nil && !c.lead(ctx, fctx, key, f, fill, recheck) {
+		return nil, Outcome{StoreErr: out.StoreErr}, ctx.Err()
+	}
 	return c.wait(ctx, key, f, start, out.StoreErr)
+}
+
+// lead makes f's call, with context fctx, on the first caller's goroutine,
+// whose stack the adapter's deep call chain has usually grown already
+// (a fresh goroutine would grow its stack again on every miss). fctx
+// carries the caller's values but not its cancellation: when the caller's
+// ctx ends, it leaves the flight like any waiter (the call is cancelled if
+// nobody else waits) and returns ctx's error once the call has ended. It
+// reports whether the caller is still waiting for the answer.
+func (c *Cache) lead(ctx, fctx context.Context, key Key, f *flight, fill func(context.Context) (*provider.Result, error), recheck bool) bool {
+	left := make(chan bool, 1)
+	stop := context.AfterFunc(ctx, func() { left <- c.leave(key, f) })
+	c.run(fctx, key, f, fill, recheck)
+	if stop() {
+		return true
+	}
+	return !<-left
+}
+
+// leave takes a waiter whose ctx ended off f before its call ends,
+// cancelling the call when nobody else waits. It reports whether it did:
+// once the call has ended the answer is there to take.
+func (c *Cache) leave(key Key, f *flight) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f.ended {
+		return false
+	}
+	if c.left != nil {
+		defer c.left(key)
+	}
+	f.waiters--
+	if f.waiters == 0 {
+		// Nobody is waiting any more: stop the call, and let the next
+		// caller start afresh rather than join a cancelled one.
+		if c.flights[key] == f {
+			delete(c.flights, key)
+		}
+		f.cancel()
+	}
+	return true
 }
 
 // flight is one call to fill, shared by the callers waiting for it.
@@ -167,6 +214,7 @@ type flight struct {
 	// Guarded by Cache.mu.
 	waiters int
 	claimed bool
+	ended   bool // done is closed
 
 	// Written before done is closed, read after.
 	res   *provider.Result // fill's answer, for the first caller to take it
@@ -186,6 +234,7 @@ func (c *Cache) run(ctx context.Context, key Key, f *flight, fill func(context.C
 		delete(c.flights, key)
 	}
 	orphan := f.waiters == 0 && f.res != nil
+	f.ended = true
 	close(f.done)
 	c.mu.Unlock()
 	if orphan && c.orphaned != nil {
@@ -241,22 +290,10 @@ func (c *Cache) wait(ctx context.Context, key Key, f *flight, start time.Time, l
 	select {
 	case <-f.done:
 	case <-ctx.Done():
-		select {
-		case <-f.done: // the answer is already there: take it
-		default:
-			c.mu.Lock()
-			f.waiters--
-			if f.waiters == 0 {
-				// Nobody is waiting any more: stop the call, and let the
-				// next caller start afresh rather than join a cancelled one.
-				if c.flights[key] == f {
-					delete(c.flights, key)
-				}
-				f.cancel()
-			}
-			c.mu.Unlock()
+		if c.leave(key, f) {
 			return nil, Outcome{StoreErr: lookupErr}, ctx.Err()
 		}
+		// The answer is already there: take it.
 	}
 
 	c.mu.Lock()

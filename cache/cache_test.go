@@ -1,9 +1,11 @@
 package cache_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -291,45 +293,72 @@ func TestDoSharesErrorsAndNeverStoresThem(t *testing.T) {
 }
 
 func TestDoCancelledWaiterLeavesTheCallRunning(t *testing.T) {
-	c, _ := newMemoryCache(new(cachetest.Clock))
-	key := mustKey(t, baseScope(), baseRequest())
-	allWaiting := joinCounter(c, 2)
-	release := make(chan struct{})
-	fillCtxErr := make(chan error, 1)
-	fill := func(ctx context.Context) (*provider.Result, error) {
-		<-release
-		fillCtxErr <- ctx.Err()
-		return sampleResult(), nil
-	}
+	// Either caller gives up: the one that waits returns at once, the one
+	// making the call (the first) when the call returns; neither stops the
+	// call for the other, who receives the paid answer.
+	for _, quitter := range []string{"waiting", "calling"} {
+		t.Run(quitter, func(t *testing.T) {
+			c, _ := newMemoryCache(new(cachetest.Clock))
+			key := mustKey(t, baseScope(), baseRequest())
+			leaderIn := joinCounter(c, 1)
+			release := make(chan struct{})
+			fillCtxErr := make(chan error, 1)
+			var calls atomic.Int32
+			fill := func(ctx context.Context) (*provider.Result, error) {
+				calls.Add(1)
+				<-release
+				fillCtxErr <- ctx.Err()
+				return sampleResult(), nil
+			}
+			type answer struct {
+				res *provider.Result
+				err error
+			}
+			do := func(ctx context.Context, to chan<- answer) {
+				res, _, err := c.Do(ctx, key, fill)
+				to <- answer{res, err}
+			}
+			leaderCtx, cancelLeader := context.WithCancel(context.Background())
+			leader := make(chan answer, 1)
+			go do(leaderCtx, leader)
+			<-leaderIn
+			otherIn := joinCounter(c, 1)
+			otherCtx, cancelOther := context.WithCancel(context.Background())
+			other := make(chan answer, 1)
+			go do(otherCtx, other)
+			<-otherIn
 
-	leaderCtx, cancelLeader := context.WithCancel(context.Background())
-	leader := make(chan error, 1)
-	go func() {
-		_, _, err := c.Do(leaderCtx, key, fill)
-		leader <- err
-	}()
-	other := make(chan *provider.Result, 1)
-	go func() {
-		res, _, err := c.Do(context.Background(), key, fill)
-		if err != nil {
-			t.Error(err)
-		}
-		other <- res
-	}()
-	<-allWaiting
-	cancelLeader()
-	// The cancelled caller returns while the call is still blocked.
-	if err := <-leader; !errors.Is(err, context.Canceled) || provider.KindOf(err) != provider.KindCanceled {
-		t.Fatalf("cancelled caller got %v; want context.Canceled", err)
-	}
-	close(release)
-	if err := <-fillCtxErr; err != nil {
-		t.Fatalf("the call's context ended (%v) when one of two callers gave up", err)
-	}
-	res := <-other
-	// The caller that stayed is the only one to receive the answer: it pays.
-	if res == nil || res.CacheHit || res.Cost != sampleResult().Cost {
-		t.Fatalf("remaining caller got %+v; want the paid answer", res)
+			stays, quits, cancel := other, leader, cancelLeader
+			if quitter == "waiting" {
+				stays, quits, cancel = leader, other, cancelOther
+				cancel()
+				// The waiting caller returns while the call is still blocked.
+				if a := <-quits; !errors.Is(a.err, context.Canceled) || provider.KindOf(a.err) != provider.KindCanceled {
+					t.Fatalf("cancelled caller got %v; want context.Canceled", a.err)
+				}
+				close(release)
+			} else {
+				gone := make(chan struct{})
+				cache.SetLeaveHook(c, func(cache.Key) { close(gone) })
+				cancel()
+				<-gone
+				close(release)
+				if a := <-quits; !errors.Is(a.err, context.Canceled) || a.res != nil {
+					t.Fatalf("cancelled first caller got %v, %v; want context.Canceled and no answer", a.res, a.err)
+				}
+			}
+			if err := <-fillCtxErr; err != nil {
+				t.Fatalf("the call's context ended (%v) when one of two callers gave up", err)
+			}
+			a := <-stays
+			// The caller that stayed is the only one to receive the answer: it pays.
+			if a.err != nil || a.res == nil || a.res.CacheHit || a.res.Cost != sampleResult().Cost {
+				t.Fatalf("remaining caller got %+v, %v; want the paid answer", a.res, a.err)
+			}
+			if n := calls.Load(); n != 1 {
+				t.Fatalf("%d calls; want 1", n)
+			}
+		})
 	}
 }
 
@@ -387,9 +416,14 @@ func TestDoReportsOrphanedResults(t *testing.T) {
 		done <- err
 	}()
 	<-allWaiting
+	gone := make(chan struct{})
+	cache.SetLeaveHook(c, func(cache.Key) { close(gone) })
 	cancel()
-	<-done
+	<-gone
 	close(release)
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Do = %v; want context.Canceled", err)
+	}
 	if r := <-orphaned; r.Cost != sampleResult().Cost {
 		t.Fatalf("orphaned result cost %v", r.Cost)
 	}
@@ -482,5 +516,25 @@ func TestDoLooksAgainBeforeCalling(t *testing.T) {
 	})
 	if err != nil || !res.CacheHit || !out.Hit || out.Saved != sampleResult().Cost {
 		t.Fatalf("Do = %+v, %+v, %v; want the stored answer", res, out, err)
+	}
+}
+
+// A miss makes its call on the caller's goroutine: a fresh goroutine per
+// miss would grow a new stack through the adapter's deep call chain on
+// every call.
+func TestDoCallsOnTheCallersGoroutine(t *testing.T) {
+	c, _ := newMemoryCache(new(cachetest.Clock))
+	key := mustKey(t, baseScope(), baseRequest())
+	var stack []byte
+	_, _, err := c.Do(context.Background(), key, func(context.Context) (*provider.Result, error) {
+		stack = make([]byte, 64<<10)
+		stack = stack[:runtime.Stack(stack, false)]
+		return sampleResult(), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(stack, []byte(".TestDoCallsOnTheCallersGoroutine(")) {
+		t.Fatalf("the call ran on another goroutine:\n%s", stack)
 	}
 }

@@ -39,8 +39,10 @@
 // [Cache] puts the pieces together. [Cache.Do] looks the key up and, on a
 // miss, calls fill exactly once however many identical requests arrive
 // concurrently in the process: the others wait for that call and share its
-// answer. A caller that gives up returns at once; the shared call goes on for
-// the others and is cancelled only when every caller has given up.
+// answer. The first caller makes the call on its own goroutine. A caller
+// that gives up gets its context's error (a waiting one at once, the one
+// making the call when the call returns); the shared call goes on for the
+// others and is cancelled only when every caller has given up.
 //
 // Only complete answers are stored: never an error, never a stream that
 // broke, and never a result whose stop reason says it was cut or withheld
