@@ -62,11 +62,16 @@ func newInvocationID() string {
 // one-character prompt, one output token) would hold on the same
 // candidates, the largest of its estimates as for any call: a budget with
 // less than that left cannot admit any call of this routing.
-func (o *Orchestrator) estimate(c *Call) (est, floor provider.Money, err error) {
+//
+// With ceiling, the prompt is bounded by its bytes (see
+// [provider.Request.CeilingEstimate]): no tokenizer runs, and the bound is
+// looser. reserve admits with it, and estimates exactly only when it does
+// not fit.
+func (o *Orchestrator) estimate(c *Call, ceiling bool) (est, floor provider.Money, err error) {
 	tr := o.route(c, o.tierFor(c), c.Needs.Union(c.Request.RequiredCapabilities()))
 	for i, k := range tr.Kept() {
 		req := c.Request
-		req.Model, req.Tier = k.Model, k.Tier
+		req.Model, req.Tier, req.CeilingEstimate = k.Model, k.Tier, ceiling
 		if req.MaxTokens == 0 {
 			req.MaxTokens = o.s.Agents[c.Agent].MaxTokens
 		}
@@ -118,14 +123,32 @@ func (o *Orchestrator) reserve(ctx context.Context, c *Call) (*hold, error) {
 	if o.s.Ledger == nil && !limited {
 		return h, nil
 	}
-	est, floor, err := o.estimate(c)
+	// The cheap ceiling admits most calls; the exact bound (a tokenizer
+	// over the prompt) is computed only for a call the ceiling does not
+	// let through, and decides it.
+	est, floor, err := o.estimate(c, true)
 	if err != nil {
 		return nil, &Error{Err: err, Summary: "refused: add the model's prices (pricing.catalog_files) so the call can be budgeted"}
 	}
-	h.estimate = est
-	if limited && ab.Limit > 0 && est > ab.Limit && !(ab.Escalate && c.Approved) {
-		return nil, &Error{Err: &EstimateError{Agent: c.Agent, Estimate: est, Limit: ab.Limit, NeedsApproval: ab.Escalate}}
+	exact := false
+	tighten := func() error {
+		e, _, err := o.estimate(c, false)
+		if err != nil {
+			return &Error{Err: err, Summary: "refused: add the model's prices (pricing.catalog_files) so the call can be budgeted"}
+		}
+		est, exact = e, true
+		return nil
 	}
+	overAgent := func() bool { return limited && ab.Limit > 0 && est > ab.Limit && !(ab.Escalate && c.Approved) }
+	if overAgent() {
+		if err := tighten(); err != nil {
+			return nil, err
+		}
+		if overAgent() {
+			return nil, &Error{Err: &EstimateError{Agent: c.Agent, Estimate: est, Limit: ab.Limit, NeedsApproval: ab.Escalate}}
+		}
+	}
+	h.estimate = est
 	if o.s.Ledger == nil {
 		return h, nil
 	}
@@ -134,7 +157,18 @@ func (o *Orchestrator) reserve(ctx context.Context, c *Call) (*hold, error) {
 	if c.Task != "" {
 		h.scopes = append(h.scopes, ledger.TaskScope(c.Task))
 	}
-	err = o.s.Ledger.Reserve(ctx, ledger.Reservation{InvocationID: h.id, Amount: est, Scopes: h.scopes, ExpiresAt: now.Add(o.s.ReservationTTL)})
+	reserve := func() error {
+		return o.s.Ledger.Reserve(ctx, ledger.Reservation{InvocationID: h.id, Amount: est, Scopes: h.scopes, ExpiresAt: now.Add(o.s.ReservationTTL)})
+	}
+	err = reserve()
+	if errors.Is(err, ledger.ErrOverBudget) && !exact {
+		// A refused reservation holds nothing: try again with the exact bound.
+		if terr := tighten(); terr != nil {
+			return nil, terr
+		}
+		h.estimate = est
+		err = reserve()
+	}
 	switch {
 	case err == nil:
 		h.ledger = o.s.Ledger

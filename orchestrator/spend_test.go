@@ -458,3 +458,67 @@ func TestEstimateUsesTheAgentsOutputLimit(t *testing.T) {
 		t.Errorf("estimate $%s does not cover the agent's 20000 output tokens", out.Estimate)
 	}
 }
+
+// A call is admitted with the cheap ceiling of its prompt (one token per
+// byte, no tokenizer); only a call the ceiling does not fit is estimated
+// exactly, and the exact bound decides it: a budget between the two admits
+// it, for the agent's budget and the ledger's alike.
+func TestCeilingAdmitsAndTheExactBoundDecidesNearALimit(t *testing.T) {
+	ctx := context.Background()
+	prompt := strings.Repeat("hello world ", 2000) // 24,000 bytes, a few thousand tokens
+	req := provider.Request{Prompt: prompt, MaxTokens: 100, Model: "claude-sonnet-4-6"}
+	probe := newWorld(t, func(s *orchestrator.Settings) { s.Preference = order("anthropic") })
+	exact, err := probe.o.Estimate("anthropic", &req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ceilReq := req
+	ceilReq.CeilingEstimate = true
+	ceiling, err := probe.o.Estimate("anthropic", &ceilReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ceiling <= exact*2 {
+		t.Fatalf("ceiling $%s, exact $%s: the prompt does not tell them apart", ceiling, exact)
+	}
+	between := (exact + ceiling) / 2
+	for _, tc := range []struct {
+		name         string
+		task, agent  provider.Money
+		wantEstimate provider.Money
+	}{
+		{"far from every limit", provider.MustMoney("100"), 0, ceiling},
+		{"task budget between", between, 0, exact},
+		{"agent budget between", provider.MustMoney("100"), between, exact},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := openLedger(t)
+			w := newWorld(t, func(s *orchestrator.Settings) {
+				s.Preference, s.Ledger = order("anthropic"), st
+				if tc.agent > 0 {
+					s.AgentBudgets = map[string]orchestrator.AgentBudget{"builder": {Limit: tc.agent}}
+				}
+			})
+			if err := st.SetBudget(ctx, ledger.TaskScope("t"), tc.task); err != nil {
+				t.Fatal(err)
+			}
+			w.anth.Enqueue(anthropicfake.Reply{Text: "ok", Usage: anthropicfake.Usage{Input: 3000, Output: 10}})
+			out, oe := w.invoke(t, orchestrator.Call{Agent: "builder", Task: "t", Request: provider.Request{Prompt: prompt, MaxTokens: 100}})
+			if oe != nil {
+				t.Fatalf("refused with the task budget at $%s (exact $%s, ceiling $%s): %v", tc.task, exact, ceiling, oe)
+			}
+			if out.Estimate != tc.wantEstimate {
+				t.Errorf("held $%s; want $%s (exact $%s, ceiling $%s)", out.Estimate, tc.wantEstimate, exact, ceiling)
+			}
+		})
+	}
+	// Below the exact bound the call is refused, before any provider call.
+	st := openLedger(t)
+	w := newWorld(t, func(s *orchestrator.Settings) { s.Preference, s.Ledger = order("anthropic"), st })
+	if err := st.SetBudget(ctx, ledger.TaskScope("t"), exact-1); err != nil {
+		t.Fatal(err)
+	}
+	if _, oe := w.invoke(t, orchestrator.Call{Agent: "builder", Task: "t", Request: provider.Request{Prompt: prompt, MaxTokens: 100}}); oe == nil || !errors.Is(oe, ledger.ErrOverBudget) || !strings.Contains(oe.Error(), "$"+exact.String()) {
+		t.Errorf("below the exact bound: %v; want a refusal naming the exact estimate $%s", oe, exact)
+	}
+}

@@ -228,10 +228,13 @@ func boundPiece(s string, f *Factor, tokenize *int64) int64 {
 // req: every text of [CountRequestTokens] (and the ids of tool calls and
 // results) bounded by [BoundTokens], plus the framing overheads scaled by
 // f. It is the prompt side of every estimate. At most [BoundTokenizeBytes]
-// of the request's text are tokenized; the rest is charged one token per
-// byte.
+// of the request's text are tokenized (none when req.CeilingEstimate is
+// set); the rest is charged one token per byte.
 func BoundRequestTokens(req *provider.Request, f *Factor) int64 {
 	tokenize := int64(BoundTokenizeBytes)
+	if req.CeilingEstimate {
+		tokenize = 0
+	}
 	n, over := walkRequest(req, func(s string) int64 { return boundTokens(s, f, &tokenize) }, true)
 	return f.Scale(over) + n
 }

@@ -291,6 +291,12 @@ type Request struct {
 	// Meta carries provider-specific request options that must reach the
 	// adapter unchanged.
 	Meta Metadata `json:"meta,omitempty"`
+	// CeilingEstimate asks EstimateCost for the cheap bound of the prompt:
+	// every byte of its text a token (the most any byte-level tokenizer
+	// counts), without running a tokenizer. The orchestrator admits a call
+	// with it and estimates exactly only when it does not fit a budget. It
+	// is never sent.
+	CeilingEstimate bool `json:"-"`
 }
 
 // CacheMarks are the prompt-cache breakpoints of a request on a provider
