@@ -762,6 +762,7 @@ func servedHeaders(h http.Header, prov, model string) {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b := mustJSON(v)
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b))) // never chunked
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
 }

@@ -2,33 +2,38 @@
 # Gateway load benchmark (docs/benchmarks.md, "Gateway"). Starts, on
 # loopback only:
 #   - the OpenAI fake (loadbench fake) as the upstream,
-#   - 'cortexbuild serve' in front of it, with the ledger (fast path),
-#     budgets, the response cache and virtual-key auth on,
+#   - 'cortexbuild serve' in front of it twice: "full", with the ledger
+#     (fast path), budgets, the response cache and virtual-key auth on, and
+#     "lean", with the ledger but no budgets, no cache and --no-auth,
+#   - the same two from another build when BEFORE names its binary
+#     ("full-before", "lean-before"), for a before/after in one run,
 #   - a pass-through Go reverse proxy (loadbench proxy: net/http server
 #     and client, nothing else), the floor of two HTTP hops on this machine,
 #   - Portkey's open-source gateway (@portkey-ai/gateway) in front of the
 #     same fake, when PORTKEY_DIR holds an npm install of it,
 # pins the gateways to CPU 0 and the load tool and the fake to CPU 1 when
 # taskset is available, and runs loadbench against the fake directly (the
-# baseline), through CortexBuild and through Portkey, in one run.
+# baseline), then each target in turn, in one run. Peak RSS is each
+# process's high-water mark over the whole run, overload phases included.
 #
 #   scripts/gateway-bench.sh                      # figures
-#   PROFILE=1 scripts/gateway-bench.sh            # also a CPU profile of the gateway
+#   PROFILE=1 scripts/gateway-bench.sh            # also a CPU profile of "full"
+#   BEFORE=/tmp/old/cortexbuild scripts/gateway-bench.sh
 #   PORTKEY_DIR=/tmp/portkey scripts/gateway-bench.sh
 #
 # Environment: DURATION (each open-loop phase, default 8s), RATES
-# (default 500,1000,2000), CLOSED (closed-loop phase, default 8s), WORKERS
-# (closed-loop workers, default 32), OUT (work directory, default a
+# (default 500,1000,2000,4000), CLOSED (closed-loop phase, default 8s),
+# WORKERS (closed-loop workers, default 32), OUT (work directory, default a
 # temporary one; kept).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-$(mktemp -d /tmp/gateway-bench.XXXXXX)}
 DURATION=${DURATION:-8s}
-RATES=${RATES:-500,1000,2000}
+RATES=${RATES:-500,1000,2000,4000}
 CLOSED=${CLOSED:-8s}
 WORKERS=${WORKERS:-32}
-FAKE_PORT=18801 GW_PORT=18802 PK_PORT=18803 PX_PORT=18804
+FAKE_PORT=18801 GW_PORT=18802 PK_PORT=18803 PX_PORT=18804 LEAN_PORT=18805 GWB_PORT=18806 LEANB_PORT=18807
 UPSTREAM_KEY=sk-upstream-bench
 
 PIN0=() PIN1=()
@@ -56,12 +61,14 @@ echo "work directory: $OUT" >&2
 pids+=($!)
 wait_port $FAKE_PORT
 
-# A project whose builder agent is served by the fake, with budgets and
-# the response cache on (every benchmark prompt is unique, so each call
-# misses the cache and is stored in it).
-PROJ="$OUT/project"
-mkdir -p "$PROJ/.cortexbuild"
-cat >"$PROJ/.cortexbuild/llm-config.yaml" <<EOF
+# Two projects whose builder agent is served by the fake. "full" has
+# budgets and the response cache on (every benchmark prompt is unique, so
+# each call misses the cache and is stored in it) and virtual-key auth;
+# "lean" has the ledger only, no budgets, no cache, and no keys.
+project() { # dir full|lean
+	mkdir -p "$1/.cortexbuild"
+	{
+		cat <<EOF
 orchestration: true
 providers:
   fake:
@@ -74,6 +81,9 @@ agents:
   builder:
     model: gpt-5-mini
     providers: [fake]
+EOF
+		if [ "$2" = full ]; then
+			cat <<EOF
     cache: true
     budget: "1.00"
 budgets:
@@ -83,28 +93,53 @@ cache:
   backend: memory
   max_entries: 10000
 EOF
+		else
+			cat <<EOF
+    cache: false
+EOF
+		fi
+	} >"$1/.cortexbuild/llm-config.yaml"
+}
 export BENCH_UPSTREAM_KEY=$UPSTREAM_KEY
-KEY=$(cd "$PROJ" && "$OUT/cortexbuild" serve keys create --name bench 2>/dev/null)
 
-GW=("$OUT/cortexbuild")
-if [ -n "${PROFILE:-}" ]; then
-	GW=("$OUT/loadbench" profile -out "$OUT/gateway-cpu.pprof" --)
-fi
-(cd "$PROJ" && exec "${PIN0[@]}" "${GW[@]}" serve --listen "127.0.0.1:$GW_PORT" >"$OUT/gateway.log" 2>"$OUT/gateway.err") &
-GW_PID=$!
-pids+=($GW_PID)
-wait_port $GW_PORT
+# gateway_target NAME BINARY PORT full|lean [PROFILE]: writes the project,
+# starts the gateway (under a CPU profile when PROFILE is set) and adds it
+# to TARGETS.
+gateway_target() {
+	local name=$1 bin=$2 port=$3 kind=$4 prof=${5:-} dir="$OUT/$1"
+	project "$dir" "$kind"
+	local args=(serve --listen "127.0.0.1:$port") auth="header=X-CortexBuild-Task:bench"
+	if [ "$kind" = full ]; then
+		local key
+		key=$(cd "$dir" && "$bin" serve keys create --name bench 2>/dev/null)
+		auth="header=Authorization:Bearer $key,$auth"
+	else
+		args+=(--no-auth)
+	fi
+	local cmd=("$bin")
+	[ -n "$prof" ] && cmd=("$OUT/loadbench" profile -out "$prof" --)
+	(cd "$dir" && exec "${PIN0[@]}" "${cmd[@]}" "${args[@]}" >"$dir/gateway.log" 2>"$dir/gateway.err") &
+	local pid=$!
+	pids+=("$pid")
+	wait_port "$port"
+	TARGETS+=(-target "name=$name,url=http://127.0.0.1:$port,model=builder,pid=$pid,$auth")
+	if [ "$name" = full ]; then GW_PID=$pid; fi
+}
+
+TARGETS=(-target "name=direct,url=http://127.0.0.1:$FAKE_PORT,model=gpt-5-mini,header=Authorization:Bearer $UPSTREAM_KEY")
 
 "${PIN0[@]}" "$OUT/loadbench" proxy -listen "127.0.0.1:$PX_PORT" -upstream "http://127.0.0.1:$FAKE_PORT" >"$OUT/proxy.log" 2>&1 &
 PX_PID=$!
 pids+=($PX_PID)
 wait_port $PX_PORT
 
-TARGETS=(
-	-target "name=direct,url=http://127.0.0.1:$FAKE_PORT,model=gpt-5-mini,header=Authorization:Bearer $UPSTREAM_KEY"
-	-target "name=go-proxy,url=http://127.0.0.1:$PX_PORT,model=gpt-5-mini,pid=$PX_PID,header=Authorization:Bearer $UPSTREAM_KEY"
-	-target "name=cortexbuild,url=http://127.0.0.1:$GW_PORT,model=builder,pid=$GW_PID,header=Authorization:Bearer $KEY,header=X-CortexBuild-Task:bench"
-)
+TARGETS+=(-target "name=go-proxy,url=http://127.0.0.1:$PX_PORT,model=gpt-5-mini,pid=$PX_PID,header=Authorization:Bearer $UPSTREAM_KEY")
+gateway_target full "$OUT/cortexbuild" $GW_PORT full "${PROFILE:+$OUT/gateway-cpu.pprof}"
+gateway_target lean "$OUT/cortexbuild" $LEAN_PORT lean
+if [ -n "${BEFORE:-}" ]; then
+	gateway_target full-before "$BEFORE" $GWB_PORT full
+	gateway_target lean-before "$BEFORE" $LEANB_PORT lean
+fi
 
 if [ -n "${PORTKEY_DIR:-}" ] && [ -f "$PORTKEY_DIR/node_modules/@portkey-ai/gateway/build/start-server.js" ]; then
 	"${PIN0[@]}" node "$PORTKEY_DIR/node_modules/@portkey-ai/gateway/build/start-server.js" --port=$PK_PORT --headless \
