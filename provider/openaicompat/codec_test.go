@@ -287,6 +287,16 @@ func compareBodies(t *testing.T, a *Adapter, req *provider.Request, streamed boo
 	if gv := jsonValue(t, got); !reflect.DeepEqual(gv, wv) {
 		t.Errorf("body differs from the SDK's\n got: %s\nwant: %s", got, want)
 	}
+	// The messages are the SDK's byte for byte (keys in its order).
+	var gm, wm struct{ Messages []json.RawMessage }
+	if json.Unmarshal(got, &gm) != nil || json.Unmarshal(want, &wm) != nil || len(gm.Messages) != len(wm.Messages) {
+		t.Fatalf("messages: %s\nSDK: %s", got, want)
+	}
+	for i := range gm.Messages {
+		if !bytes.Equal(gm.Messages[i], wm.Messages[i]) {
+			t.Errorf("message %d: %s\n       SDK: %s", i, gm.Messages[i], wm.Messages[i])
+		}
+	}
 }
 
 // TestRequestsOnTheWireMatchSDK sends requests both ways and compares what

@@ -19,7 +19,8 @@ import (
 // The request body is written here, field by field, instead of by the SDK's
 // reflective encoder of openai.ChatCompletionNewParams: the JSON value is
 // the same (the equivalence tests compare the two on a broad table of
-// requests), only the order of the keys differs.
+// requests). Inside a message the keys come in the SDK's order; elsewhere
+// the order differs.
 
 // maxOpenAIStop is how many stop sequences OpenAI takes.
 const maxOpenAIStop = 4
@@ -94,13 +95,13 @@ func (a *Adapter) body(req *provider.Request, model string, stream bool) ([]byte
 	b = append(b, `,"messages":[`...)
 	first := true
 	if req.System != "" {
-		role := `{"role":"system","content":`
-		if a.profile.DeveloperRole {
-			role = `{"role":"developer","content":`
-		}
-		b = append(b, role...)
+		b = append(b, `{"content":`...)
 		b = appendString(b, req.System)
-		b = append(b, '}')
+		if a.profile.DeveloperRole {
+			b = append(b, `,"role":"developer"}`...)
+		} else {
+			b = append(b, `,"role":"system"}`...)
+		}
 		first = false
 	}
 	for i, m := range req.Conversation() {
@@ -252,11 +253,11 @@ func appendMessages(b []byte, m provider.Message) ([]byte, error) {
 			if out > 0 {
 				b = append(b, ',')
 			}
-			b = append(b, `{"role":"tool","content":`...)
+			b = append(b, `{"content":`...)
 			b = appendString(b, content)
 			b = append(b, `,"tool_call_id":`...)
 			b = appendString(b, p.ToolResult.CallID)
-			b = append(b, '}')
+			b = append(b, `,"role":"tool"}`...)
 			out++
 		}
 	}
@@ -267,9 +268,9 @@ func appendMessages(b []byte, m provider.Message) ([]byte, error) {
 				if out > 0 {
 					b = append(b, ',')
 				}
-				b = append(b, `{"role":"user","content":`...)
+				b = append(b, `{"content":`...)
 				b = appendString(b, p.Text)
-				b = append(b, '}')
+				b = append(b, `,"role":"user"}`...)
 				out++
 				break
 			}
@@ -278,7 +279,7 @@ func appendMessages(b []byte, m provider.Message) ([]byte, error) {
 		if out > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"role":"user","content":[`...)
+		b = append(b, `{"content":[`...)
 		n := 0
 		for _, p := range m.Parts {
 			switch p.Type {
@@ -286,15 +287,13 @@ func appendMessages(b []byte, m provider.Message) ([]byte, error) {
 				if n > 0 {
 					b = append(b, ',')
 				}
-				b = append(b, `{"type":"text","text":`...)
-				b = appendString(b, p.Text)
-				b = append(b, '}')
+				b = appendTextPart(b, p.Text)
 				n++
 			case provider.PartImage:
 				if n > 0 {
 					b = append(b, ',')
 				}
-				b = append(b, `{"type":"image_url","image_url":{"url":`...)
+				b = append(b, `{"image_url":{"url":`...)
 				if p.Image.URL != "" {
 					b = appendString(b, p.Image.URL)
 				} else {
@@ -304,11 +303,11 @@ func appendMessages(b []byte, m provider.Message) ([]byte, error) {
 					b = base64.StdEncoding.AppendEncode(b, p.Image.Data)
 					b = append(b, '"')
 				}
-				b = append(b, "}}"...)
+				b = append(b, `},"type":"image_url"}`...)
 				n++
 			}
 		}
-		b = append(b, "]}"...)
+		b = append(b, `],"role":"user"}`...)
 		out++
 	}
 	if out == 0 {
@@ -330,34 +329,33 @@ func appendAssistant(b []byte, m provider.Message) ([]byte, error) {
 	if texts == 0 && calls == 0 {
 		return nil, errors.New("assistant turn has no text and no tool calls")
 	}
-	b = append(b, `{"role":"assistant"`...)
+	b = append(b, '{')
 	switch {
 	case texts == 1:
 		for _, p := range m.Parts {
 			if p.Type == provider.PartText {
-				b = append(b, `,"content":`...)
+				b = append(b, `"content":`...)
 				b = appendString(b, p.Text)
+				b = append(b, ',')
 				break
 			}
 		}
 	case texts > 1:
-		b = append(b, `,"content":[`...)
+		b = append(b, `"content":[`...)
 		n := 0
 		for _, p := range m.Parts {
 			if p.Type == provider.PartText {
 				if n > 0 {
 					b = append(b, ',')
 				}
-				b = append(b, `{"type":"text","text":`...)
-				b = appendString(b, p.Text)
-				b = append(b, '}')
+				b = appendTextPart(b, p.Text)
 				n++
 			}
 		}
-		b = append(b, ']')
+		b = append(b, "],"...)
 	}
 	if calls > 0 {
-		b = append(b, `,"tool_calls":[`...)
+		b = append(b, `"tool_calls":[`...)
 		n := 0
 		for _, p := range m.Parts {
 			if p.Type != provider.PartToolCall {
@@ -372,16 +370,23 @@ func appendAssistant(b []byte, m provider.Message) ([]byte, error) {
 			}
 			b = append(b, `{"id":`...)
 			b = appendString(b, p.ToolCall.ID)
-			b = append(b, `,"type":"function","function":{"name":`...)
-			b = appendString(b, p.ToolCall.Name)
-			b = append(b, `,"arguments":`...)
+			b = append(b, `,"function":{"arguments":`...)
 			b = appendString(b, args)
-			b = append(b, "}}"...)
+			b = append(b, `,"name":`...)
+			b = appendString(b, p.ToolCall.Name)
+			b = append(b, `},"type":"function"}`...)
 			n++
 		}
-		b = append(b, ']')
+		b = append(b, "],"...)
 	}
-	return append(b, '}'), nil
+	return append(b, `"role":"assistant"}`...), nil
+}
+
+// appendTextPart writes a text content part.
+func appendTextPart(b []byte, text string) []byte {
+	b = append(b, `{"text":`...)
+	b = appendString(b, text)
+	return append(b, `,"type":"text"}`...)
 }
 
 const hex = "0123456789abcdef"
