@@ -38,6 +38,18 @@
 //
 // # Behaviour
 //
+//   - The SDK sends every request (authentication, headers, base URL,
+//     timeouts) and turns an error status into *openai.Error, but the
+//     adapter writes the request body itself and decodes the answer and
+//     the stream chunks into fixed structs with encoding/json, sending
+//     the pre-encoded body through the SDK's client.Post: the SDK's
+//     reflective encoder and decoder cost more than the rest of the call's
+//     CPU in the adapter. The body is the JSON value the SDK's
+//     ChatCompletionNewParams encoded; an answer encoding/json refuses (a
+//     number where a string belongs, trailing data) is decoded again by
+//     the SDK's own types, so it fails or succeeds as it did before. The
+//     equivalence tests (codec_test.go) keep the SDK's parameters and
+//     decoding as the reference.
 //   - SDK retries are off; the SDK's environment defaults cannot leak: the
 //     key and base URL always come from the configuration, and headers the
 //     environment adds (OPENAI_ORG_ID, OPENAI_PROJECT_ID,

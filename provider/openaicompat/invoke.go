@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/openai/openai-go/v3"
-
 	"github.com/cortexbuild/cortexbuild/provider"
 )
 
@@ -18,7 +16,12 @@ func (a *Adapter) Invoke(ctx context.Context, req *provider.Request) (*provider.
 	}
 	defer at.cancel()
 	start := a.base.Now()
-	cc, err := a.client.Chat.Completions.New(at.ctx, at.params, at.opts...)
+	var body []byte
+	err = a.client.Post(at.ctx, chatPath, at.body, &body, at.opts...)
+	var cc *completion
+	if err == nil {
+		cc, err = decodeCompletion(at.raw, body)
+	}
 	latency := a.base.Now().Sub(start)
 	if err != nil {
 		return nil, a.classify(at.ctx, err, at.raw, at.model)
@@ -52,8 +55,8 @@ func (a *Adapter) Invoke(ctx context.Context, req *provider.Request) (*provider.
 		res.Parts = append(res.Parts, provider.Part{Type: provider.PartToolCall, ToolCall: &res.ToolCalls[i]})
 	}
 	res.StopReason = stopReason(ch.FinishReason, len(res.ToolCalls) > 0)
-	if cc.JSON.Usage.Valid() && (cc.Usage.PromptTokens > 0 || cc.Usage.CompletionTokens > 0) {
-		res.Usage = usage(cc.Usage)
+	if u, ok := cc.Usage.usage(); ok {
+		res.Usage = u
 	} else {
 		res.Usage = estimateUsage(req, res)
 	}
@@ -65,12 +68,6 @@ func (a *Adapter) Invoke(ctx context.Context, req *provider.Request) (*provider.
 		res.RequestID = at.raw.Header.Get("x-request-id")
 	}
 	return res, nil
-}
-
-func usage(u openai.CompletionUsage) provider.Usage {
-	out := provider.UsageInclusive(u.PromptTokens, u.PromptTokensDetails.CachedTokens, u.PromptTokensDetails.CacheWriteTokens, u.CompletionTokens)
-	out.ReasoningTokens = u.CompletionTokensDetails.ReasoningTokens
-	return out
 }
 
 // normaliseArguments turns the arguments string into a JSON object; an

@@ -147,6 +147,7 @@ func TestEnvironmentIsIgnored(t *testing.T) {
 	t.Setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
 	t.Setenv("OPENAI_ORG_ID", "org-from-env")
 	t.Setenv("OPENAI_PROJECT_ID", "proj-from-env")
+	t.Setenv("OPENAI_ADMIN_KEY", "sk-admin-from-env-WRONG")
 	t.Setenv("OPENAI_CUSTOM_HEADERS", "X-Leak: secret-from-env")
 	a, f := newEnv(t, flavours[0])
 	f.srv.Enqueue(openaifake.TextReply("ok"))

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/cortexbuild/cortexbuild/provider"
@@ -22,11 +21,23 @@ func (a *Adapter) Stream(ctx context.Context, req *provider.Request) (provider.S
 		return nil, err
 	}
 	s := &stream{a: a, req: req, at: at, start: a.base.Now(), byIndex: map[int64]int{}}
-	s.sdk = a.client.Chat.Completions.NewStreaming(at.ctx, at.params, at.opts...)
+	// The SDK sends the body and returns the response unread; its SSE
+	// decoder reads the events, each decoded into a fixed chunk.
+	var resp *http.Response
+	err = a.client.Post(at.ctx, chatPath, at.body, &resp, at.opts...)
+	s.events = ssestream.NewStream[wireChunk](ssestream.NewDecoder(resp), err)
 	if at.raw != nil && at.raw.StatusCode < 400 {
 		a.observe(at.raw.Header, 0)
 	}
 	return s, nil
+}
+
+// chunkEvents is a stream of decoded chunks.
+type chunkEvents interface {
+	Next() bool
+	Current() wireChunk
+	Err() error
+	Close() error
 }
 
 type call struct {
@@ -35,11 +46,12 @@ type call struct {
 }
 
 type stream struct {
-	a     *Adapter
-	req   *provider.Request
-	at    *attempt
-	sdk   *ssestream.Stream[openai.ChatCompletionChunk]
-	start time.Time
+	a   *Adapter
+	req *provider.Request
+	at  *attempt
+	// events yields the answer's chunks (an *ssestream.Stream).
+	events chunkEvents
+	start  time.Time
 
 	text      strings.Builder
 	calls     []*call
@@ -80,11 +92,12 @@ func (s *stream) Recv() (provider.Chunk, error) {
 		if s.done {
 			return provider.Chunk{}, io.EOF
 		}
-		if s.sdk.Next() {
-			s.handle(s.sdk.Current())
+		if s.events.Next() {
+			c := chunk(s.events.Current())
+			s.handle(&c)
 			continue
 		}
-		if err := s.sdk.Err(); err != nil {
+		if err := s.events.Err(); err != nil {
 			return provider.Chunk{}, s.fail(s.a.classify(s.at.ctx, err, s.raw(), s.at.model))
 		}
 		if s.at.ctx.Err() != nil {
@@ -114,12 +127,11 @@ func (s *stream) requestID() string {
 // handle turns one wire chunk into zero or more chunks. Tool-call
 // fragments are keyed by index and id: a fragment with a new id at an index
 // in use starts a new call (some servers reuse index 0 for every call).
-func (s *stream) handle(c openai.ChatCompletionChunk) {
+func (s *stream) handle(c *chunk) {
 	if c.Model != "" {
 		s.respModel = c.Model
 	}
-	if c.JSON.Usage.Valid() && (c.Usage.PromptTokens > 0 || c.Usage.CompletionTokens > 0) {
-		u := usage(c.Usage)
+	if u, ok := c.Usage.usage(); ok {
 		s.usage = &u
 	}
 	for _, ch := range c.Choices {
@@ -216,7 +228,7 @@ func (s *stream) fail(err error) error {
 func (s *stream) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
-		err = s.sdk.Close()
+		err = s.events.Close()
 		s.at.cancel()
 		if s.err == nil && !s.done {
 			s.pending = nil

@@ -1,0 +1,180 @@
+package openaicompat
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/openai/openai-go/v3"
+
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// Answers are decoded into fixed structs holding only what the adapter
+// reads, by encoding/json, instead of by the SDK's reflective decoder of
+// openai.ChatCompletion and openai.ChatCompletionChunk. The SDK's decoder
+// is lenient where encoding/json is not (a number where a string belongs
+// is read as text, a string of digits as a number, trailing data after
+// the document is ignored), so a document encoding/json refuses is decoded
+// again by the SDK's own types and read from them: a malformed answer fails
+// or succeeds exactly as it did when the SDK decoded every answer.
+
+// completion is the part of a Chat Completions answer the adapter reads.
+type completion struct {
+	Model   string             `json:"model"`
+	Choices []completionChoice `json:"choices"`
+	// Usage is nil when the answer has none (absent or null).
+	Usage *wireUsage `json:"usage"`
+}
+
+type completionChoice struct {
+	Message struct {
+		Content   string     `json:"content"`
+		ToolCalls []toolCall `json:"tool_calls"`
+	} `json:"message"`
+	FinishReason string `json:"finish_reason"`
+}
+
+type toolCall struct {
+	ID       string       `json:"id"`
+	Function functionCall `json:"function"`
+}
+
+type functionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// wireUsage is Chat Completions' usage object.
+type wireUsage struct {
+	PromptTokens        int64 `json:"prompt_tokens"`
+	CompletionTokens    int64 `json:"completion_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens     int64 `json:"cached_tokens"`
+		CacheWriteTokens int64 `json:"cache_write_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+// usage is the usage to bill when the answer reports any tokens.
+func (u *wireUsage) usage() (provider.Usage, bool) {
+	if u == nil || u.PromptTokens <= 0 && u.CompletionTokens <= 0 {
+		return provider.Usage{}, false
+	}
+	out := provider.UsageInclusive(u.PromptTokens, u.PromptTokensDetails.CachedTokens, u.PromptTokensDetails.CacheWriteTokens, u.CompletionTokens)
+	out.ReasoningTokens = u.CompletionTokensDetails.ReasoningTokens
+	return out, true
+}
+
+// decodeCompletion reads a 200 answer's body: nil for a JSON null. An
+// answer that is not declared JSON, or that even the SDK cannot read,
+// fails with the SDK's own error, which classify reads as it always did.
+func decodeCompletion(raw *http.Response, body []byte) (*completion, error) {
+	if raw != nil {
+		ct := raw.Header.Get("content-type")
+		mt, _, _ := mime.ParseMediaType(ct)
+		if !strings.Contains(mt, "application/json") && !strings.HasSuffix(mt, "+json") {
+			return nil, fmt.Errorf("expected destination type of 'string' or '[]byte' for responses with content-type '%s' that is not 'application/json'", ct)
+		}
+	}
+	var cc *completion
+	if json.Unmarshal(body, &cc) == nil {
+		return cc, nil
+	}
+	var sdk *openai.ChatCompletion
+	if err := json.NewDecoder(bytes.NewReader(body)).Decode(&sdk); err != nil {
+		return nil, fmt.Errorf("error parsing response json: %w", err)
+	}
+	return completionFromSDK(sdk), nil
+}
+
+// completionFromSDK reads what the adapter needs from the SDK's decoding.
+func completionFromSDK(sdk *openai.ChatCompletion) *completion {
+	if sdk == nil {
+		return nil
+	}
+	cc := &completion{Model: sdk.Model}
+	cc.Choices = make([]completionChoice, len(sdk.Choices))
+	for i, ch := range sdk.Choices {
+		c := &cc.Choices[i]
+		c.FinishReason = ch.FinishReason
+		c.Message.Content = ch.Message.Content
+		for _, tc := range ch.Message.ToolCalls {
+			c.Message.ToolCalls = append(c.Message.ToolCalls, toolCall{tc.ID, functionCall{tc.Function.Name, tc.Function.Arguments}})
+		}
+	}
+	if sdk.JSON.Usage.Valid() {
+		cc.Usage = usageFromSDK(sdk.Usage)
+	}
+	return cc
+}
+
+func usageFromSDK(u openai.CompletionUsage) *wireUsage {
+	w := &wireUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
+	w.PromptTokensDetails.CachedTokens = u.PromptTokensDetails.CachedTokens
+	w.PromptTokensDetails.CacheWriteTokens = u.PromptTokensDetails.CacheWriteTokens
+	w.CompletionTokensDetails.ReasoningTokens = u.CompletionTokensDetails.ReasoningTokens
+	return w
+}
+
+// chunk is the part of a streamed Chat Completions chunk the adapter
+// reads.
+type chunk struct {
+	Model   string        `json:"model"`
+	Choices []chunkChoice `json:"choices"`
+	// Usage is nil when the chunk has none (absent or null).
+	Usage *wireUsage `json:"usage"`
+}
+
+type chunkChoice struct {
+	Index int64 `json:"index"`
+	Delta struct {
+		Content   string          `json:"content"`
+		ToolCalls []chunkToolCall `json:"tool_calls"`
+	} `json:"delta"`
+	FinishReason string `json:"finish_reason"`
+}
+
+type chunkToolCall struct {
+	Index    int64        `json:"index"`
+	ID       string       `json:"id"`
+	Function functionCall `json:"function"`
+}
+
+// wireChunk decodes one event's data (see the comment at the top).
+type wireChunk chunk
+
+func (c *wireChunk) UnmarshalJSON(b []byte) error {
+	var fast chunk
+	if json.Unmarshal(b, &fast) == nil {
+		*c = wireChunk(fast)
+		return nil
+	}
+	var sdk openai.ChatCompletionChunk
+	if err := json.Unmarshal(b, &sdk); err != nil {
+		return err
+	}
+	*c = wireChunk(chunkFromSDK(&sdk))
+	return nil
+}
+
+// chunkFromSDK reads what the adapter needs from the SDK's decoding.
+func chunkFromSDK(sdk *openai.ChatCompletionChunk) chunk {
+	c := chunk{Model: sdk.Model, Choices: make([]chunkChoice, len(sdk.Choices))}
+	for i, ch := range sdk.Choices {
+		cc := &c.Choices[i]
+		cc.Index, cc.FinishReason, cc.Delta.Content = ch.Index, ch.FinishReason, ch.Delta.Content
+		for _, tc := range ch.Delta.ToolCalls {
+			cc.Delta.ToolCalls = append(cc.Delta.ToolCalls, chunkToolCall{Index: tc.Index, ID: tc.ID, Function: functionCall{tc.Function.Name, tc.Function.Arguments}})
+		}
+	}
+	if sdk.JSON.Usage.Valid() {
+		c.Usage = usageFromSDK(sdk.Usage)
+	}
+	return c
+}
