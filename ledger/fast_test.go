@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -416,16 +417,36 @@ func TestJournalLinesRoundTrip(t *testing.T) {
 	}
 }
 
+// batchStore is a store that applies settlements in batches.
+type batchStore interface {
+	ledger.Store
+	SettleBatch(ctx context.Context, sets []ledger.Settlement) []error
+}
+
 // One batch: lease draws and own reservations, a duplicate, an invalid
 // settlement, charges summed per scope, and the pause when the sum reaches
 // the limit.
 func TestSQLiteSettleBatch(t *testing.T) {
-	ctx := context.Background()
-	st, err := ledger.OpenSQLite(ctx, filepath.Join(t.TempDir(), "state.db"))
+	st, err := ledger.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
+	testSettleBatch(t, st)
+}
+
+func TestPostgresSettleBatch(t *testing.T) {
+	url := testenv.Postgres(t)
+	st, err := ledger.OpenPostgres(context.Background(), url, ledger.WithSchema(newSchema(t, url)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	testSettleBatch(t, st)
+}
+
+func testSettleBatch(t *testing.T, st batchStore) {
+	ctx := context.Background()
 	scopes := []ledger.Scope{fastTask, fastMonth}
 	if err := st.SetBudget(ctx, fastTask, mustM("1")); err != nil {
 		t.Fatal(err)
@@ -463,16 +484,28 @@ func TestSQLiteSettleBatch(t *testing.T) {
 	if rep.Total.Attempts != 5 {
 		t.Errorf("%d rows; want 5", rep.Total.Attempts)
 	}
-	errs = st.SettleBatch(ctx, []ledger.Settlement{{InvocationID: "l3", Cost: mustM("0.2"), Scopes: scopes, Entry: row}})
-	if errs[0] != nil {
-		t.Fatal(errs[0])
+	var l2 []string
+	rows, _ := st.Attempts(ctx, ledger.Filter{Task: "t1"})
+	for _, r := range rows {
+		if r.InvocationID == "l2" {
+			l2 = append(l2, r.Outcome)
+		}
+	}
+	if !slices.Equal(l2, []string{"overloaded", "ok"}) {
+		t.Errorf("rows of l2: %v; want the earlier one first", l2)
+	}
+	// The same invocation twice in one batch: applied once.
+	l3 := ledger.Settlement{InvocationID: "l3", Cost: mustM("0.2"), Scopes: scopes, Entry: row}
+	errs = st.SettleBatch(ctx, []ledger.Settlement{l3, l3})
+	if errs[0] != nil || !errors.Is(errs[1], ledger.ErrAlreadySettled) {
+		t.Fatalf("errs = %v", errs)
 	}
 	if b, _ := st.Budget(ctx, fastTask); b.Spent != mustM("1") || !b.Paused {
 		t.Errorf("after reaching the limit: %+v; want it paused", b)
 	}
 }
 
-// The fast path over PostgreSQL (settlements applied one by one there):
+// The fast path over PostgreSQL (settlements applied in batches there):
 // decisions at the limit, spend and holds after Close.
 func TestFastOnPostgres(t *testing.T) {
 	url := testenv.Postgres(t)
