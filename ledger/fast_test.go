@@ -14,6 +14,7 @@ import (
 
 	"github.com/cortexbuild/cortexbuild/internal/testenv"
 	"github.com/cortexbuild/cortexbuild/ledger"
+	"github.com/cortexbuild/cortexbuild/ledger/ledgertest"
 	"github.com/cortexbuild/cortexbuild/provider"
 )
 
@@ -364,6 +365,60 @@ func TestFastReleaseRefillsTheLease(t *testing.T) {
 	}
 	if rep, _ := f.Spend(ctx, ledger.Filter{}); rep.Total.Attempts != 25 || rep.Total.Cost != 0 {
 		t.Errorf("spend = %+v", rep.Total)
+	}
+}
+
+// Leases that run out within a quarter of their window grow, doubling up
+// to 16 times the first; one that outlives its window halves the next;
+// one that runs out later keeps its size.
+func TestFastLeasesGrowWhileTheyRunOutFast(t *testing.T) {
+	site := newFastSite(t)
+	c := &counting{Store: site.raw(t)}
+	clk := ledgertest.NewClock(ledgertest.Epoch)
+	f := site.fast(t, c, ledger.FastLeaseFactor(8), ledger.FastClock(clk.Now), ledger.FastAfterFunc(clk.AfterFunc), ledger.FastLeaseWindow(2*time.Second))
+	defer f.Close()
+	ctx := context.Background()
+	if err := f.SetBudget(ctx, fastTask, mustM("1000")); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	pairs := func(k int) {
+		t.Helper()
+		for range k {
+			n++
+			if err := pair(t, f, fmt.Sprintf("inv-%d", n), mustM("0.01"), mustM("0.01")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	held := func() provider.Money {
+		t.Helper()
+		if err := f.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		f.WaitGiveBacks()
+		b, err := c.Store.Budget(ctx, fastTask)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.Held
+	}
+	// Leases of 8, 16, 32, 64, 128 and 128 estimates.
+	pairs(8 + 16 + 32 + 64 + 128 + 128)
+	if r := c.reserves.Load(); r != 6 {
+		t.Errorf("%d leases for %d calls at once; want 6 (8 estimates, doubling up to 128)", r, n)
+	}
+	// The last lease outlives its window: the next is half its size.
+	clk.Advance(2 * time.Second)
+	pairs(1)
+	if h := held(); h != mustM("0.63") {
+		t.Errorf("held after the first call on the next lease = %s; want $0.63, a lease of 64 estimates less one", h)
+	}
+	// It runs out after a quarter of its window: the next is as large.
+	clk.Advance(time.Second)
+	pairs(63 + 1)
+	if h := held(); h != mustM("0.63") || c.reserves.Load() != 8 {
+		t.Errorf("held after the first call on the next lease = %s, %d leases; want $0.63, 8", h, c.reserves.Load())
 	}
 }
 
