@@ -28,7 +28,7 @@ import (
 
 // Environment of a pairs process.
 const (
-	envPairs = "LEDGER_PAIRS_PROCESS" // url schema journal-dir prefix attempts goroutines stop-on-refusal
+	envPairs = "LEDGER_PAIRS_PROCESS" // url schema journal-dir prefix attempts goroutines stop-on-refusal mode
 )
 
 const pairsLine = "PAIRS "
@@ -44,16 +44,19 @@ var (
 // TestPairsProcess is the body of a pairs process; run normally, it does
 // nothing. It says "ready" once its store is open, starts when its stdin
 // says "go", and says "done <admitted> <refused>" once every settlement is
-// in the store and its leases are given back.
+// in the store and its leases are given back. In mode crash it goes on
+// with pairs until killed, and says "flushed <n>" once n admitted pairs,
+// at least its attempts, are in the store.
 func TestPairsProcess(t *testing.T) {
 	spec := os.Getenv(envPairs)
 	if spec == "" {
 		return
 	}
 	args := strings.Fields(spec)
-	if len(args) != 7 {
-		t.Fatalf("%s=%q: want url schema dir prefix attempts goroutines stop-on-refusal", envPairs, spec)
+	if len(args) != 8 {
+		t.Fatalf("%s=%q: want url schema dir prefix attempts goroutines stop-on-refusal mode", envPairs, spec)
 	}
+	crash := args[7] == "crash"
 	url, schema, dir, prefix := args[0], args[1], args[2], args[3]
 	attempts, err1 := strconv.Atoi(args[4])
 	goroutines, err2 := strconv.Atoi(args[5])
@@ -76,12 +79,13 @@ func TestPairsProcess(t *testing.T) {
 		t.Fatalf("stdin said %q, %v; want go", in.Text(), in.Err())
 	}
 	var seq, admitted, refused atomic.Int64
+	var flushed sync.Once
 	var wg sync.WaitGroup
 	for range goroutines {
 		wg.Go(func() {
 			for {
 				i := seq.Add(1)
-				if i > int64(attempts) {
+				if i > int64(attempts) && !crash {
 					return
 				}
 				id := prefix + strconv.FormatInt(i, 10)
@@ -104,7 +108,15 @@ func TestPairsProcess(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				admitted.Add(1)
+				if admitted.Add(1) >= int64(attempts) && crash {
+					flushed.Do(func() {
+						n := admitted.Load()
+						if err := f.Flush(ctx); err != nil {
+							t.Error(err)
+						}
+						fmt.Printf(pairsLine+"flushed %d\n", n)
+					})
+				}
 			}
 		})
 	}
@@ -124,6 +136,15 @@ type pairsRun struct {
 	attempts          int // in all, shared out among the processes
 	limit             provider.Money
 	stopOnRefusal     bool // a goroutine stops at its first refusal
+}
+
+func (r pairsRun) spec(url, schema, dir string, i int, mode string) string {
+	n := r.attempts / r.procs
+	if i < r.attempts%r.procs {
+		n++
+	}
+	return strings.Join([]string{url, schema, filepath.Join(dir, fmt.Sprintf("journal-%d", i)), fmt.Sprintf("p%d-", i),
+		strconv.Itoa(n), strconv.Itoa(r.goroutines), strconv.FormatBool(r.stopOnRefusal), mode}, " ")
 }
 
 // pairsOutcome is what the processes of a run did.
@@ -162,13 +183,7 @@ func runPairs(tb testing.TB, r pairsRun, stopTimer, startTimer func()) pairsOutc
 	dir := tb.TempDir()
 	var ps []*pairsProcess
 	for i := range r.procs {
-		n := r.attempts / r.procs
-		if i < r.attempts%r.procs {
-			n++
-		}
-		spec := strings.Join([]string{url, schema, filepath.Join(dir, fmt.Sprintf("journal-%d", i)), fmt.Sprintf("p%d-", i),
-			strconv.Itoa(n), strconv.Itoa(r.goroutines), strconv.FormatBool(r.stopOnRefusal)}, " ")
-		ps = append(ps, startPairsProcess(tb, spec))
+		ps = append(ps, startPairsProcess(tb, r.spec(url, schema, dir, i, "run")))
 	}
 	for _, p := range ps {
 		if line := p.next(tb); line != "ready" {
@@ -279,4 +294,99 @@ func TestReserveSettleProcesses(t *testing.T) {
 		t.Errorf("admitted %d, refused %d of %d attempts; want both, adding up", out.admitted, out.refused, attempts)
 	}
 	t.Logf("admitted %d, refused %d, spent $%s of $%s", out.admitted, out.refused, provider.Money(out.admitted)*pairsCost, limit)
+}
+
+// Three processes are killed while they run pairs, some of their
+// settlements in the store and others only in their journals; replaying
+// the journals (in batches) applies every settlement exactly once: one
+// ledger row per invocation, spend equal to the rows' cost on every scope,
+// nothing held.
+func TestReserveSettleProcessesCrash(t *testing.T) {
+	url := testenv.Postgres(t)
+	schema := newSchema(t, url)
+	ctx := context.Background()
+	st, err := ledger.OpenPostgres(ctx, url, ledger.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, sc := range pairsScopes {
+		if err := st.SetBudget(ctx, sc, provider.MustMoney("1000")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := pairsRun{procs: 3, goroutines: 4, attempts: 300}
+	dir := t.TempDir()
+	var ps []*pairsProcess
+	for i := range r.procs {
+		ps = append(ps, startPairsProcess(t, r.spec(url, schema, dir, i, "crash")))
+	}
+	for _, p := range ps {
+		if line := p.next(t); line != "ready" {
+			t.Fatalf("pairs process said %q; want ready", line)
+		}
+		if _, err := io.WriteString(p.stdin, "go\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var flushed int64
+	for _, p := range ps {
+		var n int64
+		if _, err := fmt.Sscanf(p.next(t), "flushed %d", &n); err != nil {
+			t.Fatal(err)
+		}
+		flushed += n
+	}
+	for _, p := range ps {
+		if err := p.cmd.Process.Kill(); err != nil { // SIGKILL: no deferred code runs
+			t.Fatal(err)
+		}
+		p.cmd.Wait()
+	}
+	journaled := 0
+	for i := range r.procs {
+		files, _ := filepath.Glob(filepath.Join(dir, fmt.Sprintf("journal-%d", i), "*"))
+		for _, f := range files {
+			data, _ := os.ReadFile(f)
+			journaled += bytes.Count(data, []byte(`"op":"settle"`))
+		}
+	}
+	applied := 0
+	for i := range r.procs {
+		rep, err := ledger.ReplayJournals(ctx, st, filepath.Join(dir, fmt.Sprintf("journal-%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range rep.KeptAside {
+			if !k.Torn { // a torn last record: its call was never answered
+				t.Error(k)
+			}
+		}
+		applied += rep.Applied
+	}
+	rows, err := st.Attempts(ctx, ledger.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, row := range rows {
+		if ids[row.InvocationID] {
+			t.Errorf("invocation %s recorded twice", row.InvocationID)
+		}
+		ids[row.InvocationID] = true
+	}
+	if int64(len(rows)) < flushed {
+		t.Errorf("%d rows; want at least the %d pairs in the store before the kill", len(rows), flushed)
+	}
+	want := provider.Money(len(rows)) * pairsCost
+	for _, sc := range pairsScopes {
+		b, err := st.Budget(ctx, sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Spent != want || b.Held != 0 {
+			t.Errorf("%s after the replay: %+v; want spent $%s (%d rows), nothing held", sc, b, want, len(rows))
+		}
+	}
+	t.Logf("%d pairs in the store before the kill, %d settlements in the journals, %d applied by the replay, %d rows", flushed, journaled, applied, len(rows))
 }
