@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -44,7 +45,8 @@ var (
 // TestPairsProcess is the body of a pairs process; run normally, it does
 // nothing. It says "ready" once its store is open, starts when its stdin
 // says "go", and says "done <admitted> <refused>" once every settlement is
-// in the store and its leases are given back. In mode crash it goes on
+// in the store and its leases are given back, with the CPU time it used in
+// all (nanoseconds: user and system). In mode crash it goes on
 // with pairs until killed, and says "flushed <n>" once n admitted pairs,
 // at least its attempts, are in the store.
 func TestPairsProcess(t *testing.T) {
@@ -124,7 +126,12 @@ func TestPairsProcess(t *testing.T) {
 	if err := f.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
-	fmt.Printf(pairsLine+"done %d %d\n", admitted.Load(), refused.Load())
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	fmt.Printf(pairsLine+"done %d %d %d\n", admitted.Load(), refused.Load(), cpu.Nanoseconds())
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -151,6 +158,7 @@ func (r pairsRun) spec(url, schema, dir string, i int, mode string) string {
 type pairsOutcome struct {
 	admitted, refused int64
 	elapsed           time.Duration // from "go" until every process is done
+	cpu               time.Duration // used by the processes, from their start
 }
 
 type pairsProcess struct {
@@ -199,12 +207,13 @@ func runPairs(tb testing.TB, r pairsRun, stopTimer, startTimer func()) pairsOutc
 	}
 	var out pairsOutcome
 	for _, p := range ps {
-		var a, ref int64
-		if _, err := fmt.Sscanf(p.next(tb), "done %d %d", &a, &ref); err != nil {
+		var a, ref, cpu int64
+		if _, err := fmt.Sscanf(p.next(tb), "done %d %d %d", &a, &ref, &cpu); err != nil {
 			tb.Fatal(err)
 		}
 		out.admitted += a
 		out.refused += ref
+		out.cpu += time.Duration(cpu)
 	}
 	out.elapsed = time.Since(start)
 	stopTimer()
