@@ -345,7 +345,7 @@ func replayFile(ctx context.Context, st Store, path string) (int, []KeptAside, e
 	var leases []string
 	var bad []badRecord
 	applied := 0
-	// Settlements go to a store that takes batches in batches, each with
+	// A store that applies settlements in batches gets them so, each with
 	// what keeps its record aside should the store refuse it.
 	bs, batched := st.(batchSettler)
 	var sets []Settlement
