@@ -8,6 +8,7 @@ import (
 	"github.com/cortexbuild/cortexbuild/internal/testenv"
 	"github.com/cortexbuild/cortexbuild/ledger"
 	"github.com/cortexbuild/cortexbuild/ledger/ledgertest"
+	"github.com/cortexbuild/cortexbuild/provider"
 )
 
 // BenchmarkReserveSettle measures reserve+settle pairs per second and the
@@ -85,4 +86,47 @@ func benchSQLite(b *testing.B, opts ...ledger.Option) ledger.Store {
 	}
 	b.Cleanup(func() { s.Close() })
 	return s
+}
+
+// BenchmarkReserveSettleProcesses measures reserve+settle pairs per second
+// over all the processes sharing one PostgreSQL database, each with its
+// own fast path (budget leases and journal) and the same task and monthly
+// budgets, as several `cortexbuild serve` processes would: the benchmark
+// re-runs the test binary as 1 or 3 pairs processes (TestPairsProcess), 8
+// goroutines each, which share b.N attempts out and run them at once. The
+// time runs from the start signal until every process has every
+// settlement in the store and its leases given back. Every run checks that
+// the store's spend is exactly the admitted pairs' cost, nothing is held,
+// and no budget was passed; in budget-runs-out, the budgets hold half of
+// the attempts' estimates, and a goroutine stops at its first refusal.
+// proc-cpu-µs/pair is the CPU time the processes used (from their start,
+// opening the store included) per admitted pair; the database's is not
+// counted.
+//
+//	go test -run '^$' -bench ReserveSettleProcesses -cpu 2 -benchtime 3s ./ledger/
+func BenchmarkReserveSettleProcesses(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		procs int
+		tight bool
+	}{
+		{"postgres-1-process", 1, false},
+		{"postgres-3-processes", 3, false},
+		{"postgres-3-processes-budget-runs-out", 3, true},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			r := pairsRun{procs: tc.procs, goroutines: 8, attempts: b.N, limit: provider.Money(b.N+1) * pairsEstimate}
+			if tc.tight {
+				r.limit, r.stopOnRefusal = provider.Money(b.N/2+1)*pairsEstimate, true
+			}
+			out := runPairs(b, r, b.StopTimer, b.StartTimer)
+			if !tc.tight && out.refused != 0 {
+				b.Errorf("%d reservations refused under budgets that fit them all", out.refused)
+			}
+			b.ReportMetric(float64(out.admitted)/out.elapsed.Seconds(), "pairs/s")
+			b.ReportMetric(float64(out.refused), "refused")
+			b.ReportMetric(float64(out.cpu.Microseconds())/float64(max(out.admitted, 1)), "proc-cpu-µs/pair")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
 }

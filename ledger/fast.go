@@ -25,7 +25,11 @@ import (
 //     A lease is small next to what the budget has left (an eighth of the
 //     headroom at most), admits calls for a short window (2 s by default,
 //     so that a pause or a lowered limit set elsewhere is seen within it),
-//     and gives back what it did not use. Near a limit (the headroom is less
+//     and gives back what it did not use. A scope set whose leases run out
+//     within a quarter of their window gets leases twice as large, up to
+//     16 times the first, and half as large again when one outlives its
+//     window: a busy process takes a lease in the store a few times per
+//     window, whatever its rate of calls. Near a limit (the headroom is less
 //     than eight estimates), and whenever a scope is paused, every call is
 //     reserved exactly as [Store.Reserve] does, so a call is refused only
 //     when it does not fit.
@@ -60,6 +64,7 @@ type Fast struct {
 	mu        sync.Mutex
 	all       map[*lease]bool          // every lease not yet released
 	leases    map[string]*lease        // by scope set: the lease admitting calls
+	factors   map[string]int64         // by scope set: the next lease's size in estimates, when not the first's
 	acquiring map[string]chan struct{} // by scope set: a lease being reserved
 	holds     map[string]drawn         // by invocation: what it drew from a lease
 	closed    bool
@@ -96,6 +101,8 @@ type lease struct {
 	amount provider.Money // reserved in the store
 	used   provider.Money // drawn by calls admitted and not released
 	until  time.Time      // admits calls until then
+	taken  time.Time      // when it was reserved
+	factor int64          // its size in estimates of the call that took it
 	open   bool
 	stop   func() bool // stops the timer that ends the window
 	// settled is what the applied settlements drawn on the lease took off
@@ -139,6 +146,8 @@ func FastLeaseWindow(d time.Duration) FastOption { return func(o *fastOptions) {
 
 // FastLeaseFactor sets a lease's size in estimates of the call that takes
 // it (default 64), before the headroom cap of an eighth of what is left.
+// Leases of a scope set that run out within a quarter of their window grow
+// from there, doubling each time, up to 16 times that size.
 func FastLeaseFactor(n int) FastOption { return func(o *fastOptions) { o.factor = int64(n) } }
 
 // FastSync makes every journal append wait for the disk (fsync): a
@@ -165,6 +174,10 @@ func FastAfterFunc(after func(d time.Duration, fn func()) (stop func() bool)) Fa
 }
 
 func afterFunc(d time.Duration, fn func()) func() bool { return time.AfterFunc(d, fn).Stop }
+
+// maxLeaseGrowth bounds how many times the size of [FastLeaseFactor] a
+// lease grows to while leases run out fast.
+const maxLeaseGrowth = 16
 
 // ErrNoJournal is returned by [NewFast] where file locks, which journals
 // need, are not available; use the store directly there.
@@ -197,7 +210,7 @@ func NewFast(ctx context.Context, st Store, dir string, opts ...FastOption) (*Fa
 		return nil, err
 	}
 	f := &Fast{Store: st, j: j, dir: dir, now: o.now, o: o, onErr: o.onErr,
-		all: map[*lease]bool{}, leases: map[string]*lease{}, acquiring: map[string]chan struct{}{}, holds: map[string]drawn{},
+		all: map[*lease]bool{}, leases: map[string]*lease{}, factors: map[string]int64{}, acquiring: map[string]chan struct{}{}, holds: map[string]drawn{},
 		queue: make(chan job, 4096), hurry: make(chan struct{}, 1), lastScan: o.now(),
 		kick: make(chan struct{}, 1), quit: make(chan struct{})}
 	f.flushed = sync.NewCond(&f.flushMu)
@@ -263,6 +276,7 @@ func (f *Fast) Reserve(ctx context.Context, r Reservation) error {
 			}
 			// The lease is spent or stale: what it will not use goes back
 			// before the budget is looked at again.
+			f.resizeLocked(l, now)
 			giveBack = f.closeLocked(l)
 		}
 		if wait, busy := f.acquiring[key]; busy {
@@ -299,7 +313,13 @@ func (f *Fast) Reserve(ctx context.Context, r Reservation) error {
 // whether a lease was installed (r is then admitted by the caller's retry).
 func (f *Fast) acquire(ctx context.Context, key string, r Reservation) (bool, error) {
 	f.scanOrphans(ctx)
-	size := r.Amount * provider.Money(f.o.factor)
+	f.mu.Lock()
+	factor := f.o.factor
+	if g := f.factors[key]; g > 0 {
+		factor = g
+	}
+	f.mu.Unlock()
+	size := r.Amount * provider.Money(factor)
 	if size == 0 {
 		size = provider.Dollar / 1000 // room for free calls' zero estimates
 	}
@@ -334,7 +354,8 @@ func (f *Fast) acquire(ctx context.Context, key string, r Reservation) (bool, er
 		}
 		return false, f.storeRefused(err)
 	}
-	l := &lease{id: id, key: key, scopes: slices.Clone(r.Scopes), amount: size, until: f.now().Add(f.o.window), open: true, seg: seg}
+	taken := f.now()
+	l := &lease{id: id, key: key, scopes: slices.Clone(r.Scopes), amount: size, taken: taken, factor: factor, until: taken.Add(f.o.window), open: true, seg: seg}
 	f.mu.Lock()
 	if f.leaseRefused {
 		f.leaseRefused = false
@@ -345,6 +366,29 @@ func (f *Fast) acquire(ctx context.Context, key string, r Reservation) (bool, er
 	f.timeLocked(l, f.o.window)
 	f.mu.Unlock()
 	return true, nil
+}
+
+// resizeLocked sets the size of the next lease on l's scopes as l ends at
+// now: twice l's if l ran out within a quarter of its window, half if it
+// outlived its window, the same otherwise; never below the size of
+// [FastLeaseFactor] nor above [maxLeaseGrowth] times it.
+func (f *Fast) resizeLocked(l *lease, now time.Time) {
+	if !l.open || l.factor == 0 {
+		return
+	}
+	next := l.factor
+	switch {
+	case !now.Before(l.until):
+		next /= 2
+	case now.Sub(l.taken) < f.o.window/4:
+		next *= 2
+	}
+	next = min(max(next, f.o.factor), f.o.factor*maxLeaseGrowth)
+	if next == f.o.factor {
+		delete(f.factors, l.key)
+	} else {
+		f.factors[l.key] = next
+	}
 }
 
 // timeLocked arms the timer that ends l's window in d: its unused part
@@ -366,6 +410,7 @@ func (f *Fast) expire(l *lease) {
 		f.mu.Unlock()
 		return
 	}
+	f.resizeLocked(l, f.now())
 	back := f.closeLocked(l)
 	f.async(back)
 	f.mu.Unlock()
@@ -414,6 +459,11 @@ func (f *Fast) retireLocked(l *lease) func(context.Context) {
 		l.released = true
 		delete(f.all, l)
 		return func(ctx context.Context) { f.giveBack(ctx, l) }
+	}
+	if l.used >= l.amount {
+		// Nothing unused to give back: the calls drawing on it take
+		// the rest, as they settle.
+		return nil
 	}
 	keep := l.used - l.settled
 	return func(ctx context.Context) {

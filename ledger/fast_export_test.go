@@ -33,6 +33,11 @@ func (s *SQLite) SettleBatch(ctx context.Context, sets []Settlement) []error {
 	return s.settleBatch(ctx, sets)
 }
 
+// SettleBatch exposes the PostgreSQL store's batch settlement to tests.
+func (p *Postgres) SettleBatch(ctx context.Context, sets []Settlement) []error {
+	return p.settleBatch(ctx, sets)
+}
+
 // JournalFull makes every journal write fail, while set, as on a full
 // disk: a few bytes of the record reach the file, then ENOSPC.
 var JournalFull atomic.Bool

@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cortexbuild/cortexbuild/internal/testenv"
 	"github.com/cortexbuild/cortexbuild/ledger"
 	"github.com/cortexbuild/cortexbuild/ledger/ledgertest"
 	"github.com/cortexbuild/cortexbuild/provider"
@@ -397,5 +400,80 @@ func TestFastLeaseGivesBackWhenItsWindowEnds(t *testing.T) {
 	}
 	if b, _ := other.Budget(ctx, fastTask); b.Spent != mustM("0.028") {
 		t.Errorf("spent = %s; want $0.028", b.Spent)
+	}
+}
+
+// The same on PostgreSQL, whose settlements are applied in batches: while
+// the database refuses them (a trigger answers as a full disk would), no
+// call is admitted and they wait in the journal; once it takes them, every
+// answered call is recorded once.
+func TestFastOnPostgresUnwritableStoreRefuses(t *testing.T) {
+	url := testenv.Postgres(t)
+	schema := newSchema(t, url)
+	ctx := context.Background()
+	st, err := ledger.OpenPostgres(ctx, url, ledger.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ledger.NewFast(ctx, st, filepath.Join(t.TempDir(), "journal"), ledger.FastOnError(func(err error) { t.Log(err) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec := func(q string) {
+		t.Helper()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, strings.ReplaceAll(q, "_S_.", schema+".")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := newCaller(t, f)
+	for range 3 {
+		if err := c.call(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	exec(`CREATE FUNCTION _S_.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'could not extend file: No space left on device' USING ERRCODE = 'disk_full'; END $$`)
+	exec(`CREATE TRIGGER refuse BEFORE INSERT ON _S_.settlements FOR EACH ROW EXECUTE FUNCTION _S_.refuse()`)
+	var we *ledger.WriteError
+	until(t, "calls are refused", func() bool { return errors.As(c.call(), &we) })
+	sent := c.sent
+	for range 5 {
+		if err := c.call(); !errors.As(err, &we) || !errors.Is(err, ledger.ErrUnavailable) {
+			t.Fatalf("a call with the store unwritable = %v", err)
+		}
+	}
+	if c.sent != sent || we.Journal || !we.DiskFull || we.Waiting != sent-3 {
+		t.Errorf("%d calls admitted with the store unwritable; refusal %+v", c.sent-sent, we)
+	}
+	exec(`DROP TRIGGER refuse ON _S_.settlements`)
+	until(t, "calls are admitted again", func() bool { return c.call() == nil })
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := ledger.OpenPostgres(ctx, url, ledger.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	var want provider.Money
+	for _, cost := range c.answered {
+		want += cost
+	}
+	rep, err := raw.Spend(ctx, ledger.Filter{})
+	if err != nil || rep.Total.Cost != want || rep.Total.Attempts != int64(len(c.answered)) {
+		t.Errorf("ledger %+v, %v; want $%s over %d rows", rep.Total, err, want, len(c.answered))
+	}
+	for _, sc := range []ledger.Scope{fastTask, fastMonth} {
+		if b, err := raw.Budget(ctx, sc); err != nil || b.Spent != want || b.Held != 0 {
+			t.Errorf("%s: %+v, %v; want spent $%s, nothing held", sc, b, err, want)
+		}
 	}
 }

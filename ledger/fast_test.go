@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/cortexbuild/cortexbuild/internal/testenv"
 	"github.com/cortexbuild/cortexbuild/ledger"
+	"github.com/cortexbuild/cortexbuild/ledger/ledgertest"
 	"github.com/cortexbuild/cortexbuild/provider"
 )
 
@@ -366,6 +368,60 @@ func TestFastReleaseRefillsTheLease(t *testing.T) {
 	}
 }
 
+// Leases that run out within a quarter of their window grow, doubling up
+// to 16 times the first; one that outlives its window halves the next;
+// one that runs out later keeps its size.
+func TestFastLeasesGrowWhileTheyRunOutFast(t *testing.T) {
+	site := newFastSite(t)
+	c := &counting{Store: site.raw(t)}
+	clk := ledgertest.NewClock(ledgertest.Epoch)
+	f := site.fast(t, c, ledger.FastLeaseFactor(8), ledger.FastClock(clk.Now), ledger.FastAfterFunc(clk.AfterFunc), ledger.FastLeaseWindow(2*time.Second))
+	defer f.Close()
+	ctx := context.Background()
+	if err := f.SetBudget(ctx, fastTask, mustM("1000")); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	pairs := func(k int) {
+		t.Helper()
+		for range k {
+			n++
+			if err := pair(t, f, fmt.Sprintf("inv-%d", n), mustM("0.01"), mustM("0.01")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	held := func() provider.Money {
+		t.Helper()
+		if err := f.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		f.WaitGiveBacks()
+		b, err := c.Store.Budget(ctx, fastTask)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.Held
+	}
+	// Leases of 8, 16, 32, 64, 128 and 128 estimates.
+	pairs(8 + 16 + 32 + 64 + 128 + 128)
+	if r := c.reserves.Load(); r != 6 {
+		t.Errorf("%d leases for %d calls at once; want 6 (8 estimates, doubling up to 128)", r, n)
+	}
+	// The last lease outlives its window: the next is half its size.
+	clk.Advance(2 * time.Second)
+	pairs(1)
+	if h := held(); h != mustM("0.63") {
+		t.Errorf("held after the first call on the next lease = %s; want $0.63, a lease of 64 estimates less one", h)
+	}
+	// It runs out after a quarter of its window: the next is as large.
+	clk.Advance(time.Second)
+	pairs(63 + 1)
+	if h := held(); h != mustM("0.63") || c.reserves.Load() != 8 {
+		t.Errorf("held after the first call on the next lease = %s, %d leases; want $0.63, 8", h, c.reserves.Load())
+	}
+}
+
 func TestFastRefusesADuplicateInvocation(t *testing.T) {
 	site := newFastSite(t)
 	f := site.fast(t, site.raw(t))
@@ -416,16 +472,36 @@ func TestJournalLinesRoundTrip(t *testing.T) {
 	}
 }
 
+// batchStore is a store that applies settlements in batches.
+type batchStore interface {
+	ledger.Store
+	SettleBatch(ctx context.Context, sets []ledger.Settlement) []error
+}
+
 // One batch: lease draws and own reservations, a duplicate, an invalid
 // settlement, charges summed per scope, and the pause when the sum reaches
 // the limit.
 func TestSQLiteSettleBatch(t *testing.T) {
-	ctx := context.Background()
-	st, err := ledger.OpenSQLite(ctx, filepath.Join(t.TempDir(), "state.db"))
+	st, err := ledger.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
+	testSettleBatch(t, st)
+}
+
+func TestPostgresSettleBatch(t *testing.T) {
+	url := testenv.Postgres(t)
+	st, err := ledger.OpenPostgres(context.Background(), url, ledger.WithSchema(newSchema(t, url)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	testSettleBatch(t, st)
+}
+
+func testSettleBatch(t *testing.T, st batchStore) {
+	ctx := context.Background()
 	scopes := []ledger.Scope{fastTask, fastMonth}
 	if err := st.SetBudget(ctx, fastTask, mustM("1")); err != nil {
 		t.Fatal(err)
@@ -463,16 +539,28 @@ func TestSQLiteSettleBatch(t *testing.T) {
 	if rep.Total.Attempts != 5 {
 		t.Errorf("%d rows; want 5", rep.Total.Attempts)
 	}
-	errs = st.SettleBatch(ctx, []ledger.Settlement{{InvocationID: "l3", Cost: mustM("0.2"), Scopes: scopes, Entry: row}})
-	if errs[0] != nil {
-		t.Fatal(errs[0])
+	var l2 []string
+	rows, _ := st.Attempts(ctx, ledger.Filter{Task: "t1"})
+	for _, r := range rows {
+		if r.InvocationID == "l2" {
+			l2 = append(l2, r.Outcome)
+		}
+	}
+	if !slices.Equal(l2, []string{"overloaded", "ok"}) {
+		t.Errorf("rows of l2: %v; want the earlier one first", l2)
+	}
+	// The same invocation twice in one batch: applied once.
+	l3 := ledger.Settlement{InvocationID: "l3", Cost: mustM("0.2"), Scopes: scopes, Entry: row}
+	errs = st.SettleBatch(ctx, []ledger.Settlement{l3, l3})
+	if errs[0] != nil || !errors.Is(errs[1], ledger.ErrAlreadySettled) {
+		t.Fatalf("errs = %v", errs)
 	}
 	if b, _ := st.Budget(ctx, fastTask); b.Spent != mustM("1") || !b.Paused {
 		t.Errorf("after reaching the limit: %+v; want it paused", b)
 	}
 }
 
-// The fast path over PostgreSQL (settlements applied one by one there):
+// The fast path over PostgreSQL (settlements applied in batches there):
 // decisions at the limit, spend and holds after Close.
 func TestFastOnPostgres(t *testing.T) {
 	url := testenv.Postgres(t)

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -291,7 +292,8 @@ func Replay(ctx context.Context, st Store, dir string) (int, error) {
 }
 
 // ReplayJournals applies the journals in dir that no live process holds:
-// every settlement (idempotently), then the release of every budget lease
+// every settlement (idempotently; in batches where the store takes them,
+// as PostgreSQL and SQLite do), then the release of every budget lease
 // their processes held. A record that cannot be replayed is kept aside
 // (see [KeptAside]) and the others are applied. A journal is deleted once
 // applied (its bad records kept aside first); one that cannot be applied
@@ -317,6 +319,7 @@ func ReplayJournals(ctx context.Context, st Store, dir string) (ReplayReport, er
 
 // badRecord is a journal line that cannot be replayed.
 type badRecord struct {
+	line   int
 	bytes  []byte // the line as it was, with its newline if it had one
 	torn   bool
 	reason string
@@ -342,6 +345,31 @@ func replayFile(ctx context.Context, st Store, path string) (int, []KeptAside, e
 	var leases []string
 	var bad []badRecord
 	applied := 0
+	// A store that applies settlements in batches gets them so, each with
+	// what keeps its record aside should the store refuse it.
+	bs, batched := st.(batchSettler)
+	var sets []Settlement
+	var keeps []func(format string, a ...any)
+	var where []int
+	flush := func() error {
+		if len(sets) == 0 {
+			return nil
+		}
+		errs := bs.settleBatch(ctx, sets)
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				applied++
+			case errors.Is(err, ErrAlreadySettled):
+			case errors.Is(err, ErrInvalid):
+				keeps[i]("refused by the store: %v", err)
+			default:
+				return fmt.Errorf("ledger journal %s:%d: %w", path, where[i], err)
+			}
+		}
+		sets, keeps, where = sets[:0], keeps[:0], where[:0]
+		return nil
+	}
 	for line, rest := 1, data; len(rest) > 0; line++ {
 		text, next, complete := bytes.Cut(rest, []byte("\n"))
 		raw := rest[:len(rest)-len(next)]
@@ -350,7 +378,7 @@ func replayFile(ctx context.Context, st Store, path string) (int, []KeptAside, e
 			continue
 		}
 		keep := func(format string, a ...any) {
-			bad = append(bad, badRecord{bytes: raw, torn: !complete, reason: fmt.Sprintf("line %d: ", line) + fmt.Sprintf(format, a...)})
+			bad = append(bad, badRecord{line: line, bytes: raw, torn: !complete, reason: fmt.Sprintf("line %d: ", line) + fmt.Sprintf(format, a...)})
 		}
 		var r jrecord
 		if err := json.Unmarshal(text, &r); err != nil {
@@ -371,6 +399,15 @@ func replayFile(ctx context.Context, st Store, path string) (int, []KeptAside, e
 				keep("settle record without a settlement")
 				continue
 			}
+			if batched {
+				sets, keeps, where = append(sets, r.Settle.settlement()), append(keeps, keep), append(where, line)
+				if len(sets) == maxApplyBatch {
+					if err := flush(); err != nil {
+						return applied, nil, err
+					}
+				}
+				continue
+			}
 			err := st.Settle(ctx, r.Settle.settlement())
 			switch {
 			case err == nil:
@@ -387,11 +424,17 @@ func replayFile(ctx context.Context, st Store, path string) (int, []KeptAside, e
 			keep("unknown operation %q", r.Op)
 		}
 	}
+	if err := flush(); err != nil {
+		return applied, nil, err
+	}
 	for _, id := range leases {
 		if err := st.Release(ctx, id); err != nil {
 			return applied, nil, fmt.Errorf("ledger journal %s: releasing lease %s: %w", path, id, err)
 		}
 	}
+	// In the journal's order (a batch's refusals come after the lines
+	// read while it filled).
+	slices.SortStableFunc(bad, func(a, b badRecord) int { return a.line - b.line })
 	kept, err := keepAside(path, bad)
 	if err != nil {
 		return applied, nil, err // the journal stays: nothing is lost
