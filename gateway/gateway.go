@@ -51,7 +51,7 @@ const (
 )
 
 // DefaultMaxInFlight is the default bound on API requests served at once.
-const DefaultMaxInFlight = 1024
+const DefaultMaxInFlight = 256
 
 // DefaultMaxBodyBytes is the default request size limit (32 MiB, the size
 // the Messages API itself accepts).
