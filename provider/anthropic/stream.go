@@ -17,14 +17,21 @@ import (
 )
 
 // Stream starts req and returns its events as chunks. The SDK sends the
-// request here; a failed HTTP status surfaces on the first Recv.
+// encoded request here; a failed HTTP status surfaces on the first Recv.
 func (a *Adapter) Stream(ctx context.Context, req *provider.Request) (provider.Stream, error) {
-	at, err := a.begin(ctx, req)
+	at, err := a.begin(ctx, req, true)
 	if err != nil {
 		return nil, err
 	}
 	s := &stream{a: a, ctx: at.ctx, cancel: at.cancel, model: at.model, start: a.base.Now(), blocks: map[int64]*block{}}
-	s.sdk = a.client.Messages.NewStreaming(at.ctx, at.params, at.opts...)
+	// As Messages.NewStreaming does: the response comes back unread, or
+	// the error on the first Recv.
+	var resp *http.Response
+	err = at.encodeErr
+	if err == nil {
+		err = a.client.Post(at.ctx, messagesPath, at.body, &resp, at.opts...)
+	}
+	s.sdk = ssestream.NewStream[anthropic.MessageStreamEventUnion](ssestream.NewDecoder(resp), err)
 	s.raw = at.raw
 	if s.raw != nil {
 		a.observe(s.raw.Header, 0)
