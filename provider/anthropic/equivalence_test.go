@@ -674,3 +674,108 @@ func causeOf(err error) error {
 	c.Err = nil
 	return &c
 }
+
+// sdkEvent is what the stream read of an event as the SDK decoded it.
+func sdkEvent(u *anthropic.MessageStreamEventUnion) wireEvent {
+	m := u.Message
+	e := wireEvent{Type: u.Type, Index: u.Index, Message: wireAnswer{ID: m.ID, Model: string(m.Model), StopReason: string(m.StopReason), Content: make([]wireContent, len(m.Content))}}
+	for i, b := range m.Content {
+		e.Message.Content[i] = wireContent{Type: b.Type, Text: b.Text, Thinking: b.Thinking, Signature: b.Signature, Data: b.Data, ID: b.ID, Name: b.Name, Input: b.Input}
+	}
+	mu := m.Usage
+	e.Message.Usage = wireUsage{InputTokens: mu.InputTokens, OutputTokens: mu.OutputTokens, CacheReadInputTokens: mu.CacheReadInputTokens, CacheCreationInputTokens: mu.CacheCreationInputTokens}
+	e.Message.Usage.CacheCreation.Ephemeral1hInputTokens = mu.CacheCreation.Ephemeral1hInputTokens
+	e.Message.Usage.OutputTokensDetails.ThinkingTokens = mu.OutputTokensDetails.ThinkingTokens
+	cb := u.ContentBlock
+	e.ContentBlock = wireBlockStart{Type: cb.Type, Text: cb.Text, Thinking: cb.Thinking, Signature: cb.Signature, Data: cb.Data, ID: cb.ID, Name: cb.Name}
+	d := u.Delta
+	e.Delta = wireDelta{Type: d.Type, Text: d.Text, PartialJSON: d.PartialJSON, Thinking: d.Thinking, Signature: d.Signature, StopReason: string(d.StopReason)}
+	us := u.Usage
+	e.Usage = wireUsage{InputTokens: us.InputTokens, OutputTokens: us.OutputTokens, CacheReadInputTokens: us.CacheReadInputTokens, CacheCreationInputTokens: us.CacheCreationInputTokens}
+	e.Usage.OutputTokensDetails.ThinkingTokens = us.OutputTokensDetails.ThinkingTokens
+	return e
+}
+
+// TestWireEventsMatchSDK decodes every event of the stream bodies (the
+// stream fuzz target's corpus, the fake's streams, events with every
+// delta and usage field, and data the fixed structs do not take) into the
+// fixed event and the SDK's: the stream reads the same fields from both,
+// or both fail the same way.
+func TestWireEventsMatchSDK(t *testing.T) {
+	bodies := seedStrings(t, "FuzzStreamBody")
+	target := providertest.FuzzTarget{Secret: equivKey, New: func(tb testing.TB, base string, hc *http.Client) provider.Adapter {
+		cat, _ := pricing.Default()
+		a, err := New(provider.Settings{Name: "claude", BaseURL: base, Credentials: map[string]string{"api_key": equivKey}, Pricer: cat, HTTPClient: hc})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return a
+	}}
+	fake := anthropicfake.New(anthropicfake.WithAPIKey(equivKey), anthropicfake.WithSeed(1))
+	for _, b := range providertest.FakeBodies(t, target, fake, true,
+		anthropicfake.Reply{Thinking: &anthropicfake.Thinking{Text: "hmm, let me see"}, Text: "so it is", ToolUses: []anthropicfake.ToolUse{{Name: "get_weather", Input: json.RawMessage(`{"city":"Paris"}`)}},
+			Usage: anthropicfake.Usage{Input: 100, Output: 20, CacheRead: 50, CacheCreation5m: 30, CacheCreation1h: 70}},
+		anthropicfake.OverloadedMidStream(2),
+		anthropicfake.Malformed(true, false),
+		anthropicfake.Malformed(true, true),
+	) {
+		bodies = append(bodies, string(b))
+	}
+	var data []string
+	for _, body := range bodies {
+		for _, frame := range strings.Split(body, "\n\n") {
+			for _, line := range strings.Split(frame, "\n") {
+				if v, ok := strings.CutPrefix(line, "data:"); ok {
+					data = append(data, strings.TrimPrefix(v, " ")+"\n")
+				}
+			}
+		}
+	}
+	data = append(data,
+		`{"type":"message_start","message":{"id":"msg_1","model":"claude-opus-4-7","content":[],"stop_reason":null,"usage":{"input_tokens":10,"output_tokens":1,"cache_read_input_tokens":5,"cache_creation_input_tokens":7,"cache_creation":{"ephemeral_1h_input_tokens":7},"output_tokens_details":{"thinking_tokens":0}}}}`,
+		`{"type":"content_block_start","index":3,"content_block":{"type":"redacted_thinking","data":"EmwK"}}`,
+		`{"type":"content_block_start","index":1,"content_block":{"type":"thinking","thinking":"","signature":""}}`,
+		`{"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_1","name":"f","input":{}}}`,
+		`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":"hi","citations":null}}`,
+		`{"type":"content_block_delta","index":1,"delta":{"type":"signature_delta","signature":"EqQB=="}}`,
+		`{"type":"content_block_delta","index":1,"delta":{"type":"thinking_delta","thinking":"step"}}`,
+		`{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"a\":"}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta","citation":{"type":"char_location"}}}`,
+		`{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"input_tokens":12,"output_tokens":40,"cache_read_input_tokens":5,"cache_creation_input_tokens":7,"output_tokens_details":{"thinking_tokens":25},"server_tool_use":null}}`,
+		`{"type":"message_delta","delta":{"stop_reason":null},"usage":null}`,
+		`{"type":"message_stop"}`,
+		`{"type":"ping"}`,
+		`{}`, `null`, `[]`, `"x"`, `7`,
+		`{"type":"content_block_delta","index":"2","delta":{"type":"text_delta","text":5}}`,
+		`{"type":"content_block_delta","index":1.0,"delta":{"type":"text_delta","text":"a\xffb"}}`,
+		`{"type":"message_delta","usage":{"output_tokens":"12"}}`,
+		`{"type":"content_block_start","index":0,"content_block":[1]}`,
+		`{"type":"message_start","message":{"content":{"a":1},"usage":{"input_tokens":1e2}}}`,
+		`{"type":"message_stop"} trailing`,
+		`{"type":"message_st`,
+	)
+	for i, d := range data {
+		var u anthropic.MessageStreamEventUnion
+		serr := json.Unmarshal([]byte(d), &u)
+		var w wireEvent
+		werr := json.Unmarshal([]byte(d), &w)
+		if errText(serr) != errText(werr) {
+			t.Errorf("event %d %q: errors differ:\n sdk   %v\n fixed %v", i, d, serr, werr)
+			continue
+		}
+		if serr != nil {
+			continue
+		}
+		s := sdkEvent(&u)
+		// An empty content list and none read the same.
+		if len(s.Message.Content) == 0 && len(w.Message.Content) == 0 {
+			s.Message.Content, w.Message.Content = nil, nil
+		}
+		if !reflect.DeepEqual(s, w) {
+			t.Errorf("event %d %q:\n sdk   %+v\n fixed %+v", i, d, s, w)
+		}
+	}
+	if len(data) < 40 {
+		t.Fatalf("only %d events", len(data))
+	}
+}

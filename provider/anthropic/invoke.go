@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/cortexbuild/cortexbuild/provider"
@@ -93,13 +92,6 @@ func (a *Adapter) Invoke(ctx context.Context, req *provider.Request) (*provider.
 		res.RequestID = at.raw.Header.Get("request-id")
 	}
 	return res, nil
-}
-
-func usage(u anthropic.Usage) provider.Usage {
-	out := provider.UsageExclusive(u.InputTokens, u.CacheReadInputTokens, u.CacheCreationInputTokens, u.OutputTokens)
-	out.CacheWriteLongTokens = u.CacheCreation.Ephemeral1hInputTokens
-	out.ReasoningTokens = u.OutputTokensDetails.ThinkingTokens
-	return out
 }
 
 func (u *wireUsage) usage() provider.Usage {

@@ -264,3 +264,10 @@ func (a *Adapter) sdkResult(msg *anthropic.Message, requested string) *provider.
 	res.Unpriced = !priced
 	return res
 }
+
+func usage(u anthropic.Usage) provider.Usage {
+	out := provider.UsageExclusive(u.InputTokens, u.CacheReadInputTokens, u.CacheCreationInputTokens, u.OutputTokens)
+	out.CacheWriteLongTokens = u.CacheCreation.Ephemeral1hInputTokens
+	out.ReasoningTokens = u.OutputTokensDetails.ThinkingTokens
+	return out
+}

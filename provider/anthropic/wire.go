@@ -211,3 +211,59 @@ func answerOf(msg *anthropic.Message) *wireAnswer {
 	m.Usage.OutputTokensDetails.ThinkingTokens = u.OutputTokensDetails.ThinkingTokens
 	return m
 }
+
+// wireEvent is what the adapter reads of one server-sent event of a
+// streamed answer.
+type wireEvent struct {
+	Type         string         `json:"type"`
+	Index        int64          `json:"index"`
+	Message      wireAnswer     `json:"message"`
+	ContentBlock wireBlockStart `json:"content_block"`
+	Delta        wireDelta      `json:"delta"`
+	Usage        wireUsage      `json:"usage"`
+}
+
+// wireBlockStart is what the stream reads of a content_block_start's
+// block (a tool_use's input comes in its deltas).
+type wireBlockStart struct {
+	Type      string `json:"type"`
+	Text      string `json:"text"`
+	Thinking  string `json:"thinking"`
+	Signature string `json:"signature"`
+	Data      string `json:"data"`
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+}
+
+// wireDelta is a content_block_delta's delta, or a message_delta's.
+type wireDelta struct {
+	Type        string `json:"type"`
+	Text        string `json:"text"`
+	PartialJSON string `json:"partial_json"`
+	Thinking    string `json:"thinking"`
+	Signature   string `json:"signature"`
+	StopReason  string `json:"stop_reason"`
+}
+
+// UnmarshalJSON decodes an event's data into the fixed structs, or, for
+// data they do not take as they are, through the SDK's own event type
+// (see [decodeAnswer]).
+func (e *wireEvent) UnmarshalJSON(data []byte) error {
+	type plain wireEvent
+	if utf8.Valid(data) && json.Unmarshal(data, (*plain)(e)) == nil {
+		return nil
+	}
+	var u anthropic.MessageStreamEventUnion
+	if err := u.UnmarshalJSON(data); err != nil {
+		return err
+	}
+	*e = wireEvent{Type: u.Type, Index: u.Index, Message: *answerOf(&u.Message)}
+	cb := u.ContentBlock
+	e.ContentBlock = wireBlockStart{Type: cb.Type, Text: cb.Text, Thinking: cb.Thinking, Signature: cb.Signature, Data: cb.Data, ID: cb.ID, Name: cb.Name}
+	d := u.Delta
+	e.Delta = wireDelta{Type: d.Type, Text: d.Text, PartialJSON: d.PartialJSON, Thinking: d.Thinking, Signature: d.Signature, StopReason: string(d.StopReason)}
+	us := u.Usage
+	e.Usage = wireUsage{InputTokens: us.InputTokens, OutputTokens: us.OutputTokens, CacheReadInputTokens: us.CacheReadInputTokens, CacheCreationInputTokens: us.CacheCreationInputTokens}
+	e.Usage.OutputTokensDetails.ThinkingTokens = us.OutputTokensDetails.ThinkingTokens
+	return nil
+}
