@@ -178,8 +178,7 @@ type wireUsage struct {
 // trailing data, invalid JSON or UTF-8) goes through the SDK's own decoding, so
 // that it is read, or refused, exactly as the SDK would.
 func decodeAnswer(contentType string, body []byte) (*wireAnswer, error) {
-	mediaType, _, _ := mime.ParseMediaType(contentType)
-	if !strings.Contains(mediaType, "application/json") && !strings.HasSuffix(mediaType, "+json") {
+	if contentType != "application/json" && !isJSON(contentType) {
 		// What the SDK says of a non-JSON answer to a decoded call.
 		return nil, fmt.Errorf("expected destination type of 'string' or '[]byte' for responses with content-type '%s' that is not 'application/json'", contentType)
 	}
@@ -197,6 +196,12 @@ func decodeAnswer(contentType string, body []byte) (*wireAnswer, error) {
 		return nil, nil
 	}
 	return answerOf(msg), nil
+}
+
+// isJSON reports whether the SDK takes contentType for JSON.
+func isJSON(contentType string) bool {
+	mediaType, _, _ := mime.ParseMediaType(contentType)
+	return strings.Contains(mediaType, "application/json") || strings.HasSuffix(mediaType, "+json")
 }
 
 // answerOf is what the adapter reads of msg.
