@@ -43,6 +43,22 @@ func BenchmarkInvoke(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// The adapter alone (its own request mapping, codec, usage and cost),
+	// without the orchestrator: what the orchestrator's own work adds is
+	// measured against it.
+	b.Run("adapter", func(b *testing.B) {
+		a, err := anthropic.New(provider.Settings{Name: "anthropic", BaseURL: srv.URL(), Credentials: map[string]string{"api_key": "bench-key"}, Pricer: cat})
+		if err != nil {
+			b.Fatal(err)
+		}
+		req := provider.Request{Prompt: "What is the answer?", MaxTokens: 256}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := a.Invoke(ctx, &req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	run := func(b *testing.B, st ledger.Store) {
 		a, err := anthropic.New(provider.Settings{Name: "anthropic", BaseURL: srv.URL(), Credentials: map[string]string{"api_key": "bench-key"}, Pricer: cat})
 		if err != nil {

@@ -21,6 +21,16 @@
 //     SDK's environment defaults are off (ANTHROPIC_API_KEY and friends are
 //     never read behind the configuration's back), and each attempt's
 //     timeout is the request's.
+//   - The SDK sends every call (credentials, anthropic-version and
+//     anthropic-beta headers, base URL, timeouts, error statuses as
+//     *anthropic.Error) but not its body: the request is encoded and the
+//     answer and stream events decoded with fixed structs (wire.go), which
+//     skips the SDK's reflective codecs. An answer the fixed structs do not
+//     take as they are goes through the SDK's own types. The tests hold
+//     both to the SDK's (equivalence_test.go, with the former parameter
+//     builder kept in sdkparams_test.go). The SDK's own OpenTelemetry span
+//     of Messages.New (and the trace headers it could add) is not started:
+//     cortexbuild installs no global tracer provider, so it never recorded.
 //   - Usage is normalised with [provider.UsageExclusive]: Anthropic's
 //     input_tokens excludes cache reads and writes. Streamed usage takes
 //     message_start's input counts and message_delta's cumulative output

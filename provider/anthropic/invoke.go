@@ -6,53 +6,72 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/cortexbuild/cortexbuild/provider"
 	"github.com/cortexbuild/cortexbuild/provider/adapterkit"
 )
 
-// attempt is one call's prepared parameters and bounded context.
+// attempt is one call's prepared body and bounded context.
 type attempt struct {
-	model  string
-	params anthropic.MessageNewParams
-	ctx    context.Context
-	cancel context.CancelFunc
-	raw    *http.Response
-	opts   []option.RequestOption
+	model string
+	body  []byte
+	// encodeErr is a body that could not be encoded (a tool call's
+	// arguments that are not JSON): the call fails with it as the SDK's
+	// own encoding failed.
+	encodeErr error
+	ctx       context.Context
+	cancel    context.CancelFunc
+	raw       *http.Response
+	opts      []option.RequestOption
 }
 
-// begin validates and maps req and bounds the attempt by its timeout. The
-// per-request timeout also goes to the SDK, which otherwise refuses large
-// max_tokens on non-streaming calls.
-func (a *Adapter) begin(ctx context.Context, req *provider.Request) (*attempt, error) {
+// messagesPath is the Messages endpoint, relative to the base URL as the
+// SDK's Messages.New sends it.
+const messagesPath = "v1/messages"
+
+// begin validates and encodes req and bounds the attempt by its timeout.
+// The per-request timeout also goes to the SDK (as X-Stainless-Timeout and
+// the bound of its attempt), as Messages.New sends it.
+func (a *Adapter) begin(ctx context.Context, req *provider.Request, stream bool) (*attempt, error) {
 	at := &attempt{model: a.base.Model(req)}
-	var err error
-	if at.params, err = a.params(req, at.model); err != nil {
+	p, err := a.params(req, at.model)
+	if err != nil {
 		return nil, err
 	}
 	bs, err := betas(req)
 	if err != nil {
 		return nil, a.base.BadRequest(at.model, err.Error())
 	}
+	p.Stream = stream
+	at.body, at.encodeErr = p.encode()
 	at.ctx, at.cancel = a.base.Attempt(ctx, req)
-	at.opts = []option.RequestOption{option.WithRequestTimeout(a.base.AttemptTimeout(req)), option.WithResponseInto(&at.raw)}
+	at.opts = make([]option.RequestOption, 0, 2+len(bs))
+	at.opts = append(at.opts, option.WithRequestTimeout(a.base.AttemptTimeout(req)), option.WithResponseInto(&at.raw))
 	for _, b := range bs {
 		at.opts = append(at.opts, option.WithHeaderAdd("anthropic-beta", b))
 	}
 	return at, nil
 }
 
-// Invoke runs req to completion.
+// Invoke runs req to completion. The SDK sends the encoded body and hands
+// back the raw answer; an error status comes back as its *anthropic.Error.
 func (a *Adapter) Invoke(ctx context.Context, req *provider.Request) (*provider.Result, error) {
-	at, err := a.begin(ctx, req)
+	at, err := a.begin(ctx, req, false)
 	if err != nil {
 		return nil, err
 	}
 	defer at.cancel()
+	if at.encodeErr != nil {
+		return nil, a.classify(at.ctx, at.encodeErr, at.model)
+	}
 	start := a.base.Now()
-	msg, err := a.client.Messages.New(at.ctx, at.params, at.opts...)
+	var body []byte
+	err = a.client.Post(at.ctx, messagesPath, at.body, &body, at.opts...)
+	var msg *wireAnswer
+	if err == nil && at.raw != nil {
+		msg, err = decodeAnswer(at.raw.Header.Get("content-type"), body)
+	}
 	latency := a.base.Now().Sub(start)
 	if at.raw != nil {
 		a.observe(at.raw.Header, 0)
@@ -75,7 +94,7 @@ func (a *Adapter) Invoke(ctx context.Context, req *provider.Request) (*provider.
 	return res, nil
 }
 
-func usage(u anthropic.Usage) provider.Usage {
+func (u *wireUsage) usage() provider.Usage {
 	out := provider.UsageExclusive(u.InputTokens, u.CacheReadInputTokens, u.CacheCreationInputTokens, u.OutputTokens)
 	out.CacheWriteLongTokens = u.CacheCreation.Ephemeral1hInputTokens
 	out.ReasoningTokens = u.OutputTokensDetails.ThinkingTokens
@@ -83,13 +102,14 @@ func usage(u anthropic.Usage) provider.Usage {
 }
 
 // result converts a complete message.
-func (a *Adapter) result(msg *anthropic.Message, requested string) *provider.Result {
-	res := &provider.Result{Provider: a.base.Name, Model: string(msg.Model), RawStopReason: string(msg.StopReason), StopReason: stopReason(string(msg.StopReason)), ToolCalls: []provider.ToolCall{}}
+func (a *Adapter) result(msg *wireAnswer, requested string) *provider.Result {
+	res := &provider.Result{Provider: a.base.Name, Model: msg.Model, RawStopReason: msg.StopReason, StopReason: stopReason(msg.StopReason), ToolCalls: []provider.ToolCall{}}
 	if res.Model == "" {
 		res.Model = requested
 	}
 	var text []string
-	for _, b := range msg.Content {
+	for i := range msg.Content {
+		b := &msg.Content[i]
 		switch b.Type {
 		case "text":
 			text = append(text, b.Text)
@@ -103,15 +123,14 @@ func (a *Adapter) result(msg *anthropic.Message, requested string) *provider.Res
 			if len(args) == 0 || string(args) == "null" {
 				args = json.RawMessage(`{}`)
 			}
-			tc := provider.ToolCall{ID: b.ID, Name: b.Name, Arguments: args}
-			res.ToolCalls = append(res.ToolCalls, tc)
-			res.Parts = append(res.Parts, provider.Part{Type: provider.PartToolCall, ToolCall: &res.ToolCalls[len(res.ToolCalls)-1]})
+			res.ToolCalls = append(res.ToolCalls, provider.ToolCall{ID: b.ID, Name: b.Name, Arguments: args})
+			res.Parts = append(res.Parts, provider.Part{Type: provider.PartToolCall})
 		}
 	}
-	// Parts point into ToolCalls; rebuild the pointers now the slice is final.
+	// Parts point into ToolCalls, linked now the slice is final.
 	relink(res)
 	res.Content = strings.Join(text, "")
-	res.Usage = usage(msg.Usage)
+	res.Usage = msg.Usage.usage()
 	var priced bool
 	res.Cost, priced = a.base.Price(res.Usage, adapterkit.PriceRef{NS: Namespace, Model: res.Model}, adapterkit.PriceRef{NS: Namespace, Model: requested})
 	res.Unpriced = !priced

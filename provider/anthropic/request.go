@@ -1,14 +1,12 @@
 package anthropic
 
 import (
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
 
 	"github.com/cortexbuild/cortexbuild/provider"
 )
@@ -27,10 +25,10 @@ const MetaBeta = "anthropic.beta"
 // one request.
 const MaxCacheMarks = 4
 
-func cacheControl(ttl provider.PromptCache) anthropic.CacheControlEphemeralParam {
-	cc := anthropic.NewCacheControlEphemeralParam()
+func cacheControl(ttl provider.PromptCache) *wireCache {
+	cc := &wireCache{Type: "ephemeral"}
 	if ttl == provider.PromptCache1h {
-		cc.TTL = anthropic.CacheControlEphemeralTTLTTL1h
+		cc.TTL = "1h"
 	}
 	return cc
 }
@@ -48,12 +46,12 @@ func betas(req *provider.Request) ([]string, error) {
 	return v, nil
 }
 
-// params turns a request into the SDK's parameters.
-func (a *Adapter) params(req *provider.Request, model string) (anthropic.MessageNewParams, error) {
+// params turns a request into the Messages API's request body.
+func (a *Adapter) params(req *provider.Request, model string) (*wireRequest, error) {
 	if err := a.base.Validate(req, model); err != nil {
-		return anthropic.MessageNewParams{}, err
+		return nil, err
 	}
-	p := anthropic.MessageNewParams{Model: anthropic.Model(model), MaxTokens: int64(a.base.MaxTokens(Namespace, model, req))}
+	p := &wireRequest{Model: model, MaxTokens: int64(a.base.MaxTokens(Namespace, model, req))}
 	// The caller's marks go where it put them; PromptCache's own, on the
 	// stable prefix, only while the request stays within the API's limit.
 	marks := req.CacheMarks(MaxCacheMarks)
@@ -65,17 +63,20 @@ func (a *Adapter) params(req *provider.Request, model string) (anthropic.Message
 		return p, err
 	}
 	if schema != nil {
-		p.OutputConfig.Format = anthropic.JSONOutputFormatParam{Schema: schema}
+		p.OutputConfig = &wireOutputConfig{Format: &wireFormat{Type: "json_schema", Schema: schema}}
 	}
-	if err := a.thinking(&p, req, model); err != nil {
+	if err := a.thinking(p, req, model); err != nil {
 		return p, err
 	}
 	if req.System != "" {
-		sys := anthropic.TextBlockParam{Text: req.System}
+		sys := textBlock(req.System)
 		if marks.System {
 			sys.CacheControl = cacheControl(req.PromptCache)
 		}
-		p.System = []anthropic.TextBlockParam{sys}
+		p.System = []wireBlock{sys}
+	}
+	if len(req.Tools) > 0 {
+		p.Tools = make([]wireTool, 0, len(req.Tools))
 	}
 	for i, t := range req.Tools {
 		tp, err := toolParam(t)
@@ -88,46 +89,47 @@ func (a *Adapter) params(req *provider.Request, model string) (anthropic.Message
 		case i == len(req.Tools)-1 && marks.LastTool:
 			tp.CacheControl = cacheControl(req.PromptCache)
 		}
-		p.Tools = append(p.Tools, anthropic.ToolUnionParam{OfTool: tp})
+		p.Tools = append(p.Tools, tp)
 	}
-	var serial param.Opt[bool] // disable_parallel_tool_use, sent only when set
-	if req.DisableParallelToolCalls {
-		serial = anthropic.Bool(true)
-	}
+	serial := req.DisableParallelToolCalls // disable_parallel_tool_use, sent only when set
 	switch req.ToolChoice {
 	case "", provider.ToolChoiceAuto:
-		if serial.Valid() && len(req.Tools) > 0 {
-			p.ToolChoice = anthropic.ToolChoiceUnionParam{OfAuto: &anthropic.ToolChoiceAutoParam{DisableParallelToolUse: serial}}
+		if serial && len(req.Tools) > 0 {
+			p.ToolChoice = &wireToolChoice{Type: "auto", DisableParallelToolUse: true}
 		}
 	case provider.ToolChoiceNone:
 		if len(req.Tools) > 0 {
-			none := anthropic.NewToolChoiceNoneParam()
-			p.ToolChoice = anthropic.ToolChoiceUnionParam{OfNone: &none}
+			p.ToolChoice = &wireToolChoice{Type: "none"}
 		}
 	case provider.ToolChoiceRequired:
-		p.ToolChoice = anthropic.ToolChoiceUnionParam{OfAny: &anthropic.ToolChoiceAnyParam{DisableParallelToolUse: serial}}
+		p.ToolChoice = &wireToolChoice{Type: "any", DisableParallelToolUse: serial}
 	default:
-		p.ToolChoice = anthropic.ToolChoiceUnionParam{OfTool: &anthropic.ToolChoiceToolParam{Name: string(req.ToolChoice), DisableParallelToolUse: serial}}
+		p.ToolChoice = &wireToolChoice{Type: "tool", Name: string(req.ToolChoice), DisableParallelToolUse: serial}
 	}
-	for i, m := range req.Conversation() {
-		blocks := make([]anthropic.ContentBlockParamUnion, 0, len(m.Parts))
+	conv := req.Conversation()
+	p.Messages = make([]wireMessage, 0, len(conv))
+	for i, m := range conv {
+		blocks := make([]wireBlock, 0, len(m.Parts))
 		for j, part := range m.Parts {
-			b, err := contentBlock(part)
+			b, ok, err := contentBlock(part)
 			if err != nil {
 				return p, a.base.BadRequest(model, fmt.Sprintf("messages[%d].parts[%d]: %v", i, j, err))
 			}
-			if b != nil {
-				blocks = append(blocks, *b)
+			if ok {
+				blocks = append(blocks, b)
 			}
 		}
 		if len(blocks) == 0 {
 			return p, a.base.BadRequest(model, fmt.Sprintf("messages[%d] has no content", i))
 		}
+		role := "user"
 		if m.Role == provider.RoleAssistant {
-			p.Messages = append(p.Messages, anthropic.NewAssistantMessage(blocks...))
-		} else {
-			p.Messages = append(p.Messages, anthropic.NewUserMessage(blocks...))
+			role = "assistant"
 		}
+		p.Messages = append(p.Messages, wireMessage{Role: role, Content: blocks})
+	}
+	if len(p.Messages) == 0 {
+		p.Messages = nil // as the SDK leaves out an empty list
 	}
 	return p, nil
 }
@@ -173,7 +175,7 @@ func styleOf(model string) thinkingStyle {
 // effort as output_config.effort with adaptive thinking where it takes
 // that, and on a model with only one of the two the other stands for it
 // ([provider.Reasoning.EffectiveBudget], EffectiveEffort).
-func (a *Adapter) thinking(p *anthropic.MessageNewParams, req *provider.Request, model string) error {
+func (a *Adapter) thinking(p *wireRequest, req *provider.Request, model string) error {
 	r := req.Reasoning
 	if r == nil || !a.ModelCapabilities(model).Has(provider.CapReasoning) {
 		return nil
@@ -181,17 +183,24 @@ func (a *Adapter) thinking(p *anthropic.MessageNewParams, req *provider.Request,
 	if c := req.ToolChoice; c != "" && c != provider.ToolChoiceAuto && c != provider.ToolChoiceNone {
 		return a.base.BadRequest(model, fmt.Sprintf("reasoning: Claude does not think when tool_choice forces tool use (%q): drop the reasoning setting or let the model choose", string(c)))
 	}
-	adaptive := anthropic.ThinkingConfigParamUnion{OfAdaptive: &anthropic.ThinkingConfigAdaptiveParam{}}
+	adaptive := &wireThinking{Type: "adaptive"}
+	enabled := func(budget int64) *wireThinking { return &wireThinking{Type: "enabled", BudgetTokens: &budget} }
+	effort := func(e provider.ReasoningEffort) {
+		if e != "" {
+			p.OutputConfig = cmp.Or(p.OutputConfig, &wireOutputConfig{})
+			p.OutputConfig.Effort = string(e)
+		}
+	}
 	switch styleOf(model) {
 	case thinkingAdaptive:
 		p.Thinking = adaptive
-		p.OutputConfig.Effort = anthropic.OutputConfigEffort(r.EffectiveEffort())
+		effort(r.EffectiveEffort())
 	case thinkingBoth:
 		p.Thinking = adaptive
 		if r.Budget > 0 {
-			p.Thinking = anthropic.ThinkingConfigParamOfEnabled(int64(r.Budget))
+			p.Thinking = enabled(int64(r.Budget))
 		}
-		p.OutputConfig.Effort = anthropic.OutputConfigEffort(r.Effort)
+		effort(r.Effort)
 	default:
 		budget := min(r.EffectiveBudget(), int(p.MaxTokens)-1)
 		if r.Budget == 0 && r.Effort == "" {
@@ -200,49 +209,56 @@ func (a *Adapter) thinking(p *anthropic.MessageNewParams, req *provider.Request,
 		if budget < provider.MinReasoningBudget {
 			return a.base.BadRequest(model, fmt.Sprintf("reasoning: max_tokens %d leaves no room for thinking on %s, whose budget_tokens must be at least %d and below max_tokens", p.MaxTokens, model, provider.MinReasoningBudget))
 		}
-		p.Thinking = anthropic.ThinkingConfigParamOfEnabled(int64(budget))
+		p.Thinking = enabled(int64(budget))
 	}
 	return nil
 }
 
 // toolParam maps a JSON Schema onto Anthropic's input_schema: properties and
 // required have fields of their own, every other keyword rides along as is.
-func toolParam(t provider.ToolDef) (*anthropic.ToolParam, error) {
-	tp := &anthropic.ToolParam{Name: t.Name}
-	if t.Description != "" {
-		tp.Description = anthropic.String(t.Description)
-	}
-	if t.Strict {
-		tp.Strict = anthropic.Bool(true)
-	}
+func toolParam(t provider.ToolDef) (wireTool, error) {
+	tp := wireTool{Name: t.Name, Description: t.Description, Strict: t.Strict}
 	schema := map[string]any{}
 	if len(t.InputSchema) > 0 {
 		if err := json.Unmarshal(t.InputSchema, &schema); err != nil {
-			return nil, fmt.Errorf("input_schema: %w", err)
+			return tp, fmt.Errorf("input_schema: %w", err)
 		}
 	}
 	if typ, ok := schema["type"]; ok && typ != "object" {
-		return nil, fmt.Errorf(`input_schema must have "type": "object", got %v`, typ)
+		return tp, fmt.Errorf(`input_schema must have "type": "object", got %v`, typ)
 	}
-	delete(schema, "type")
+	if schema == nil {
+		schema = map[string]any{} // input_schema was null
+	}
+	schema["type"] = "object"
 	// The API requires input_schema: a tool without arguments gets empty
-	// properties, which the SDK would otherwise leave out with the schema.
-	tp.InputSchema.Properties = map[string]any{}
-	if props, ok := schema["properties"]; ok {
-		tp.InputSchema.Properties = props
+	// properties. Properties given as null are left out.
+	if props, ok := schema["properties"]; !ok {
+		schema["properties"] = map[string]any{}
+	} else if props == nil {
 		delete(schema, "properties")
 	}
+	// required keeps its strings, and goes when none is left; a required
+	// that is not an array rides along as is.
 	if req, ok := schema["required"].([]any); ok {
+		var names []string
 		for _, r := range req {
 			if s, ok := r.(string); ok {
-				tp.InputSchema.Required = append(tp.InputSchema.Required, s)
+				names = append(names, s)
 			}
 		}
-		delete(schema, "required")
+		if names == nil {
+			delete(schema, "required")
+		} else {
+			schema["required"] = names
+		}
 	}
-	if len(schema) > 0 {
-		tp.InputSchema.ExtraFields = schema
+	if len(schema) == 1 {
+		// Only the type is left (properties given as null): the SDK
+		// leaves such an input_schema out.
+		schema = nil
 	}
+	tp.InputSchema = schema
 	return tp, nil
 }
 
@@ -259,45 +275,46 @@ func metaString(m provider.Metadata, key string) (string, bool) {
 }
 
 // contentBlock maps one part; reasoning parts without an Anthropic
-// signature (from another provider) are dropped, as the API would reject
-// them.
-func contentBlock(part provider.Part) (*anthropic.ContentBlockParamUnion, error) {
-	var b anthropic.ContentBlockParamUnion
+// signature (from another provider) and empty texts are dropped (ok
+// false), as the API would reject them.
+func contentBlock(part provider.Part) (b wireBlock, ok bool, err error) {
+	cacheable := true
 	switch part.Type {
 	case provider.PartText:
 		if part.Text == "" {
-			return nil, nil
+			return b, false, nil
 		}
-		b = anthropic.NewTextBlock(part.Text)
+		b = textBlock(part.Text)
 	case provider.PartReasoning:
+		// Thinking blocks take no cache mark.
+		cacheable = false
 		if data, ok := metaString(part.Meta, MetaRedactedThinking); ok {
-			b = anthropic.NewRedactedThinkingBlock(data)
+			b = wireBlock{Type: "redacted_thinking", redactedFields: &redactedFields{Data: data}}
 		} else if sig, ok := metaString(part.Meta, MetaSignature); ok {
-			b = anthropic.NewThinkingBlock(sig, part.Text)
+			b = wireBlock{Type: "thinking", thinkingFields: &thinkingFields{Signature: sig, Thinking: part.Text}}
 		} else {
-			return nil, nil
+			return b, false, nil
 		}
 	case provider.PartImage:
-		if im := part.Image; im.URL != "" {
-			b = anthropic.NewImageBlock(anthropic.URLImageSourceParam{URL: im.URL})
-		} else {
-			b = anthropic.NewImageBlockBase64(im.MediaType, base64.StdEncoding.EncodeToString(im.Data))
+		src := wireImageSource{Type: "url", URL: part.Image.URL}
+		if src.URL == "" {
+			src = wireImageSource{Type: "base64", MediaType: part.Image.MediaType, Data: base64.StdEncoding.EncodeToString(part.Image.Data)}
 		}
+		b = wireBlock{Type: "image", imageFields: &imageFields{Source: src}}
 	case provider.PartToolCall:
-		var input any = map[string]any{}
+		input := json.RawMessage(`{}`)
 		if len(part.ToolCall.Arguments) > 0 {
-			input = json.RawMessage(part.ToolCall.Arguments)
+			input = part.ToolCall.Arguments
 		}
-		b = anthropic.NewToolUseBlock(part.ToolCall.ID, input, part.ToolCall.Name)
+		b = wireBlock{Type: "tool_use", toolUseFields: &toolUseFields{ID: part.ToolCall.ID, Name: part.ToolCall.Name, Input: input}}
 	case provider.PartToolResult:
-		b = anthropic.NewToolResultBlock(part.ToolResult.CallID, part.ToolResult.Content, part.ToolResult.IsError)
+		tr := part.ToolResult
+		b = wireBlock{Type: "tool_result", toolResultFields: &toolResultFields{ToolUseID: tr.CallID, IsError: tr.IsError, Content: []wireBlock{textBlock(tr.Content)}}}
 	default:
-		return nil, fmt.Errorf("unsupported part type %q", part.Type)
+		return b, false, fmt.Errorf("unsupported part type %q", part.Type)
 	}
-	if part.Cache != provider.PromptCacheOff {
-		if cp := b.GetCacheControl(); cp != nil {
-			*cp = cacheControl(part.Cache)
-		}
+	if cacheable && part.Cache != provider.PromptCacheOff {
+		b.CacheControl = cacheControl(part.Cache)
 	}
-	return &b, nil
+	return b, true, nil
 }

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/ssestream"
 
 	"github.com/cortexbuild/cortexbuild/provider"
@@ -17,14 +16,21 @@ import (
 )
 
 // Stream starts req and returns its events as chunks. The SDK sends the
-// request here; a failed HTTP status surfaces on the first Recv.
+// encoded request here; a failed HTTP status surfaces on the first Recv.
 func (a *Adapter) Stream(ctx context.Context, req *provider.Request) (provider.Stream, error) {
-	at, err := a.begin(ctx, req)
+	at, err := a.begin(ctx, req, true)
 	if err != nil {
 		return nil, err
 	}
 	s := &stream{a: a, ctx: at.ctx, cancel: at.cancel, model: at.model, start: a.base.Now(), blocks: map[int64]*block{}}
-	s.sdk = a.client.Messages.NewStreaming(at.ctx, at.params, at.opts...)
+	// As Messages.NewStreaming does: the response comes back unread, or
+	// the error on the first Recv.
+	var resp *http.Response
+	err = at.encodeErr
+	if err == nil {
+		err = a.client.Post(at.ctx, messagesPath, at.body, &resp, at.opts...)
+	}
+	s.sdk = ssestream.NewStream[wireEvent](ssestream.NewDecoder(resp), err)
 	s.raw = at.raw
 	if s.raw != nil {
 		a.observe(s.raw.Header, 0)
@@ -44,7 +50,7 @@ type block struct {
 
 type stream struct {
 	a      *Adapter
-	sdk    *ssestream.Stream[anthropic.MessageStreamEventUnion]
+	sdk    *ssestream.Stream[wireEvent]
 	raw    *http.Response
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -80,7 +86,7 @@ func (s *stream) Recv() (provider.Chunk, error) {
 	}
 	for s.sdk.Next() {
 		ev := s.sdk.Current()
-		if c, ok, err := s.handle(ev); err != nil {
+		if c, ok, err := s.handle(&ev); err != nil {
 			return provider.Chunk{}, s.fail(err)
 		} else if ok {
 			return s.first(c), nil
@@ -136,12 +142,12 @@ func (s *stream) fail(err error) error {
 	return err
 }
 
-func (s *stream) handle(ev anthropic.MessageStreamEventUnion) (provider.Chunk, bool, error) {
+func (s *stream) handle(ev *wireEvent) (provider.Chunk, bool, error) {
 	switch ev.Type {
 	case "message_start":
-		m := ev.Message
-		s.respModel = string(m.Model)
-		s.usage = usage(m.Usage)
+		m := &ev.Message
+		s.respModel = m.Model
+		s.usage = m.Usage.usage()
 		s.gotUsage = true
 	case "content_block_start":
 		cb := ev.ContentBlock
@@ -193,7 +199,7 @@ func (s *stream) handle(ev anthropic.MessageStreamEventUnion) (provider.Chunk, b
 			}
 		}
 	case "message_delta":
-		s.stop = string(ev.Delta.StopReason)
+		s.stop = ev.Delta.StopReason
 		// Counts here are cumulative: they replace, never add to, what
 		// message_start said.
 		u := ev.Usage
