@@ -217,10 +217,16 @@ func (ts *targets) Set(s string) error {
 	return err
 }
 
+// errShed is a request the target refused as overloaded, with the
+// protocol's overloaded status and a retry-after: load shedding, counted
+// apart from failures.
+var errShed = errors.New("shed: overloaded, retry-after")
+
 // result is one phase against one target.
 type result struct {
 	lat      []time.Duration // per successful request
-	errs     int64
+	errs     int64           // failed requests other than shed ones
+	shed     int64           // refused with the overloaded answer (503 or 529 with retry-after)
 	sent     int64
 	wall     time.Duration
 	cpu      time.Duration // of the target process, when known
@@ -275,6 +281,9 @@ func (rn *runner) once(ctx context.Context, t target, stream bool, from time.Tim
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+		if (resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == 529) && resp.Header.Get("Retry-After") != "" {
+			return 0, errShed
+		}
 		return 0, fmt.Errorf("status %d: %s", resp.StatusCode, b)
 	}
 	if !stream {
@@ -332,7 +341,11 @@ func (rn *runner) openLoop(ctx context.Context, t target, rate int, d time.Durat
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			if err != nil {
+			switch {
+			case errors.Is(err, errShed):
+				res.shed++
+				return
+			case err != nil:
 				res.errs++
 				if res.firstErr == "" {
 					res.firstErr = err.Error()
@@ -362,12 +375,16 @@ func (rn *runner) closedLoop(ctx context.Context, t target, workers int, d time.
 		go func() {
 			defer wg.Done()
 			var lat []time.Duration
-			var sent, errs int64
+			var sent, errs, shed int64
 			var first string
 			for time.Now().Before(stop) {
 				t0 := time.Now()
 				_, err := rn.once(ctx, t, false, t0)
 				sent++
+				if errors.Is(err, errShed) {
+					shed++
+					continue
+				}
 				if err != nil {
 					errs++
 					if first == "" {
@@ -382,6 +399,7 @@ func (rn *runner) closedLoop(ctx context.Context, t target, workers int, d time.
 			res.lat = append(res.lat, lat...)
 			res.sent += sent
 			res.errs += errs
+			res.shed += shed
 			if res.firstErr == "" {
 				res.firstErr = first
 			}
@@ -471,7 +489,7 @@ func run(args []string) error {
 		r := row{t: t}
 		for _, rate := range rs {
 			res := rn.openLoop(ctx, t, rate, *dur, false)
-			fmt.Fprintf(os.Stderr, "%s: %d rps: p50 %s p99 %s, %.0f rps, %d errors %s\n", t.name, rate, res.pct(.5), res.pct(.99), res.rps(), res.errs, res.firstErr)
+			fmt.Fprintf(os.Stderr, "%s: %d rps: p50 %s p99 %s, %.0f rps, %d shed, %d errors %s\n", t.name, rate, res.pct(.5), res.pct(.99), res.rps(), res.shed, res.errs, res.firstErr)
 			r.open = append(r.open, res)
 		}
 		if *streamRate > 0 {
@@ -488,8 +506,8 @@ func run(args []string) error {
 	}
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.3f", float64(d.Microseconds())/1000) }
 	base := rows[0]
-	fmt.Println("| target | rate (req/s) | p50 ms | p99 ms | added p50 ms | added p99 ms | achieved req/s | CPU µs/req | errors |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| target | rate (req/s) | p50 ms | p99 ms | added p50 ms | added p99 ms | achieved req/s | CPU µs/req | shed | errors |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		for i, res := range r.open {
 			b := base.open[i]
@@ -497,13 +515,13 @@ func run(args []string) error {
 			if c := res.cpuPerReq(); c > 0 {
 				cpu = fmt.Sprintf("%.0f", c)
 			}
-			fmt.Printf("| %s | %d | %s | %s | %s | %s | %.0f | %s | %d |\n", r.t.name, rs[i], ms(res.pct(.5)), ms(res.pct(.99)),
-				ms(res.pct(.5)-b.pct(.5)), ms(res.pct(.99)-b.pct(.99)), res.rps(), cpu, res.errs)
+			fmt.Printf("| %s | %d | %s | %s | %s | %s | %.0f | %s | %d | %d |\n", r.t.name, rs[i], ms(res.pct(.5)), ms(res.pct(.99)),
+				ms(res.pct(.5)-b.pct(.5)), ms(res.pct(.99)-b.pct(.99)), res.rps(), cpu, res.shed, res.errs)
 		}
 	}
 	fmt.Println()
-	fmt.Println("| target | stream TTFB p50 ms | p99 ms | added TTFB p50 ms | added p99 ms | closed-loop req/s | CPU busy in closed loop | CPU µs/req closed loop | one-core capacity req/s | peak RSS MiB | errors |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| target | stream TTFB p50 ms | p99 ms | added TTFB p50 ms | added p99 ms | closed-loop req/s | CPU busy in closed loop | CPU µs/req closed loop | one-core capacity req/s | peak RSS MiB | shed | errors |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		st, cl := r.stream, r.closed
 		if st == nil {
@@ -526,8 +544,8 @@ func run(args []string) error {
 		if r.rss > 0 {
 			rss = fmt.Sprintf("%.1f", r.rss)
 		}
-		fmt.Printf("| %s | %s | %s | %s | %s | %.0f | %s | %s | %s | %s | %d |\n", r.t.name, ms(st.pct(.5)), ms(st.pct(.99)),
-			ms(st.pct(.5)-bs.pct(.5)), ms(st.pct(.99)-bs.pct(.99)), cl.rps(), busy, cpu, capacity, rss, st.errs+cl.errs)
+		fmt.Printf("| %s | %s | %s | %s | %s | %.0f | %s | %s | %s | %s | %d | %d |\n", r.t.name, ms(st.pct(.5)), ms(st.pct(.99)),
+			ms(st.pct(.5)-bs.pct(.5)), ms(st.pct(.99)-bs.pct(.99)), cl.rps(), busy, cpu, capacity, rss, st.shed+cl.shed, st.errs+cl.errs)
 	}
 	return nil
 }
