@@ -87,6 +87,8 @@ var keyExcluded = map[string]string{
 	// The timeout bounds how long one attempt may wait, not what the model
 	// answers; a call that timed out is an error and is never stored.
 	"Request.Timeout": "bounds the wait, not the answer",
+	// Set only on the copy the estimate prices; never sent.
+	"Request.CeilingEstimate": "chooses how the estimate bounds the prompt, not the answer",
 }
 
 // TestKeyCoversEveryField fails when a field is added to provider.Request
