@@ -394,7 +394,7 @@ func runCrashTest(t *testing.T, newSite func(*testing.T) crashSite) {
 			// kill; the month's is far above. A stalled store pins the
 			// leases a call near the limit waits for, so those runs get
 			// room to reach the kill.
-			est := crashEstimate(t)
+			est, exact := crashEstimate(t)
 			taskLimit, monthLimit := 10*est, 10000*est
 			if stall >= 0 {
 				taskLimit = 2000 * est
@@ -414,8 +414,8 @@ func runCrashTest(t *testing.T, newSite func(*testing.T) crashSite) {
 				t.Fatal("the child settled nothing")
 			}
 			for id, sc := range settled {
-				if sc.estimate != est {
-					t.Fatalf("invocation %s reserved $%s; the test budgets for $%s", id, sc.estimate, est)
+				if sc.estimate != est && sc.estimate != exact {
+					t.Fatalf("invocation %s reserved $%s; the test budgets for $%s (the exact bound near the limit: $%s)", id, sc.estimate, est, exact)
 				}
 			}
 			checkAfterCrash(t, cs, settled, exhausted, taskLimit, monthLimit)
@@ -423,8 +423,10 @@ func runCrashTest(t *testing.T, newSite func(*testing.T) crashSite) {
 	}
 }
 
-// crashEstimate is what the child's orchestrator reserves per call.
-func crashEstimate(t *testing.T) provider.Money {
+// crashEstimate is what the child's orchestrator reserves per call: the
+// prompt's byte ceiling, or the exact bound for a call the ceiling does not
+// fit.
+func crashEstimate(t *testing.T) (ceiling, exact provider.Money) {
 	cat, err := pricing.Default()
 	if err != nil {
 		t.Fatal(err)
@@ -434,11 +436,16 @@ func crashEstimate(t *testing.T) provider.Money {
 		t.Fatal(err)
 	}
 	req := provider.Request{Prompt: "Say hello.", MaxTokens: 64, Model: a.ModelFor(provider.TierBalanced), Tier: provider.TierBalanced}
-	est, err := a.EstimateCost(&req)
+	exact, err = a.EstimateCost(&req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return est
+	req.CeilingEstimate = true
+	ceiling, err = a.EstimateCost(&req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ceiling, exact
 }
 
 // TestCrashConsistencySQLite SIGKILLs an orchestrator on ledger.Fast over
