@@ -319,11 +319,13 @@ func TestDoCancelledWaiterLeavesTheCallRunning(t *testing.T) {
 				to <- answer{res, err}
 			}
 			leaderCtx, cancelLeader := context.WithCancel(context.Background())
+			defer cancelLeader()
 			leader := make(chan answer, 1)
 			go do(leaderCtx, leader)
 			<-leaderIn
 			otherIn := joinCounter(c, 1)
 			otherCtx, cancelOther := context.WithCancel(context.Background())
+			defer cancelOther()
 			other := make(chan answer, 1)
 			go do(otherCtx, other)
 			<-otherIn
