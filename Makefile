@@ -4,8 +4,13 @@ GO ?= go
 .PHONY: demo test build vet fmt lint bench
 
 # The main job: a scripted multi-agent task against the built-in simulator (no keys, no network).
+# The build says what it does: a first build downloads and compiles every dependency, and names
+# each package as it compiles it.
 demo:
-	$(GO) run ./cmd/cortexbuild demo
+	@echo "== building bin/cortexbuild (a first build downloads and compiles every dependency, a few minutes on 2 cores; each package is named as it compiles)"
+	$(GO) build -v -o bin/cortexbuild ./cmd/cortexbuild
+	@echo "== running the demo"
+	./bin/cortexbuild demo
 
 # Every test, with the race detector, through gotestsum (a tool pinned in
 # go.mod): go test's output, then every skipped test with its reason.

@@ -38,3 +38,32 @@ func TestMakeTestListsSkippedTests(t *testing.T) {
 		}
 	}
 }
+
+// make demo says what it does while a first build runs: a line saying a
+// build is starting, then each package as it compiles (go build -v), then
+// the demo itself.
+func TestMakeDemoSaysWhatItBuilds(t *testing.T) {
+	m := regexp.MustCompile(`(?m)^demo:.*\n((?:\t.+\n)+)`).FindSubmatch(readFile(t, "Makefile"))
+	if m == nil {
+		t.Fatal("Makefile has no demo target")
+	}
+	lines := strings.Split(strings.TrimSpace(string(m[1])), "\n")
+	if len(lines) < 3 {
+		t.Fatalf("the demo recipe %q does not announce, build and run", m[1])
+	}
+	if !strings.Contains(lines[0], "echo") || !strings.Contains(lines[0], "build") {
+		t.Errorf("the demo recipe does not start by saying it builds: %q", lines[0])
+	}
+	build := ""
+	for _, l := range lines {
+		if strings.Contains(l, " build ") {
+			build = l
+		}
+	}
+	if !strings.Contains(build, " -v ") || !strings.Contains(build, "./cmd/cortexbuild") {
+		t.Errorf("the demo recipe does not build with -v (naming each package it compiles): %q", build)
+	}
+	if !strings.Contains(lines[len(lines)-1], "cortexbuild demo") {
+		t.Errorf("the demo recipe does not end by running the demo: %q", lines[len(lines)-1])
+	}
+}
