@@ -390,8 +390,8 @@ loop:
 		t.Errorf("unexpected: %s", f)
 	}
 	// The rate depends on the machine's pace, so it is logged above, not
-	// asserted; what must hold is that the soak made enough calls, each
-	// with the in-flight bound full several times over, to mean something.
+	// asserted; what must hold is that the soak made enough calls (twice
+	// the in-flight bound) to mean something.
 	if sent < 2*soakMaxInFlight {
 		t.Errorf("only %d calls in %v: too few for a soak (want at least %d)", sent, d, 2*soakMaxInFlight)
 	}
