@@ -603,22 +603,7 @@ func readChargeBatch(br pgx.BatchResults, id string, rest int) (toPause []scopeS
 	if err != nil {
 		return nil, err
 	}
-	for rows.Next() {
-		var st scopeState
-		var limit *int64
-		if err := rows.Scan((*string)(&st.scope), &limit, (*int64)(&st.spent), &st.paused); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		if limit != nil {
-			st.limited, st.limit = true, provider.Money(*limit)
-		}
-		if !st.paused && reachedLimit(st.limited, st.limit, st.spent) {
-			toPause = append(toPause, st)
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	if _, toPause, err = chargedScopes(rows); err != nil {
 		return nil, err
 	}
 	for range rest {
@@ -929,4 +914,26 @@ func (p *Postgres) Close() error {
 	}
 	p.pool.Close()
 	return nil
+}
+
+// chargedScopes reads the scope rows a charge returned (scope, limit,
+// spent, paused): how many there were, and those that reached their limit
+// without being paused yet.
+func chargedScopes(rows pgx.Rows) (n int, toPause []scopeState, err error) {
+	defer rows.Close()
+	for rows.Next() {
+		var st scopeState
+		var limit *int64
+		if err := rows.Scan((*string)(&st.scope), &limit, (*int64)(&st.spent), &st.paused); err != nil {
+			return 0, nil, err
+		}
+		n++
+		if limit != nil {
+			st.limited, st.limit = true, provider.Money(*limit)
+		}
+		if !st.paused && reachedLimit(st.limited, st.limit, st.spent) {
+			toPause = append(toPause, st)
+		}
+	}
+	return n, toPause, rows.Err()
 }

@@ -250,24 +250,8 @@ func readBatchCharge(br pgx.BatchResults, nScopes int) (toPause []scopeState, er
 	if err != nil {
 		return nil, err
 	}
-	charged := 0
-	for rows.Next() {
-		var st scopeState
-		var limit *int64
-		if err := rows.Scan((*string)(&st.scope), &limit, (*int64)(&st.spent), &st.paused); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		charged++
-		if limit != nil {
-			st.limited, st.limit = true, provider.Money(*limit)
-		}
-		if !st.paused && reachedLimit(st.limited, st.limit, st.spent) {
-			toPause = append(toPause, st)
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	charged, toPause, err := chargedScopes(rows)
+	if err != nil {
 		return nil, err
 	}
 	if charged != nScopes {
