@@ -2,6 +2,8 @@ package gateway_test
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -58,5 +60,29 @@ func TestMaxInFlightShedsLoad(t *testing.T) {
 	}
 	if _, err := w.openai(w.key).Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "builder", Messages: userMsg("hi")}); err != nil {
 		t.Errorf("with the slot free again = %v", err)
+	}
+}
+
+// A JSON answer says its length, whatever its size: it is never sent in
+// chunks (the model list of the test world is larger than net/http's own
+// buffer, past which it would be chunked).
+func TestJSONAnswersCarryTheirLength(t *testing.T) {
+	w := newWorld(t)
+	req, err := http.NewRequestWithContext(ctxT(t), http.MethodGet, w.url+"/v1/models", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+w.key)
+	resp, err := w.http().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || len(b) <= 2048 {
+		t.Fatalf("GET /v1/models = %d, %d bytes; want a 200 above 2 KiB", resp.StatusCode, len(b))
+	}
+	if resp.ContentLength != int64(len(b)) || len(resp.TransferEncoding) > 0 {
+		t.Errorf("Content-Length %d, Transfer-Encoding %q for a %d-byte answer; want the length, not chunks", resp.ContentLength, resp.TransferEncoding, len(b))
 	}
 }
