@@ -124,6 +124,7 @@ type Namespace struct {
 // Catalog is a validated price catalog. It is safe for concurrent use and
 // implements [provider.Pricer].
 type Catalog struct {
+	Pos        yamlx.Pos             `yaml:"-"`
 	Version    string                `yaml:"version,required"`
 	Currency   string                `yaml:"currency,required"`
 	Unit       string                `yaml:"unit,required"`
@@ -134,7 +135,7 @@ type Catalog struct {
 }
 
 var defaultCatalog = sync.OnceValues(func() (*Catalog, error) {
-	return Parse(EmbeddedFile, embeddedCatalog)
+	return parse(EmbeddedFile, embeddedCatalog, true)
 })
 
 // Default returns the catalog built into the binary.
@@ -150,21 +151,35 @@ func LoadFile(path string) (*Catalog, error) {
 }
 
 // Parse decodes and validates catalog data; file names it in errors. Every
-// problem is reported with file:line:column.
-func Parse(file string, data []byte) (*Catalog, error) {
+// problem is reported with file:line:column. A model's source is free text
+// here (a contract, an invoice); the built-in catalog is held to more (see
+// [Model.Citations]).
+func Parse(file string, data []byte) (*Catalog, error) { return parse(file, data, false) }
+
+// parse is Parse; with cited, every model's source must also cite the pages
+// its figures were read from, each read no later than the catalog's version
+// date. The built-in catalog is parsed so.
+func parse(file string, data []byte, cited bool) (*Catalog, error) {
 	var c Catalog
 	if err := yamlx.Decode(file, data, &c); err != nil {
 		return nil, err
 	}
-	if err := c.validate(file); err != nil {
+	if err := c.validate(file, cited); err != nil {
 		return nil, err
 	}
 	return &c, nil
 }
 
-func (c *Catalog) validate(file string) error {
+func (c *Catalog) validate(file string, cited bool) error {
 	var errs yamlx.Errors
 	top := yamlx.Pos{File: file, Line: 1, Column: 1}
+	var reviewed time.Time
+	if cited {
+		var err error
+		if reviewed, err = time.Parse(time.DateOnly, c.Version); err != nil {
+			errs = append(errs, c.Pos.Key("version").Errorf("version must be the date of the price review, like 2026-11-30, got %q", c.Version))
+		}
+	}
 	if c.Currency != "USD" {
 		errs = append(errs, top.Errorf("currency must be USD, got %q", c.Currency))
 	}
@@ -195,6 +210,9 @@ func (c *Catalog) validate(file string) error {
 			}
 			m.ID, m.Namespace = id, name
 			errs = append(errs, m.validate(where)...)
+			if cited && !reviewed.IsZero() {
+				errs = append(errs, m.validateCitations(where, reviewed)...)
+			}
 			for _, key := range append([]string{id}, m.Aliases...) {
 				k := name + "/" + key
 				if prev, dup := owner[k]; dup && prev != id {
@@ -241,6 +259,68 @@ func (m *Model) validate(where string) yamlx.Errors {
 			}
 			last = t.InputTokens
 			errs = append(errs, t.Rates.validate(t.Pos, tw)...)
+		}
+	}
+	return errs
+}
+
+// Citation is a page a model's figures were read from: its URL and the
+// date it was read (zero when the source gives none).
+type Citation struct {
+	URL  string
+	Read Date
+}
+
+var (
+	citedURL  = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s()<>"';,]+`)
+	citedRead = regexp.MustCompile(`\bread (\d{4}-\d{2}-\d{2})\b`)
+)
+
+// Citations returns the pages m's source names: every URL with the date
+// written as "read YYYY-MM-DD" after it and before the next URL. It fails
+// on a read date that is not a calendar date.
+func (m *Model) Citations() ([]Citation, error) {
+	locs := citedURL.FindAllStringIndex(m.Source, -1)
+	out := make([]Citation, 0, len(locs))
+	for i, loc := range locs {
+		end := len(m.Source)
+		if i+1 < len(locs) {
+			end = locs[i+1][0]
+		}
+		c := Citation{URL: strings.TrimRight(m.Source[loc[0]:loc[1]], ".:")}
+		if r := citedRead.FindStringSubmatch(m.Source[loc[1]:end]); r != nil {
+			if err := c.Read.UnmarshalText([]byte(r[1])); err != nil {
+				return nil, fmt.Errorf("%s: read %w", c.URL, err)
+			}
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// validateCitations holds m's source to the built-in catalog's rule: it
+// names at least one https URL, and every URL it names is https and is
+// followed by the date it was read, no later than reviewed (the catalog's
+// version).
+func (m *Model) validateCitations(where string, reviewed time.Time) yamlx.Errors {
+	pos := m.Pos.Key("source")
+	const how = `cite each page as its https URL followed by "(read YYYY-MM-DD)"`
+	cites, err := m.Citations()
+	if err != nil {
+		return yamlx.Errors{pos.Errorf("%s.source: %v", where, err)}
+	}
+	if len(cites) == 0 {
+		return yamlx.Errors{pos.Errorf("%s.source names no page the prices were read from: %s", where, how)}
+	}
+	var errs yamlx.Errors
+	for _, c := range cites {
+		switch {
+		case !strings.HasPrefix(c.URL, "https://"):
+			errs = append(errs, pos.Errorf("%s.source: %s is not an https URL: %s", where, c.URL, how))
+		case c.Read.IsZero():
+			errs = append(errs, pos.Errorf("%s.source: %s has no read date: %s", where, c.URL, how))
+		case c.Read.After(reviewed):
+			errs = append(errs, pos.Errorf("%s.source: %s was read %s, after the catalog's version %s: set version to the date of the review", where, c.URL, c.Read, reviewed.Format(time.DateOnly)))
 		}
 	}
 	return errs

@@ -2,6 +2,7 @@ package pricing
 
 import (
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -290,5 +291,109 @@ func TestFactorScale(t *testing.T) {
 	}
 	if err := f.UnmarshalText([]byte("-1")); err == nil {
 		t.Error("negative factor accepted")
+	}
+}
+
+// vendorHosts are the hosts of each namespace's own pricing and model pages.
+var vendorHosts = map[string]string{
+	"anthropic": "https://platform.claude.com/",
+	"openai":    "https://developers.openai.com/",
+	"gemini":    "https://ai.google.dev/",
+}
+
+// Every built-in price cites the pages it was read from: https URLs a
+// reader can open, each with the date it was read, none after the review
+// the catalog's version names, and among them the vendor's own page unless
+// the entry says its figures are secondary.
+func TestEmbeddedCatalogCitesItsSources(t *testing.T) {
+	c := mustDefault(t)
+	reviewed, err := time.Parse(time.DateOnly, c.Version)
+	if err != nil {
+		t.Fatalf("catalog version %q is not a review date: %v", c.Version, err)
+	}
+	models := c.Models("")
+	if len(models) < 30 {
+		t.Fatalf("only %d models in the built-in catalog", len(models))
+	}
+	for _, m := range models {
+		cites, err := m.Citations()
+		if err != nil || len(cites) == 0 {
+			t.Errorf("%s/%s: source cites no page (%v): %q", m.Namespace, m.ID, err, m.Source)
+			continue
+		}
+		vendor := false
+		for _, ct := range cites {
+			if !strings.HasPrefix(ct.URL, "https://") {
+				t.Errorf("%s/%s: %s is not an https URL", m.Namespace, m.ID, ct.URL)
+			}
+			if ct.Read.IsZero() || ct.Read.After(reviewed) {
+				t.Errorf("%s/%s: %s read %q; want a date no later than the catalog version %s", m.Namespace, m.ID, ct.URL, ct.Read, c.Version)
+			}
+			vendor = vendor || strings.HasPrefix(ct.URL, vendorHosts[m.Namespace])
+		}
+		if !vendor && !strings.HasPrefix(m.Source, "secondary") {
+			t.Errorf("%s/%s: no page of %s cited and the source is not marked secondary: %q", m.Namespace, m.ID, vendorHosts[m.Namespace], m.Source)
+		}
+	}
+}
+
+// localPath matches what reads as a file path once URLs are taken out.
+var localPath = regexp.MustCompile(`\S/\S|\.(md|json|ya?ml|go|txt)\b`)
+
+// The catalog names no file a reader does not have: no reference notes
+// outside the repository, no path in any source.
+func TestEmbeddedCatalogNamesNoLocalFile(t *testing.T) {
+	for _, s := range []string{"protocols.md", "shared/reference", "../"} {
+		if strings.Contains(string(embeddedCatalog), s) {
+			t.Errorf("%s names %q", EmbeddedFile, s)
+		}
+	}
+	for _, m := range mustDefault(t).Models("") {
+		rest := citedURL.ReplaceAllString(m.Source, "")
+		if p := localPath.FindString(rest); p != "" {
+			t.Errorf("%s/%s: source names a path (%q): %q", m.Namespace, m.ID, p, m.Source)
+		}
+	}
+}
+
+// The built-in catalog is parsed strictly: a source without a page, or a
+// page without an https URL or a read date, is refused at its line.
+func TestParseCitedRejectsUncitedSources(t *testing.T) {
+	catalog := func(version, source string) string {
+		return "version: \"" + version + "\"\ncurrency: USD\nunit: per_million_tokens\nproviders:\n  acme:\n    models:\n      m1:\n        context_window: 1000\n        max_output_tokens: 100\n        source: \"" + source + "\"\n        prices:\n          - {effective: \"2026-01-01\", input: \"1\", output: \"2\"}\n"
+	}
+	tests := []struct {
+		name, version, source, want string
+	}{
+		{"no page", "2026-11-30", "vendor pricing page, read 2026-11-30",
+			`bad.yaml:10:17: providers.acme.models.m1.source names no page the prices were read from`},
+		{"no read date", "2026-11-30", "https://acme.example/pricing",
+			`bad.yaml:10:17: providers.acme.models.m1.source: https://acme.example/pricing has no read date`},
+		{"second page without date", "2026-11-30", "https://acme.example/pricing (read 2026-11-30); agrees: https://mirror.example/prices.json",
+			`bad.yaml:10:17: providers.acme.models.m1.source: https://mirror.example/prices.json has no read date`},
+		{"not https", "2026-11-30", "http://acme.example/pricing (read 2026-11-30)",
+			`bad.yaml:10:17: providers.acme.models.m1.source: http://acme.example/pricing is not an https URL`},
+		{"read after the review", "2026-11-30", "https://acme.example/pricing (read 2026-12-01)",
+			`bad.yaml:10:17: providers.acme.models.m1.source: https://acme.example/pricing was read 2026-12-01, after the catalog's version 2026-11-30`},
+		{"bad read date", "2026-11-30", "https://acme.example/pricing (read 2026-13-01)",
+			`bad.yaml:10:17: providers.acme.models.m1.source: https://acme.example/pricing: read invalid date "2026-13-01"`},
+		{"version not a date", "acme-7", "https://acme.example/pricing (read 2026-11-30)",
+			`bad.yaml:1:10: version must be the date of the price review`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parse("bad.yaml", []byte(catalog(tt.version, tt.source)), true)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error = %v\nwant it to contain %q", err, tt.want)
+			}
+		})
+	}
+	ok := catalog("2026-11-30", "https://acme.example/pricing (read 2026-11-30); agrees: https://mirror.example/prices.json (read 2026-11-29)")
+	if _, err := parse("good.yaml", []byte(ok), true); err != nil {
+		t.Errorf("a cited source is refused: %v", err)
+	}
+	// A project's catalog file may name a contract: its source is free text.
+	if _, err := Parse("project.yaml", []byte(catalog("acme-7", "contract with Acme, 2026-11"))); err != nil {
+		t.Errorf("a project catalog with a free-text source is refused: %v", err)
 	}
 }
