@@ -397,3 +397,32 @@ func TestParseCitedRejectsUncitedSources(t *testing.T) {
 		t.Errorf("a project catalog with a free-text source is refused: %v", err)
 	}
 }
+
+// OpenAI bills an explicit cache write at 1.25× the uncached input rate on
+// GPT-5.6 and later, in every period and long-context tier (the vendor's
+// model pages); a write left unpriced would be billed at the input rate,
+// below what OpenAI charges.
+func TestOpenAICacheWritesAreAQuarterAboveInput(t *testing.T) {
+	c := mustDefault(t)
+	n := 0
+	for _, m := range c.Models("openai") {
+		if !strings.HasPrefix(m.ID, "gpt-5.6") && !strings.HasPrefix(m.ID, "gpt-6") {
+			continue
+		}
+		n++
+		for _, p := range m.Prices {
+			rates := []Rates{p.Rates}
+			for _, tier := range p.Above {
+				rates = append(rates, tier.Rates)
+			}
+			for i, r := range rates {
+				if want := r.Input * 5 / 4; r.CacheWrite == nil || *r.CacheWrite != want {
+					t.Errorf("%s from %s, rates %d: cache_write %s; want 1.25 × input %s = %s", m.ID, p.Effective, i, money(r.CacheWrite), r.Input, want)
+				}
+			}
+		}
+	}
+	if n < 6 {
+		t.Fatalf("checked %d GPT-5.6+ models; want the six in the catalog", n)
+	}
+}
