@@ -124,7 +124,7 @@ type Namespace struct {
 // Catalog is a validated price catalog. It is safe for concurrent use and
 // implements [provider.Pricer].
 type Catalog struct {
-	Pos        yamlx.Pos             `yaml:"-"`
+	Pos        yamlx.Pos             `yaml:"-" json:"-"`
 	Version    string                `yaml:"version,required"`
 	Currency   string                `yaml:"currency,required"`
 	Unit       string                `yaml:"unit,required"`
