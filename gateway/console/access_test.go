@@ -77,6 +77,9 @@ func TestAccessKeysCreateShowOnceRevoke(t *testing.T) {
 	if !regexp.MustCompile(`<td>ci runner</td> <td>call</td><td>builder</td><td>any</td><td>fast_cheap, builder</td> <td>` + stamp + `</td>`).MatchString(row) {
 		t.Errorf("the new key's row: %s", row)
 	}
+	if i, j := strings.Index(page, `id="k-`+k.ID+`"`), strings.Index(page, `id="k-`+admin+`"`); i < 0 || j < 0 || i > j {
+		t.Error("keys are not listed newest first")
+	}
 	// Shown once: the next load has no secret.
 	if page := keep(b.do(http.MethodGet, "/console/access", nil)).Body.String(); strings.Contains(page, token) || strings.Contains(page, `id="created"`) {
 		t.Error("the secret is shown a second time")

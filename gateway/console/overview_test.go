@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -109,6 +110,12 @@ func TestOverviewShowsHowWeAreDoing(t *testing.T) {
 	if err := fx.store.Pause(ctx, ledger.TaskScope("T2"), "waiting for review"); err != nil {
 		t.Fatal(err)
 	}
+	if err := fx.store.SetBudget(ctx, ledger.Scope("month:2026-04"), provider.Dollar); err != nil {
+		t.Fatal(err)
+	}
+	if err := fx.store.Pause(ctx, ledger.Scope("month:2026-04"), "closed for audit"); err != nil {
+		t.Fatal(err)
+	}
 	if err := fx.state.Pause(ctx, "maintenance window"); err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +144,7 @@ func TestOverviewShowsHowWeAreDoing(t *testing.T) {
 		}
 	}
 	paused := squash(section(t, body, "paused"))
-	for _, want := range []string{"<td>project</td><td>maintenance window</td>", "<td>task:T2</td><td>waiting for review</td>"} {
+	for _, want := range []string{"<td>project</td><td>maintenance window</td>", "<td>task:T2</td><td>waiting for review</td>", "<td>month:2026-04</td><td>closed for audit</td>"} {
 		if !strings.Contains(paused, want) {
 			t.Errorf("paused lacks %q:\n%s", want, paused)
 		}
@@ -155,6 +162,28 @@ func TestOverviewShowsHowWeAreDoing(t *testing.T) {
 	health := squash(section(t, body, "provider-health"))
 	if !strings.Contains(health, `<span class="unhealthy">unhealthy</span> at 2026-05-14 12:00:00Z`) || strings.Contains(health, "never checked") {
 		t.Errorf("provider health after a check:\n%s", health)
+	}
+}
+
+// The overview lists the 10 newest failed attempts of the last 30 days,
+// newest first.
+func TestOverviewListsTheNewestFailures(t *testing.T) {
+	fx := newFixture(t, false)
+	var earlier []ledger.AttemptRow
+	for i := range 12 {
+		earlier = append(earlier, ledger.AttemptRow{Agent: fmt.Sprintf("agent-%02d", i), Provider: "local", Model: "m", Outcome: "timeout", Time: fx.now.Add(time.Duration(i-20) * time.Minute)})
+	}
+	old := ledger.AttemptRow{Agent: "too-old", Provider: "local", Model: "m", Outcome: "auth", Time: fx.now.Add(-31 * 24 * time.Hour)}
+	fx.settleAt(t, "inv_old", "", "too-old", 0, fx.now.Add(-31*24*time.Hour), old)
+	fx.settleAt(t, "inv_f", "", "builder", provider.Dollar, fx.now, earlier...)
+	failures := section(t, fx.browser(t).loggedIn().do(http.MethodGet, "/console/", nil).Body.String(), "failures")
+	got := regexp.MustCompile(`<td>(agent-\d\d|too-old)</td>`).FindAllStringSubmatch(failures, -1)
+	var names []string
+	for _, m := range got {
+		names = append(names, m[1])
+	}
+	if want := "agent-11 agent-10 agent-09 agent-08 agent-07 agent-06 agent-05 agent-04 agent-03 agent-02"; strings.Join(names, " ") != want {
+		t.Errorf("failures listed: %v, want %s", names, want)
 	}
 }
 
@@ -237,26 +266,28 @@ func TestSpendChartIsScaledToTheData(t *testing.T) {
 	if strings.Contains(svg, `class="limit"`) || !strings.Contains(svg, "budget $200.00 is far above, not drawn") {
 		t.Errorf("a budget far above the spend:\n%s", svg)
 	}
-	// $150 of $200: the budget line is drawn, above the bar.
-	fx.settleAt(t, "inv_2", "", "builder", 149*provider.Dollar+provider.Dollar/2, fx.now)
+	// $100 of $200, a budget twice the spend: the budget line is drawn,
+	// at the top, and the bar is half the 156 px plot.
+	fx.settleAt(t, "inv_2", "", "builder", 99*provider.Dollar+provider.Dollar/2, fx.now)
 	h, svg = bars(t, b.do(http.MethodGet, "/console/spend", nil).Body.String(), title)
 	if !strings.Contains(svg, `class="limit"`) || strings.Contains(svg, "far above") {
-		t.Errorf("a budget near the spend is not drawn:\n%s", svg)
+		t.Errorf("a budget twice the spend is not drawn:\n%s", svg)
 	}
-	if h[11] < 100 || h[11] >= 156 {
-		t.Errorf("$150 of $200: bar %.1f px, want three quarters of the 156 px plot", h[11])
+	if h[11] != 78 {
+		t.Errorf("$100 of $200: bar %.1f px, want 78", h[11])
 	}
 }
 
 // The daily chart has a bar per day of the last 30, in the console's time
 // zone: a call at 01:00 in UTC+10 is on that day, which is the day before
-// in UTC.
+// in UTC. A day with a nano-dollar of spend is a bar of 2 px.
 func TestDailySpendInTheConfiguredZone(t *testing.T) {
 	zone := time.FixedZone("UTC+10", 10*3600)
 	fx := newFixtureWith(t, false, func(o *console.Options) { o.Location = zone })
 	fx.settleAt(t, "inv_1", "", "builder", provider.Dollar*3/10, time.Date(2026, 5, 13, 15, 0, 0, 0, time.UTC)) // 05-14 01:00 in UTC+10
 	fx.settleAt(t, "inv_2", "", "builder", provider.Dollar/10, time.Date(2026, 4, 15, 0, 0, 0, 0, time.UTC))    // 30 days back in UTC+10: 04-15, the first bar
 	fx.settleAt(t, "inv_3", "", "builder", provider.Dollar, time.Date(2026, 4, 14, 0, 0, 0, 0, time.UTC))       // 31 days back: not shown
+	fx.settleAt(t, "inv_4", "", "builder", 1, time.Date(2026, 5, 10, 0, 0, 0, 0, time.UTC))                     // a nano-dollar on 05-10
 	b := fx.browser(t).loggedIn()
 	body := b.do(http.MethodGet, "/console/spend", nil).Body.String()
 	h, svg := bars(t, body, "Spend per day, last 30 days (USD, UTC+10)")
@@ -268,7 +299,7 @@ func TestDailySpendInTheConfiguredZone(t *testing.T) {
 			t.Errorf("daily chart lacks %s", want)
 		}
 	}
-	if strings.Contains(svg, "04-14") || h[29] < 100 || h[0] <= 0 {
+	if strings.Contains(svg, "04-14") || h[29] < 100 || h[0] <= 0 || h[25] != 2 {
 		t.Errorf("daily bars %v:\n%s", h, svg)
 	}
 	// The overview's "today" is the same day.

@@ -290,6 +290,20 @@ budgets:
 	page()
 	shot("overview")
 
+	// An agent the project does not have is refused, as by 'serve keys
+	// create'.
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(base+"/console/access"),
+		chromedp.WaitVisible(chromedp.CSS("#k-name")),
+		chromedp.SendKeys(chromedp.CSS("#k-agent"), "buidler"),
+		chromedp.Click(chromedp.CSS("#create-submit")),
+		chromedp.WaitVisible(chromedp.CSS("#error")),
+	); err != nil {
+		t.Fatalf("creating a key for an unknown agent: %v", err)
+	}
+	if s := text("#error"); !strings.Contains(s, `agent "buidler": unknown agent (did you mean "builder"?)`) {
+		t.Errorf("a key for an unknown agent: %q", s)
+	}
 	// Create an access key: its secret is shown once, and it makes calls.
 	if err := chromedp.Do(bctx,
 		chromedp.Navigate(base+"/console/access"),
