@@ -30,12 +30,12 @@ const maxFailures = 10
 
 // budgetUse is one scope with a limit, as the overview shows it.
 type budgetUse struct {
-	Scope               string
-	Spent, Held, Limit  provider.Money
-	Percent             int
-	Paused              bool
-	Reason              string
-	Over, Near, Current bool
+	Scope              string
+	Spent, Held, Limit provider.Money
+	Percent            int
+	Paused             bool
+	Reason             string
+	Over, Near         bool
 }
 
 type pausedScope struct {
@@ -47,30 +47,29 @@ type configuredBudget struct {
 }
 
 type failureView struct {
-	Time                          time.Time
-	Agent, Task, Provider, Model  string
-	Outcome, Detail, InvocationID string
+	Time                         time.Time
+	Agent, Task, Provider, Model string
+	Outcome, Detail              string
 }
 
 type overviewData struct {
 	Health []healthRow
 
-	Day, Month                  string
-	Today, MonthTotal           provider.Money
-	MonthLimited                bool
-	MonthLimit, MonthLeft       provider.Money
-	MonthPercent                int
-	Configured                  []configuredBudget
-	Budgets                     []budgetUse
-	ProjectPaused               bool
-	ProjectReason               string
-	Paused                      []pausedScope
-	Failures                    []failureView
-	FailureDays                 int
-	AlertsOn                    bool
-	Alerts                      []Alert
-	AlertsError                 string
-	HasBudgets, HasConfigBudget bool
+	Day, Month            string
+	Today, MonthTotal     provider.Money
+	MonthLimited          bool
+	MonthLimit, MonthLeft provider.Money
+	MonthPercent          int
+	Configured            []configuredBudget
+	Budgets               []budgetUse
+	ProjectPaused         bool
+	ProjectReason         string
+	Paused                []pausedScope
+	Failures              []failureView
+	FailureDays           int
+	AlertsOn              bool
+	Alerts                []Alert
+	AlertsError           string
 }
 
 // percent is spent as a whole percentage of limit, rounded down.
@@ -121,7 +120,7 @@ func (c *Console) overviewData(ctx context.Context) (overviewData, error) {
 	errs = append(errs, err)
 	for _, b := range budgets {
 		u := budgetUse{Scope: b.Scope.String(), Spent: b.Spent, Held: b.Held, Limit: b.Limit, Percent: percent(b.Spent, b.Limit),
-			Paused: b.Paused, Reason: b.PauseReason, Current: b.Scope == monthScope}
+			Paused: b.Paused, Reason: b.PauseReason}
 		u.Over, u.Near = u.Percent >= 100, u.Percent >= 80
 		d.Budgets = append(d.Budgets, u)
 		if b.Scope == monthScope {
@@ -129,7 +128,6 @@ func (c *Console) overviewData(ctx context.Context) (overviewData, error) {
 			d.MonthLeft, _ = b.Remaining()
 		}
 	}
-	d.HasBudgets = len(d.Budgets) > 0
 	b := c.opts.Config.Budgets
 	for _, cb := range []struct {
 		name string
@@ -142,7 +140,6 @@ func (c *Console) overviewData(ctx context.Context) (overviewData, error) {
 	for _, name := range slices.Sorted(maps.Keys(c.opts.AgentBudgets)) {
 		d.Configured = append(d.Configured, configuredBudget{Name: "agent " + name + " (per call)", Value: "$" + c.opts.AgentBudgets[name].String()})
 	}
-	d.HasConfigBudget = len(d.Configured) > 0
 
 	reason, paused, err := c.opts.State.Paused(ctx)
 	errs = append(errs, err)
@@ -167,7 +164,7 @@ func (c *Console) overviewData(ctx context.Context) (overviewData, error) {
 				continue
 			}
 			d.Failures = append(d.Failures, failureView{Time: a.Time, Agent: a.Agent, Task: a.Task, Provider: a.Provider, Model: a.Model,
-				Outcome: a.Outcome, Detail: outcomeText[a.Outcome], InvocationID: a.InvocationID})
+				Outcome: a.Outcome, Detail: outcomeText[a.Outcome]})
 		}
 	} else {
 		errs = append(errs, err)
