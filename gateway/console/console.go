@@ -1,9 +1,12 @@
 // Package console is CortexBuild's web console, mounted on the gateway's
-// server under /console/: provider keys (write-only forms generated from
-// the credentials schema, saved to the project's secrets file, with a
-// connection test), provider health, breakers and rate-limit headroom,
-// spend against budgets with recent invocations, and control (pause and
-// resume of tasks and the project, consent per provider).
+// server under /console/: an overview (health, spend today and this month,
+// budget use, pauses, recent failures, alerts), access keys (the
+// gateway's virtual keys: list, create, revoke), provider keys (write-only
+// forms generated from the credentials schema, saved to the project's
+// secrets file, with a connection test), provider health, breakers and
+// rate-limit headroom, spend against budgets with recent invocations, and
+// control (pause and resume of tasks and the project, consent per
+// provider).
 //
 // Pages are rendered on the server with html/template; the CSS, the little
 // JavaScript there is and the charts (inline SVG) are embedded in the
@@ -85,6 +88,18 @@ type Options struct {
 	// *gateway.KeyStore does), a session ends as soon as its key is
 	// revoked or is no longer an admin key.
 	Keys gateway.Authenticator
+	// KeyStore is where the access keys page lists, creates and revokes
+	// the gateway's virtual keys. Default: Keys, when it is a
+	// [KeyManager]; without one the page says keys are managed with
+	// 'cortexbuild serve keys'.
+	KeyStore KeyManager
+	// CheckKey refuses a key the gateway could not use (an unknown agent,
+	// a model name it does not resolve), in words naming the field.
+	// Optional: [gateway.KeySpec.Check] runs in any case.
+	CheckKey func(gateway.KeySpec) error
+	// Alerts returns the budget alerts announced, for the overview.
+	// Optional: without it the overview says alerts are not configured.
+	Alerts func(ctx context.Context) ([]Alert, error)
 	// NoAuth serves the console without a login (the gateway must then
 	// listen on loopback; requests naming another host are refused, which
 	// stops DNS rebinding).
@@ -146,6 +161,9 @@ type session struct {
 	csrf    string
 	keyID   string
 	expires time.Time
+	// created is the key this session just created, with its secret,
+	// until the access keys page has shown it once.
+	created *createdKey
 }
 
 //go:embed templates/*.html
@@ -183,8 +201,11 @@ func New(opts Options) (*Console, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if km, ok := opts.Keys.(KeyManager); ok && opts.KeyStore == nil {
+		opts.KeyStore = km
+	}
 	c := &Console{opts: opts, mux: http.NewServeMux(), sessions: map[string]*session{}, last: map[string]Health{}, tasks: map[string]bool{}, pages: map[string]*template.Template{}}
-	for _, p := range []string{"login", "keys", "health", "spend", "control"} {
+	for _, p := range []string{"login", "overview", "access", "keys", "health", "spend", "control"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+p+".html")
 		if err != nil {
 			return nil, err
@@ -202,9 +223,10 @@ func New(opts Options) (*Console, error) {
 	c.mux.HandleFunc("GET /console/login", c.loginPage)
 	c.mux.HandleFunc("POST /console/login", c.login)
 	c.mux.HandleFunc("POST /console/logout", c.authed(c.logout))
-	c.mux.HandleFunc("GET /console/{$}", c.authed(func(w http.ResponseWriter, r *http.Request, s *session) {
-		http.Redirect(w, r, Prefix+"keys", http.StatusSeeOther)
-	}))
+	c.mux.HandleFunc("GET /console/{$}", c.authed(c.overviewPage))
+	c.mux.HandleFunc("GET /console/access", c.authed(c.accessPage))
+	c.mux.HandleFunc("POST /console/access", c.authed(c.createKey))
+	c.mux.HandleFunc("POST /console/access/revoke", c.authed(c.revokeKey))
 	c.mux.HandleFunc("GET /console/keys", c.authed(c.keysPage))
 	c.mux.HandleFunc("POST /console/keys/{provider}", c.authed(c.saveKeys))
 	c.mux.HandleFunc("POST /console/keys/{provider}/test", c.authed(c.testKeys))
@@ -411,7 +433,7 @@ func (c *Console) newSession(w http.ResponseWriter, r *http.Request, keyID strin
 // hidden field that must match).
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 	if c.opts.NoAuth || c.session(r) != nil {
-		http.Redirect(w, r, Prefix+"keys", http.StatusSeeOther)
+		http.Redirect(w, r, Prefix, http.StatusSeeOther)
 		return
 	}
 	c.renderLogin(w, r, http.StatusOK, "")
@@ -431,7 +453,7 @@ func (c *Console) renderLogin(w http.ResponseWriter, r *http.Request, status int
 // login exchanges a virtual key for a session.
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	if c.opts.NoAuth {
-		http.Redirect(w, r, Prefix+"keys", http.StatusSeeOther)
+		http.Redirect(w, r, Prefix, http.StatusSeeOther)
 		return
 	}
 	if !sameOrigin(r) {
@@ -473,7 +495,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: "", Path: Prefix, MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	c.opts.Logger.Info("console: login", "key", k.Hint())
-	http.Redirect(w, r, Prefix+"keys", http.StatusSeeOther)
+	http.Redirect(w, r, Prefix, http.StatusSeeOther)
 }
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request, _ *session) {

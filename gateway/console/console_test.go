@@ -57,6 +57,13 @@ type fixture struct {
 
 func newFixture(t *testing.T, noAuth bool) *fixture {
 	t.Helper()
+	return newFixtureWith(t, noAuth, nil)
+}
+
+// newFixtureWith is newFixture with adjust changing the console's options
+// before it is made.
+func newFixtureWith(t *testing.T, noAuth bool, adjust func(*console.Options)) *fixture {
+	t.Helper()
 	dir := t.TempDir()
 	reg := builtin.Registry()
 	cfg, err := config.Parse(filepath.Join(dir, "llm-config.yaml"), []byte(cfgYAML), reg)
@@ -102,6 +109,9 @@ func newFixture(t *testing.T, noAuth bool) *fixture {
 	}
 	if noAuth {
 		opts.Keys = nil
+	}
+	if adjust != nil {
+		adjust(&opts)
 	}
 	if fx.c, err = console.New(opts); err != nil {
 		t.Fatal(err)
@@ -188,7 +198,7 @@ func (b *browser) loggedIn() *browser {
 func TestAuthRequired(t *testing.T) {
 	fx := newFixture(t, false)
 	b := fx.browser(t)
-	for _, p := range []string{"/console/", "/console/keys", "/console/health", "/console/spend", "/console/control"} {
+	for _, p := range []string{"/console/", "/console/access", "/console/keys", "/console/health", "/console/spend", "/console/control"} {
 		if w := b.do(http.MethodGet, p, nil); w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/console/login" {
 			t.Errorf("GET %s without a session = %d %q", p, w.Code, w.Header().Get("Location"))
 		}
@@ -320,7 +330,7 @@ func TestCSRF(t *testing.T) {
 func TestSecurityHeadersAndEscaping(t *testing.T) {
 	fx := newFixture(t, false)
 	b := fx.browser(t).loggedIn()
-	for _, p := range []string{"/console/login", "/console/keys", "/console/health", "/console/spend", "/console/control", "/console/static/console.css"} {
+	for _, p := range []string{"/console/login", "/console/", "/console/access", "/console/keys", "/console/health", "/console/spend", "/console/control", "/console/static/console.css"} {
 		w := b.do(http.MethodGet, p, nil)
 		h := w.Header()
 		if !strings.Contains(h.Get("Content-Security-Policy"), "default-src 'self'") || h.Get("X-Frame-Options") != "DENY" ||
@@ -338,7 +348,7 @@ func TestSecurityHeadersAndEscaping(t *testing.T) {
 	if err := fx.store.SetBudget(context.Background(), ledger.TaskScope(`<img src=x onerror=alert(1)>`), provider.Dollar); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{"/console/control", "/console/spend"} {
+	for _, p := range []string{"/console/", "/console/control", "/console/spend"} {
 		body := b.do(http.MethodGet, p, nil).Body.String()
 		if strings.Contains(body, "<img src=x") || !strings.Contains(body, "&lt;img src=x") {
 			t.Errorf("%s does not escape the task id", p)

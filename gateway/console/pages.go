@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -45,6 +46,7 @@ var flashes = map[string]string{
 	"granted":        "Consent granted.",
 	"revoked":        "Consent revoked.",
 	"nothingrevoked": "No consent was recorded for that provider.",
+	"key-revoked":    "Key revoked: calls with it are refused from now on.",
 }
 
 var funcs = template.FuncMap{
@@ -347,15 +349,18 @@ type invocationView struct {
 }
 
 type spendData struct {
-	Month       string
-	MonthTotal  provider.Money
-	MonthLimit  string
-	MonthLeft   string
-	Agents      []spendRow
-	Tasks       []spendRow
-	Months      []spendRow
-	Chart       template.HTML
-	AgentChart  template.HTML
+	Month      string
+	MonthTotal provider.Money
+	MonthLimit string
+	MonthLeft  string
+	Agents     []spendRow
+	Tasks      []spendRow
+	Months     []spendRow
+	Chart      template.HTML
+	AgentChart template.HTML
+	// DayChart has one bar per day of the last [days], in the console's
+	// time zone.
+	DayChart    template.HTML
 	Invocations []invocationView
 	// Unpriced counts the attempts charged their reservation because the
 	// catalog lists neither model; UnpricedModels names them.
@@ -460,11 +465,13 @@ func (c *Console) spendData(ctx context.Context) (spendData, error) {
 	if len(agentBars) > 0 {
 		d.AgentChart = barChart("Spend per agent this month (USD)", agentBars)
 	}
-	rows, err := st.Attempts(ctx, ledger.Filter{From: now.AddDate(0, 0, -30)})
+	today := dayStart(now)
+	rows, err := st.Attempts(ctx, ledger.Filter{From: today.AddDate(0, 0, 1-days)})
 	if err != nil {
 		return d, err
 	}
 	d.Invocations = recent(rows, 25)
+	d.DayChart = barChart(fmt.Sprintf("Spend per day, last %d days (USD, %s)", days, c.opts.Location), dailyBars(rows, today, days))
 	models, err := st.Spend(ctx, ledger.Filter{By: ledger.ByModel})
 	if err != nil {
 		return d, err
@@ -478,6 +485,31 @@ func (c *Console) spendData(ctx context.Context) (spendData, error) {
 	}
 	d.UnpricedModels = strings.Join(names, ", ")
 	return d, nil
+}
+
+// days is how many days the spend page's daily chart shows.
+const days = 30
+
+// dayStart is the midnight that starts t's day, in t's location.
+func dayStart(t time.Time) time.Time {
+	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, t.Location())
+}
+
+// dailyBars sums the cost of rows per day, for the n days that end with
+// the day starting at today (a midnight in the console's location), oldest
+// first.
+func dailyBars(rows []ledger.AttemptRow, today time.Time, n int) []bar {
+	loc := today.Location()
+	sums := map[string]provider.Money{}
+	for _, a := range rows {
+		sums[a.Time.In(loc).Format(time.DateOnly)] += a.Cost
+	}
+	bars := make([]bar, 0, n)
+	for i := n - 1; i >= 0; i-- {
+		d := time.Date(today.Year(), today.Month(), today.Day()-i, 0, 0, 0, 0, loc)
+		bars = append(bars, bar{Label: d.Format("01-02"), Value: sums[d.Format(time.DateOnly)]})
+	}
+	return bars
 }
 
 // recent groups attempt rows by invocation and returns the newest n
@@ -543,15 +575,33 @@ func (c *Console) controlData(ctx context.Context) (controlData, error) {
 	reason, paused, err := c.opts.State.Paused(ctx)
 	errs = append(errs, err)
 	d.Paused, d.Reason = paused, reason
-	ids := map[string]bool{}
-	if budgets, err := c.opts.Ledger.Budgets(ctx); err == nil {
-		for _, b := range budgets {
-			if b.Scope.Kind() == ledger.KindTask {
-				ids[b.Scope.ID()] = true
-			}
+	budgets, err := c.opts.Ledger.Budgets(ctx)
+	errs = append(errs, err)
+	d.Tasks, err = c.taskStates(ctx, budgets)
+	errs = append(errs, err)
+	for _, name := range c.opts.Config.ProviderNames() {
+		row := consentRow{Provider: name}
+		if c.opts.Endpoint != nil {
+			row.Endpoint = c.opts.Endpoint(name)
 		}
-	} else {
+		cs, ok, err := c.opts.Consents.Consent(ctx, name)
 		errs = append(errs, err)
+		row.Granted, row.Consent = ok, cs
+		d.Consents = append(d.Consents, row)
+	}
+	return d, errors.Join(errs...)
+}
+
+// taskStates returns the pause state of every task known: those with a
+// budget (budgets, as [ledger.Store.Budgets] returned them), those with
+// spend, and those paused or resumed from the console.
+func (c *Console) taskStates(ctx context.Context, budgets []ledger.Budget) ([]taskRow, error) {
+	var errs []error
+	ids := map[string]bool{}
+	for _, b := range budgets {
+		if b.Scope.Kind() == ledger.KindTask {
+			ids[b.Scope.ID()] = true
+		}
 	}
 	if rep, err := c.opts.Ledger.Spend(ctx, ledger.Filter{By: ledger.ByTask}); err == nil {
 		for _, g := range rep.Groups {
@@ -567,32 +617,13 @@ func (c *Console) controlData(ctx context.Context) (controlData, error) {
 		ids[id] = true
 	}
 	c.mu.Unlock()
-	for _, id := range slices.Sorted(mapKeys(ids)) {
+	var rows []taskRow
+	for _, id := range slices.Sorted(maps.Keys(ids)) {
 		reason, paused, err := c.opts.Ledger.Paused(ctx, ledger.TaskScope(id))
 		errs = append(errs, err)
-		d.Tasks = append(d.Tasks, taskRow{ID: id, Paused: paused, Reason: reason})
+		rows = append(rows, taskRow{ID: id, Paused: paused, Reason: reason})
 	}
-	for _, name := range c.opts.Config.ProviderNames() {
-		row := consentRow{Provider: name}
-		if c.opts.Endpoint != nil {
-			row.Endpoint = c.opts.Endpoint(name)
-		}
-		cs, ok, err := c.opts.Consents.Consent(ctx, name)
-		errs = append(errs, err)
-		row.Granted, row.Consent = ok, cs
-		d.Consents = append(d.Consents, row)
-	}
-	return d, errors.Join(errs...)
-}
-
-func mapKeys(m map[string]bool) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
+	return rows, errors.Join(errs...)
 }
 
 func (c *Console) controlPage(w http.ResponseWriter, r *http.Request, s *session) {

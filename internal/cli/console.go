@@ -30,8 +30,9 @@ func (e *env) secretsFile(f *config.File) *config.SecretsFile {
 }
 
 // mountConsole mounts the web console on the gateway: it serves under
-// /console/ with the same keys (or none, on loopback with --no-auth).
-func (e *env) mountConsole(g *gateway.Gateway, f *config.File, o *orchestrator.Orchestrator, keys gateway.Authenticator, project string, logger *slog.Logger) error {
+// /console/ with the same keys (or none, on loopback with --no-auth), and
+// its access keys page manages store, the project's key store.
+func (e *env) mountConsole(g *gateway.Gateway, f *config.File, o *orchestrator.Orchestrator, keys gateway.Authenticator, store *gateway.KeyStore, project string, logger *slog.Logger) error {
 	gate := e.gate(f)
 	agentBudgets := map[string]provider.Money{}
 	for name, a := range f.Agents {
@@ -40,8 +41,16 @@ func (e *env) mountConsole(g *gateway.Gateway, f *config.File, o *orchestrator.O
 		}
 	}
 	c, err := console.New(console.Options{
-		Project:   project,
-		Keys:      keys,
+		Project:  project,
+		Keys:     keys,
+		KeyStore: store,
+		// The console refuses what 'serve keys create' refuses.
+		CheckKey: func(spec gateway.KeySpec) error {
+			if err := checkAgent(f, "agent", spec.Agent); err != nil {
+				return err
+			}
+			return checkModels(f, "models", spec.Models)
+		},
 		NoAuth:    g.NoAuth(),
 		Config:    f,
 		Registry:  e.registry,

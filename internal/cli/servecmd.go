@@ -160,7 +160,7 @@ func (e *env) serve(parent context.Context, f *config.File, listen string, noAut
 	if err != nil {
 		return withCode(ExitFailure, err)
 	}
-	if err := e.mountConsole(g, f, o, opts.Keys, project, opts.Logger); err != nil {
+	if err := e.mountConsole(g, f, o, opts.Keys, keys, project, opts.Logger); err != nil {
 		return withCode(ExitFailure, err)
 	}
 	srv, err := g.Listen(listen)
@@ -265,7 +265,7 @@ func checkAgent(f *config.File, flag, agent string) error {
 // typo does not make a key that every request is refused with): each is
 // an alias of gateway.models, a tier, an agent or provider/model of a
 // configured provider.
-func checkModels(f *config.File, models []string) error {
+func checkModels(f *config.File, flag string, models []string) error {
 	names := slices.Sorted(maps.Keys(f.Gateway.Models))
 	for _, t := range provider.Tiers {
 		names = append(names, string(t))
@@ -282,7 +282,7 @@ func checkModels(f *config.File, models []string) error {
 		if c := provider.Closest(m, names); c != "" {
 			hint = fmt.Sprintf(" (did you mean %q?)", c)
 		}
-		return withCode(ExitUsage, fmt.Errorf("--models %q: the gateway resolves no such model name%s; use a name 'GET /v1/models' lists or PROVIDER/MODEL of a configured provider", m, hint))
+		return withCode(ExitUsage, fmt.Errorf("%s %q: the gateway resolves no such model name%s; use a name 'GET /v1/models' lists or PROVIDER/MODEL of a configured provider", flag, m, hint))
 	}
 	return nil
 }
@@ -356,7 +356,7 @@ func (e *env) serveKeysCmd() *cobra.Command {
 			if err := checkAgent(f, "--agent", agent); err != nil {
 				return err
 			}
-			if err := checkModels(f, models); err != nil {
+			if err := checkModels(f, "--models", models); err != nil {
 				return err
 			}
 			spec := gateway.KeySpec{Name: name, Project: e.project(f), Role: gateway.Role(role), Agent: agent, Task: task, Models: models}

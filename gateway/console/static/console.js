@@ -14,3 +14,15 @@ document.addEventListener("submit", function (ev) {
     window.setTimeout(function () { button.disabled = true; button.textContent = busy; }, 0);
   }
 });
+// A button with data-copy="ID" copies the value of the field with that id.
+document.addEventListener("click", function (ev) {
+  var id = ev.target.getAttribute && ev.target.getAttribute("data-copy");
+  if (!id) {
+    return;
+  }
+  var field = document.getElementById(id);
+  field.select();
+  if (navigator.clipboard) {
+    navigator.clipboard.writeText(field.value).then(function () { ev.target.textContent = "Copied"; });
+  }
+});

@@ -1,0 +1,164 @@
+package console
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/cortexbuild/cortexbuild/gateway"
+	"github.com/cortexbuild/cortexbuild/ledger"
+)
+
+// KeyManager lists, creates and revokes the gateway's virtual keys, as
+// *gateway.KeyStore does.
+type KeyManager interface {
+	List() ([]gateway.Key, error)
+	Create(spec gateway.KeySpec) (token string, k gateway.Key, err error)
+	Revoke(id string) (gateway.Key, error)
+}
+
+// maxKeyName bounds a key's name entered in the console.
+const maxKeyName = 100
+
+// createdKey is a key just created and its token: the token is kept in
+// the creating session's memory only until the page shows it, once.
+type createdKey struct {
+	Key   gateway.Key
+	Token string
+}
+
+type keyRow struct {
+	Key     gateway.Key
+	Models  string
+	Current bool // the key of the session looking at the page
+}
+
+// keyForm is what the create form was sent with, shown again when it is
+// refused (it holds no secret).
+type keyForm struct {
+	Name, Role, Agent, Task, Models string
+}
+
+type accessData struct {
+	Managed bool
+	Keys    []keyRow
+	Created *createdKey
+	Form    keyForm
+	Roles   []gateway.Role
+}
+
+func (c *Console) accessData(s *session, form keyForm) (accessData, error) {
+	d := accessData{Managed: c.opts.KeyStore != nil, Form: form, Roles: gateway.Roles}
+	if d.Form.Role == "" {
+		d.Form.Role = string(gateway.RoleCall)
+	}
+	if !d.Managed {
+		return d, nil
+	}
+	keys, err := c.opts.KeyStore.List()
+	if err != nil {
+		return d, err
+	}
+	for _, k := range slices.Backward(keys) { // newest first
+		d.Keys = append(d.Keys, keyRow{Key: k, Models: strings.Join(k.Models, ", "), Current: s.keyID != "" && k.ID == s.keyID})
+	}
+	return d, nil
+}
+
+// accessPage lists the keys and, once after a creation, the new key's
+// secret.
+func (c *Console) accessPage(w http.ResponseWriter, r *http.Request, s *session) {
+	d, err := c.accessData(s, keyForm{})
+	c.mu.Lock()
+	d.Created, s.created = s.created, nil
+	c.mu.Unlock()
+	p := c.page(r, s, "access", "Access keys", d)
+	if err != nil {
+		c.opts.Logger.Error("console: key store unreadable", "error", err)
+		p.Error = "The key store could not be read: " + err.Error()
+	}
+	c.render(w, http.StatusOK, "access", p)
+}
+
+// accessError shows the access keys page with an error and the form as
+// it was sent.
+func (c *Console) accessError(w http.ResponseWriter, r *http.Request, s *session, status int, form keyForm, msg string) {
+	d, err := c.accessData(s, form)
+	p := c.page(r, s, "access", "Access keys", d)
+	p.Error = msg
+	if err != nil {
+		p.Error += " The key store could not be read: " + err.Error()
+	}
+	c.render(w, status, "access", p)
+}
+
+// splitModels reads a comma- or space-separated list of model names.
+func splitModels(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' || r == '\r' })
+}
+
+// createKey makes a key and sends the browser to the access keys page,
+// which shows its secret once.
+func (c *Console) createKey(w http.ResponseWriter, r *http.Request, s *session) {
+	if c.opts.KeyStore == nil {
+		http.Error(w, "this console manages no keys: use 'cortexbuild serve keys create'", http.StatusNotFound)
+		return
+	}
+	f := keyForm{Name: strings.TrimSpace(r.PostForm.Get("name")), Role: strings.TrimSpace(r.PostForm.Get("role")),
+		Agent: strings.TrimSpace(r.PostForm.Get("agent")), Task: strings.TrimSpace(r.PostForm.Get("task")), Models: strings.TrimSpace(r.PostForm.Get("models"))}
+	spec := gateway.KeySpec{Name: f.Name, Project: c.opts.Project, Role: gateway.Role(f.Role), Agent: f.Agent, Task: f.Task, Models: splitModels(f.Models)}
+	err := spec.Check()
+	switch {
+	case len(f.Name) > maxKeyName:
+		err = fmt.Errorf("name: at most %d characters", maxKeyName)
+	case f.Role == "":
+		err = errors.New("role: choose call or admin")
+	case f.Task != "" && ledger.TaskScope(f.Task).Validate() != nil:
+		err = errors.New("task: a task id is 1 to 200 printable characters")
+	case err == nil && c.opts.CheckKey != nil:
+		err = c.opts.CheckKey(spec)
+	}
+	if err != nil {
+		c.accessError(w, r, s, http.StatusBadRequest, f, "The key was not created: "+err.Error())
+		return
+	}
+	token, k, err := c.opts.KeyStore.Create(spec)
+	if err != nil {
+		c.opts.Logger.Error("console: creating a key failed", "error", err)
+		c.accessError(w, r, s, http.StatusInternalServerError, f, "The key was not created: "+err.Error())
+		return
+	}
+	c.mu.Lock()
+	s.created = &createdKey{Key: k, Token: token}
+	c.mu.Unlock()
+	c.opts.Logger.Info("console: key created", "key", k.Hint(), "role", string(k.Role), "by", c.actor(s))
+	http.Redirect(w, r, Prefix+"access", http.StatusSeeOther)
+}
+
+// revokeKey revokes a key; revoking the key of the session itself ends
+// the session (the next page sends it to the login).
+func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request, s *session) {
+	if c.opts.KeyStore == nil {
+		http.Error(w, "this console manages no keys: use 'cortexbuild serve keys revoke'", http.StatusNotFound)
+		return
+	}
+	id := strings.TrimSpace(r.PostForm.Get("id"))
+	if id == "" {
+		c.accessError(w, r, s, http.StatusBadRequest, keyForm{}, "Name the key to revoke.")
+		return
+	}
+	k, err := c.opts.KeyStore.Revoke(id)
+	switch {
+	case errors.Is(err, gateway.ErrNoSuchKey):
+		c.accessError(w, r, s, http.StatusNotFound, keyForm{}, "No key has that id: nothing was revoked.")
+		return
+	case err != nil:
+		c.opts.Logger.Error("console: revoking a key failed", "error", err)
+		c.accessError(w, r, s, http.StatusInternalServerError, keyForm{}, "The key was not revoked: "+err.Error())
+		return
+	}
+	c.opts.Logger.Info("console: key revoked", "key", k.Hint(), "by", c.actor(s))
+	redirect(w, r, "access", "key-revoked")
+}
