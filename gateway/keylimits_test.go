@@ -83,6 +83,15 @@ func TestKeyBudgetRunsOutUnderConcurrentCalls(t *testing.T) {
 	if err != nil || rep.Total.Attempts != 1 || rep.Total.Cost != b.Spent {
 		t.Errorf("ledger rows of the key: %+v, %v; want one row costing $%s", rep.Total, err, b.Spent)
 	}
+	// Raising the budget (another process's 'serve keys update') takes
+	// effect on the next call.
+	more := budget * 3
+	if _, err := w.keys.Update(k.ID, func(k *gateway.Key) error { k.Budget = &more; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if st, m := w.call(t, "POST", "/v1/chat/completions", "", body, bearer(token)...); st != 200 {
+		t.Errorf("after the budget was raised: %d %q", st, errMessage(m))
+	}
 	rows, _ := w.store.Attempts(ctxT(t), ledger.Filter{})
 	for _, r := range rows {
 		if strings.Contains(r.Key, secretOf(token)) || (r.Key != k.ID && r.Key != keyID(probe)) {

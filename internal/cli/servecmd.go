@@ -456,10 +456,7 @@ func (e *env) serveKeysCmd() *cobra.Command {
 				}
 				spend := "?"
 				if m, ok := spent[k.ID]; ok {
-					spend = "$" + m.String() + " this " + k.BudgetPeriod()
-					if k.BudgetPeriod() == ledger.PeriodTotal {
-						spend = "$" + m.String() + " in total"
-					}
+					spend = "$" + m.String() + map[string]string{ledger.PeriodDay: " today", ledger.PeriodMonth: " this month", ledger.PeriodTotal: " in total"}[k.BudgetPeriod()]
 				}
 				role := gateway.RoleCall
 				if k.Admin() {
