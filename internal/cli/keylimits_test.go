@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cortexbuild/cortexbuild/config"
+	"github.com/cortexbuild/cortexbuild/gateway"
 	"github.com/cortexbuild/cortexbuild/ledger"
 	"github.com/cortexbuild/cortexbuild/provider"
 )
@@ -104,6 +105,16 @@ func TestKeyLimitsThroughTheCLI(t *testing.T) {
 	}
 	if code, out, errs := run(t, dir, nil, "serve", "keys", "list"); code != 0 || !strings.Contains(out, "$1.25 today") {
 		t.Errorf("list after the update = %d\n%s%s", code, out, errs)
+	}
+	// A key that expired is listed as such, with when.
+	ks := gateway.OpenKeyStore(filepath.Join(dir, config.Dir, gateway.KeyFileName))
+	ks.SetClock(func() time.Time { return now.Add(-48 * time.Hour) })
+	at := now.Add(-24 * time.Hour).UTC().Truncate(time.Second)
+	if _, _, err := ks.Create(gateway.KeySpec{Name: "old", Project: config.DeriveProjectID(canonicalDir(dir)), KeyLimits: gateway.KeyLimits{ExpiresAt: &at}}); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := run(t, dir, nil, "serve", "keys", "list"); code != 0 || !strings.Contains(out, "expired "+at.Format(time.RFC3339)) {
+		t.Errorf("list with an expired key = %d\n%s%s", code, out, errs)
 	}
 	if strings.Contains(out+errs, secretOf(k.Token)) {
 		t.Error("the secret was printed again")
