@@ -59,6 +59,9 @@ func TestKeyBudgetRunsOutUnderConcurrentCalls(t *testing.T) {
 			codes[st]++
 			if st != 200 {
 				refusals = append(refusals, errMessage(m))
+				if e, _ := m["error"].(map[string]any); e["code"] != "insufficient_quota" || e["type"] != "insufficient_quota" {
+					t.Errorf("refusal error %v; want insufficient_quota", e)
+				}
 			}
 		})
 	}
@@ -82,6 +85,11 @@ func TestKeyBudgetRunsOutUnderConcurrentCalls(t *testing.T) {
 	rep, err := w.store.Spend(ctxT(t), ledger.Filter{Key: k.ID})
 	if err != nil || rep.Total.Attempts != 1 || rep.Total.Cost != b.Spent {
 		t.Errorf("ledger rows of the key: %+v, %v; want one row costing $%s", rep.Total, err, b.Spent)
+	}
+	// The Messages API's shape of the same refusal is a 402.
+	msgBody := `{"model":"gpt/gpt-5-mini","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`
+	if st, m := w.call(t, "POST", "/v1/messages", "", msgBody, bearer(token)...); st != 402 || !strings.Contains(errMessage(m), k.ID) {
+		t.Errorf("/v1/messages over the key's budget: %d %q; want 402 naming the key", st, errMessage(m))
 	}
 	// Raising the budget (another process's 'serve keys update') takes
 	// effect on the next call.
@@ -125,6 +133,10 @@ func TestKeyRateLimits(t *testing.T) {
 		if e.StatusCode != 429 || e.Type != "requests" || e.Response.Header.Get("Retry-After") != "40" ||
 			!strings.Contains(e.Message, "2 requests per minute") || !strings.Contains(e.Message, k.ID) {
 			t.Errorf("the third call got %d %q retry-after %q: %s", e.StatusCode, e.Type, e.Response.Header.Get("Retry-After"), e.Message)
+		}
+		if st, m := w.call(t, "POST", "/v1/messages", "", `{"model":"gpt/gpt-5-mini","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`, bearer(token)...); st != 429 ||
+			m["error"].(map[string]any)["type"] != "rate_limit_error" {
+			t.Errorf("/v1/messages over the rpm: %d %v", st, m)
 		}
 		// Other keys are not limited by it.
 		if err := chat(w.key); err != nil {
@@ -222,6 +234,26 @@ func TestKeyAgentsAllowList(t *testing.T) {
 		st, m := w.call(t, "POST", "/v1/chat/completions", "", chatWith(c.model), hdr...)
 		if msg := errMessage(m); st != 400 || !strings.Contains(msg, c.want) {
 			t.Errorf("model %s, agent header %q: %d %q; want 400 %q", c.model, c.header, st, msg, c.want)
+		}
+	}
+}
+
+// An expiry is a duration from now, a date (its start, UTC) or an RFC 3339
+// time, in the future.
+func TestParseExpiry(t *testing.T) {
+	now := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	for in, want := range map[string]string{
+		"720h":                      "2027-01-02T09:00:00Z",
+		"2027-01-31":                "2027-01-31T00:00:00Z",
+		"2027-01-31T18:00:00+01:00": "2027-01-31T17:00:00Z",
+	} {
+		if got, err := gateway.ParseExpiry(in, now); err != nil || got.Format(time.RFC3339) != want {
+			t.Errorf("ParseExpiry(%q) = %s, %v; want %s", in, got.Format(time.RFC3339), err, want)
+		}
+	}
+	for in, want := range map[string]string{"soon": "give a duration", "2026-12-01": "not in the future", "-1h": "not in the future"} {
+		if _, err := gateway.ParseExpiry(in, now); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseExpiry(%q) = %v; want an error with %q", in, err, want)
 		}
 	}
 }
