@@ -160,6 +160,8 @@ type Gateway struct {
 	patterns []pattern
 	// turns keeps provider state the clients' protocols cannot carry.
 	turns *turnState
+	// rates counts each key's requests and tokens per minute.
+	rates *keyRates
 }
 
 // New returns a gateway.
@@ -223,7 +225,7 @@ func New(opts Options) (*Gateway, error) {
 	sortPatterns(patterns)
 	g := &Gateway{opts: opts, mux: http.NewServeMux(), started: opts.Now(), slots: make(chan struct{}, opts.MaxInFlight),
 		perKey: &keySlots{limit: opts.MaxInFlightPerKey, n: map[string]int{}}, exact: exact, patterns: patterns,
-		turns: newTurnState(opts.TurnStateTTL, opts.TurnStateBytes, opts.Now)}
+		turns: newTurnState(opts.TurnStateTTL, opts.TurnStateBytes, opts.Now), rates: newKeyRates(opts.Now)}
 	g.mux.HandleFunc("/v1/chat/completions", g.method(protoOpenAI, http.MethodPost, g.chatCompletions))
 	g.mux.HandleFunc("/v1/responses", g.method(protoOpenAI, http.MethodPost, g.responses))
 	g.mux.HandleFunc("/v1/messages", g.method(protoAnthropic, http.MethodPost, g.messages))
@@ -387,10 +389,12 @@ func (g *Gateway) authenticate(r *http.Request) (*Key, *failure) {
 		return nil, fail(classAuth, "missing API key: send a CortexBuild virtual key as 'Authorization: Bearer <key>' or 'x-api-key: <key>' (create one with 'cortexbuild serve keys create')")
 	}
 	var storeErr error
+	var expired *ExpiredKeyError
 	revoked, otherProject := false, ""
 	for _, tok := range tokens {
 		k, err := g.opts.Keys.Check(tok)
 		switch {
+		case errors.As(err, &expired):
 		case err == nil && g.opts.Project != "" && k.Project != "" && k.Project != g.opts.Project:
 			otherProject = k.Project
 		case err == nil:
@@ -412,6 +416,8 @@ func (g *Gateway) authenticate(r *http.Request) (*Key, *failure) {
 		return nil, fail(classAuth, "this key belongs to project %q, not to %q, which this gateway serves", otherProject, g.opts.Project)
 	case revoked:
 		return nil, fail(classAuth, "this API key was revoked: create another with 'cortexbuild serve keys create'")
+	case expired != nil:
+		return nil, fail(classAuth, "this API key expired at %s: extend it with 'cortexbuild serve keys update %s --expires …' or create another", expired.At.UTC().Format(time.RFC3339), expired.ID)
 	}
 	return nil, fail(classAuth, "invalid API key: send a CortexBuild virtual key ('cortexbuild serve keys list' shows the active ones)")
 }
@@ -538,6 +544,12 @@ func (g *Gateway) callFor(r *http.Request, key *Key, model string, req provider.
 	c := orchestrator.Call{Agent: agent, Task: task, Request: req}
 	if t.Provider != "" {
 		c.Providers = []string{t.Provider}
+	}
+	if key != nil {
+		c.Key = key.ID
+		if key.Budget != nil {
+			c.KeyBudget = &orchestrator.KeyBudget{Limit: *key.Budget, Period: key.BudgetPeriod()}
+		}
 	}
 	return c, nil
 }
@@ -688,6 +700,13 @@ func admit[T interface{ common() *decoded }](g *Gateway, w http.ResponseWriter, 
 	v, call, ok := decodeCall(g, w, r, p, decode)
 	if !ok {
 		return v, call, false
+	}
+	if key, _ := g.authenticate(r); key != nil {
+		if f := g.rates.admit(key); f != nil {
+			p.writeError(w, r, f)
+			var zero T
+			return zero, call, false
+		}
 	}
 	d := v.common()
 	adjusted, f := g.prepare(r.Context(), &call, id, d.modelMax)

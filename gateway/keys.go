@@ -17,9 +17,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cortexbuild/cortexbuild/internal/filepoll"
-
 	"github.com/cortexbuild/cortexbuild/internal/atomicfile"
+	"github.com/cortexbuild/cortexbuild/internal/filepoll"
+	"github.com/cortexbuild/cortexbuild/ledger"
+	"github.com/cortexbuild/cortexbuild/provider"
 )
 
 // KeyFileName is the file, in the project's .cortexbuild/ directory, that
@@ -36,9 +37,25 @@ var (
 	ErrInvalidKey = errors.New("invalid API key")
 	// ErrRevokedKey: the key was revoked.
 	ErrRevokedKey = errors.New("this API key was revoked")
-	// ErrNoSuchKey: Revoke named no key of the store.
+	// ErrNoSuchKey: Revoke or Update named no key of the store.
 	ErrNoSuchKey = errors.New("no such key")
+	// ErrExpiredKey: the key's expiry has passed; the error is an
+	// [*ExpiredKeyError], which says when.
+	ErrExpiredKey = errors.New("this API key expired")
 )
+
+// ExpiredKeyError says that a key expired, and when.
+type ExpiredKeyError struct {
+	ID string
+	At time.Time
+}
+
+func (e *ExpiredKeyError) Error() string {
+	return fmt.Sprintf("API key %s expired at %s", e.ID, e.At.UTC().Format(time.RFC3339))
+}
+
+// Is makes errors.Is(err, ErrExpiredKey) true.
+func (e *ExpiredKeyError) Is(target error) bool { return target == ErrExpiredKey }
 
 // Role is what a key may do.
 type Role string
@@ -78,10 +95,82 @@ type Key struct {
 	// as GET /v1/models lists them, or the exact provider/model one
 	// resolves to).
 	Models []string `json:"models,omitempty"`
+	// Agents, when set, are the only agents the key may call as, each on
+	// its own tier and providers (like a key bound to one Agent).
+	Agents []string `json:"agents,omitempty"`
+	// KeyLimits are the key's budget, rate limits and expiry.
+	KeyLimits
 	// CreatedAt is when the key was created; RevokedAt when it was
 	// revoked (nil while it is active).
 	CreatedAt time.Time  `json:"created_at"`
 	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+}
+
+// KeyLimits are what a call key may spend, how fast, and until when. The
+// zero value limits nothing.
+type KeyLimits struct {
+	// Budget, when set, is what the calls made with the key may cost per
+	// Period, in USD: enforced by the ledger like the task and month
+	// budgets (a reservation against the key's scope, all or nothing with
+	// the others).
+	Budget *provider.Money `json:"budget_usd,omitempty"`
+	// Period is the budget's period: day, month (the default) or total
+	// (the key's lifetime). Days and months are counted in the project's
+	// budget time zone (budgets.timezone).
+	Period string `json:"budget_period,omitempty"`
+	// RPM and TPM, when positive, bound the model calls and the tokens
+	// (input and output, as the providers bill them) per minute of the
+	// key, in each gateway process.
+	RPM int   `json:"rpm,omitempty"`
+	TPM int64 `json:"tpm,omitempty"`
+	// ExpiresAt, when set, is when the key stops being accepted.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+}
+
+// BudgetPeriod returns the period of the key's budget: Period, or month
+// when none is set.
+func (l KeyLimits) BudgetPeriod() string { return cmp.Or(l.Period, ledger.PeriodMonth) }
+
+// Check refuses limits that cannot be enforced: a negative budget, an
+// unknown period, a period without a budget, negative rates.
+func (l KeyLimits) Check() error {
+	switch {
+	case l.Budget != nil && *l.Budget < 0:
+		return fmt.Errorf("the key's budget $%s is negative: give an amount in USD of 0 or more", *l.Budget)
+	case l.Period != "" && !slices.Contains(ledger.Periods, l.Period):
+		return fmt.Errorf("unknown budget period %q: use day, month or total", l.Period)
+	case l.Period != "" && l.Budget == nil:
+		return fmt.Errorf("a budget period (%s) needs a budget: give one with --budget", l.Period)
+	case l.RPM < 0:
+		return fmt.Errorf("the key's requests per minute (%d) is negative: give 0 (no limit) or more", l.RPM)
+	case l.TPM < 0:
+		return fmt.Errorf("the key's tokens per minute (%d) is negative: give 0 (no limit) or more", l.TPM)
+	}
+	return nil
+}
+
+// Expired reports whether the key's expiry is at or before now.
+func (k Key) Expired(now time.Time) bool { return k.ExpiresAt != nil && !now.Before(*k.ExpiresAt) }
+
+// ParseExpiry reads an expiry as given at the command line: a duration
+// from now ("720h"), a date ("2027-01-31": the key expires at the start of
+// that day, UTC) or an RFC 3339 time. It must be after now.
+func ParseExpiry(s string, now time.Time) (time.Time, error) {
+	var at time.Time
+	if d, err := time.ParseDuration(s); err == nil {
+		at = now.Add(d)
+	} else if t, err := time.Parse("2006-01-02", s); err == nil {
+		at = t
+	} else if t, err := time.Parse(time.RFC3339, s); err == nil {
+		at = t
+	} else {
+		return time.Time{}, fmt.Errorf("expiry %q: give a duration (720h), a date (2027-01-31) or an RFC 3339 time (2027-01-31T18:00:00Z)", s)
+	}
+	at = at.UTC().Truncate(time.Second)
+	if !at.After(now) {
+		return time.Time{}, fmt.Errorf("expiry %q is %s, not in the future", s, at.Format(time.RFC3339))
+	}
+	return at, nil
 }
 
 // Hint is how the key is shown in listings: its public prefix, never the
@@ -117,23 +206,37 @@ type KeySpec struct {
 	Agent  string
 	Task   string
 	Models []string
+	// Agents allow the key to call as these agents only.
+	Agents []string
+	// KeyLimits are the key's budget, rate limits and expiry.
+	KeyLimits
 }
 
 // Check refuses a spec that cannot make a usable key; an empty Role is
 // the default, call.
 func (spec KeySpec) Check() error {
-	if spec.Role == "" {
-		spec.Role = RoleCall
-	}
+	return Key{Role: spec.Role, Agent: spec.Agent, Task: spec.Task, Models: spec.Models, Agents: spec.Agents, KeyLimits: spec.KeyLimits}.Check()
+}
+
+// Check refuses a key that cannot be used as it is described: an unknown
+// role, an admin key with call limits, empty names, an agent binding with
+// a list of agents besides, or limits that [KeyLimits.Check] refuses.
+func (k Key) Check() error {
+	role := cmp.Or(k.Role, RoleCall)
+	limited := k.Budget != nil || k.Period != "" || k.RPM != 0 || k.TPM != 0
 	switch {
-	case !slices.Contains(Roles, spec.Role):
-		return fmt.Errorf("unknown key role %q: the roles are call (model calls) and admin (the console)", spec.Role)
-	case spec.Role == RoleAdmin && (spec.Agent != "" || spec.Task != "" || len(spec.Models) > 0):
-		return errors.New("an admin key makes no model calls: it takes no agent, task or models")
-	case slices.Contains(spec.Models, ""):
+	case !slices.Contains(Roles, role):
+		return fmt.Errorf("unknown key role %q: the roles are call (model calls) and admin (the console)", k.Role)
+	case role == RoleAdmin && (k.Agent != "" || k.Task != "" || len(k.Models) > 0 || len(k.Agents) > 0 || limited):
+		return errors.New("an admin key makes no model calls: it takes no agent, agents, task, models, budget or rate limits")
+	case slices.Contains(k.Models, ""):
 		return errors.New("an allowed model name is empty")
+	case slices.Contains(k.Agents, ""):
+		return errors.New("an allowed agent name is empty")
+	case k.Agent != "" && len(k.Agents) > 0:
+		return fmt.Errorf("the key is bound to agent %s: it takes no list of agents besides (give --agents alone)", k.Agent)
 	}
-	return nil
+	return k.KeyLimits.Check()
 }
 
 // KeyStore keeps virtual keys in a JSON file with mode 0600, hashed. Every
@@ -155,6 +258,14 @@ type KeyStore struct {
 // OpenKeyStore returns the store kept at path; the file need not exist yet.
 func OpenKeyStore(path string) *KeyStore {
 	return &KeyStore{path: path, now: time.Now}
+}
+
+// SetClock sets the clock that stamps new keys and tells expired ones
+// (default time.Now).
+func (s *KeyStore) SetClock(now func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.now = now
 }
 
 // SetRecheck bounds how often a check looks at the file: a key revoked by
@@ -251,8 +362,13 @@ func (s *KeyStore) Create(spec KeySpec) (string, Key, error) {
 	id := hex.EncodeToString(idb[:])
 	token := keyPrefix + id + "_" + base64.RawURLEncoding.EncodeToString(secret[:])
 	sum := sha256.Sum256([]byte(token))
+	now := s.now()
+	if spec.ExpiresAt != nil && !spec.ExpiresAt.After(now) {
+		return "", Key{}, fmt.Errorf("the expiry %s is not in the future", spec.ExpiresAt.UTC().Format(time.RFC3339))
+	}
 	k := Key{ID: id, Name: spec.Name, Project: spec.Project, Agent: spec.Agent, Task: spec.Task,
-		Role: cmp.Or(spec.Role, RoleCall), Models: slices.Clone(spec.Models), CreatedAt: s.now().UTC().Truncate(time.Second)}
+		Role: cmp.Or(spec.Role, RoleCall), Models: slices.Clone(spec.Models), Agents: slices.Clone(spec.Agents),
+		KeyLimits: spec.KeyLimits, CreatedAt: now.UTC().Truncate(time.Second)}
 	keys := append(slices.Clone(s.keys), storedKey{Key: k, SHA256: hex.EncodeToString(sum[:])})
 	if err := s.write(keys); err != nil {
 		return "", Key{}, err
@@ -298,13 +414,59 @@ func (s *KeyStore) Rebind(project string, from ...string) (int, error) {
 	return n, s.write(keys)
 }
 
-// Revoke revokes the key with id (its hint "cbk_<id>_…" is accepted too)
-// and returns it. Revoking a revoked key changes nothing.
-func (s *KeyStore) Revoke(id string) (Key, error) {
+// PublicID returns the id of a key named by its id, its hint
+// "cbk_<id>_…" or its whole token (whose secret is dropped).
+func PublicID(id string) string {
 	id = strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(id, keyPrefix), "…"), "_")
 	if i := strings.IndexByte(id, '_'); i >= 0 {
 		id = id[:i] // a whole token: keep its public part only
 	}
+	return id
+}
+
+// Update changes the key with id (or its hint) with change, which is
+// given a copy of the key: its name, allowed agents and models, and
+// limits may change; its id, project, role and dates may not. The changed
+// key is checked like a new one and written for every process sharing the
+// file (each sees it on its next check). A revoked key is not changed.
+func (s *KeyStore) Update(id string, change func(*Key) error) (Key, error) {
+	id = PublicID(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.refresh(); err != nil {
+		return Key{}, err
+	}
+	keys := slices.Clone(s.keys)
+	i := slices.IndexFunc(keys, func(k storedKey) bool { return k.ID == id })
+	if i < 0 {
+		return Key{}, fmt.Errorf("%w %q", ErrNoSuchKey, id)
+	}
+	if keys[i].RevokedAt != nil {
+		return Key{}, fmt.Errorf("key %s was revoked: create another with 'cortexbuild serve keys create'", id)
+	}
+	k := keys[i].Key
+	k.Models, k.Agents = slices.Clone(k.Models), slices.Clone(k.Agents)
+	if err := change(&k); err != nil {
+		return Key{}, err
+	}
+	old := keys[i].Key
+	if k.ID != old.ID || k.Project != old.Project || k.Role != old.Role || !k.CreatedAt.Equal(old.CreatedAt) || k.RevokedAt != old.RevokedAt {
+		return Key{}, errors.New("a key's id, project, role and dates cannot be changed")
+	}
+	if err := k.Check(); err != nil {
+		return Key{}, err
+	}
+	keys[i].Key = k
+	if err := s.write(keys); err != nil {
+		return Key{}, err
+	}
+	return k, nil
+}
+
+// Revoke revokes the key with id (its hint "cbk_<id>_…" is accepted too)
+// and returns it. Revoking a revoked key changes nothing.
+func (s *KeyStore) Revoke(id string) (Key, error) {
+	id = PublicID(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.refresh(); err != nil {
@@ -330,15 +492,15 @@ func (s *KeyStore) Revoke(id string) (Key, error) {
 
 // Check returns the key a token belongs to. The token's public part finds
 // the record; the secret is compared as a SHA-256 hash in constant time.
-// It fails with [ErrInvalidKey] or [ErrRevokedKey], or an error reading
-// the store.
+// It fails with [ErrInvalidKey], [ErrRevokedKey], an [*ExpiredKeyError],
+// or an error reading the store.
 func (s *KeyStore) Check(token string) (Key, error) {
 	s.mu.Lock()
 	if err := s.refresh(); err != nil {
 		s.mu.Unlock()
 		return Key{}, err
 	}
-	keys := s.keys
+	keys, now := s.keys, s.now()
 	s.mu.Unlock()
 	sum := sha256.Sum256([]byte(token))
 	id := ""
@@ -365,6 +527,9 @@ func (s *KeyStore) Check(token string) (Key, error) {
 	}
 	if found.RevokedAt != nil {
 		return Key{}, ErrRevokedKey
+	}
+	if found.Expired(now) {
+		return Key{}, &ExpiredKeyError{ID: found.ID, At: *found.ExpiresAt}
 	}
 	return found.Key, nil
 }

@@ -42,9 +42,34 @@ func keyScope(key *Key, name string, t Target, header string) *failure {
 			return fail(classPermission, "this key is bound to agent %s and calls on that agent's own tier and providers; model %q routes to %s: send model %q", key.Agent, name, t.describe(), key.Agent)
 		}
 	}
+	if len(key.Agents) > 0 {
+		if f := agentsScope(key, name, t, header); f != nil {
+			return f
+		}
+	}
 	pinned := t.Provider != "" && t.Model != "" && slices.Contains(key.Models, t.Provider+"/"+t.Model)
 	if len(key.Models) > 0 && !slices.Contains(key.Models, name) && !pinned {
 		return fail(classPermission, "this key may send only the models %s; %q is not one of them", strings.Join(key.Models, ", "), name)
+	}
+	return nil
+}
+
+// agentsScope refuses a call of a key with allowed agents that is not
+// made as one of them, on that agent's own tier and providers: the agent
+// is the persona's, else the model name's, else the agent header's.
+func agentsScope(key *Key, name string, t Target, header string) *failure {
+	agent := t.Agent
+	if agent == "" {
+		agent = header
+	}
+	allowed := strings.Join(key.Agents, ", ")
+	switch {
+	case agent == "":
+		return fail(classPermission, "this key calls only as the agents %s: send one of them as the model, or name it in %s", allowed, HeaderAgent)
+	case !slices.Contains(key.Agents, agent):
+		return fail(classPermission, "this key calls only as the agents %s; %q calls as agent %s", allowed, name, agent)
+	case !t.persona && ((t.Tier != "" && !t.family) || t.Model != "" || t.Provider != ""):
+		return fail(classPermission, "this key calls only as the agents %s, on their own tiers and providers; model %q routes to %s: send the agent's name as the model", allowed, name, t.describe())
 	}
 	return nil
 }

@@ -200,6 +200,7 @@ func (g *Gateway) invoke(ctx context.Context, call orchestrator.Call, key string
 	out, err := g.opts.Orchestrator.Invoke(ctx, call)
 	if err == nil {
 		g.turns.keep(key, out.Result)
+		g.rates.used(call.Key, out.Usage)
 	}
 	return out, err
 }
@@ -211,7 +212,10 @@ func (g *Gateway) stream(ctx context.Context, call orchestrator.Call, key string
 	if err != nil {
 		return nil, err
 	}
-	return &keptStream{Stream: s, keep: func(res *provider.Result) { g.turns.keep(key, res) }}, nil
+	return &keptStream{Stream: s, keep: func(res *provider.Result) {
+		g.turns.keep(key, res)
+		g.rates.used(call.Key, res.Usage)
+	}}, nil
 }
 
 // keptStream is an orchestrator stream whose final answer is kept.

@@ -268,19 +268,24 @@ type AttemptRow struct {
 	// named nor the one requested: Cost is then the invocation's
 	// reservation (its upper bound), not a price.
 	Unpriced bool `json:"unpriced,omitempty"`
+	// Key is the public id of the virtual key the call was made with
+	// through the gateway ("" for none); never its secret.
+	Key string `json:"key,omitempty"`
 }
 
 // GroupBy names how [Store.Spend] groups its totals.
 type GroupBy string
 
 // The groupings. The key of a group is the task id, the agent name,
-// "provider/model", or the month as "YYYY-MM".
+// "provider/model", the month as "YYYY-MM", or the virtual key's id ("" for
+// the rows of calls made without one).
 const (
 	ByNone  GroupBy = ""
 	ByTask  GroupBy = "task"
 	ByAgent GroupBy = "agent"
 	ByModel GroupBy = "model"
 	ByMonth GroupBy = "month"
+	ByKey   GroupBy = "key"
 )
 
 // Filter selects ledger rows; empty fields match everything.
@@ -288,6 +293,9 @@ type Filter struct {
 	Task     string
 	Agent    string
 	Provider string
+	// Key selects the rows of the calls made with one virtual key (its
+	// public id).
+	Key string
 	// From is inclusive and To exclusive.
 	From time.Time
 	To   time.Time

@@ -75,9 +75,20 @@ func pauseReason(s Scope, limit, spent provider.Money) string {
 	switch s.Kind() {
 	case KindMonth:
 		return fmt.Sprintf("monthly budget reached for %s: spent $%s of $%s", s.ID(), spent, limit)
+	case KindKey:
+		return fmt.Sprintf("budget of API key %s reached%s: spent $%s of $%s", s.Key(), keyPeriodText(s), spent, limit)
 	default:
 		return fmt.Sprintf("%s budget reached: spent $%s of $%s", s.Kind(), spent, limit)
 	}
+}
+
+// keyPeriodText names the period of a key scope for messages: " for
+// 2026-12", or "" for the key's total budget.
+func keyPeriodText(s Scope) string {
+	if p := s.Period(); p != "" {
+		return " for " + p
+	}
+	return ""
 }
 
 func validID(id string) error {
@@ -178,9 +189,9 @@ func checkAttempt(a *AttemptRow, now time.Time) error {
 
 func checkFilter(f Filter) error {
 	switch f.By {
-	case ByNone, ByTask, ByAgent, ByModel, ByMonth:
+	case ByNone, ByTask, ByAgent, ByModel, ByMonth, ByKey:
 	default:
-		return fmt.Errorf("%w: group by %q: use task, agent, model or month", ErrInvalid, f.By)
+		return fmt.Errorf("%w: group by %q: use task, agent, model, month or key", ErrInvalid, f.By)
 	}
 	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
 		return fmt.Errorf("%w: filter from %s is not before to %s", ErrInvalid, f.From, f.To)
@@ -206,6 +217,9 @@ func filterWhere(project string, f Filter, first int) (string, []any) {
 	}
 	if f.Provider != "" {
 		add("provider = $%d", f.Provider)
+	}
+	if f.Key != "" {
+		add("key_id = $%d", f.Key)
 	}
 	if !f.From.IsZero() {
 		add("at >= $%d", f.From.UnixNano())
@@ -236,6 +250,8 @@ func spendQuery(project string, f Filter, table string) (string, []any) {
 		key = "provider || '/' || model"
 	case ByMonth:
 		key = fmt.Sprintf("at / %d", bucketNanos)
+	case ByKey:
+		key = "coalesce(key_id, '')"
 	}
 	where, args := filterWhere(project, f, 1)
 	q := "SELECT " + key + " AS k, count(*)," +

@@ -17,7 +17,7 @@ type migration struct {
 
 // LatestSchemaVersion is the schema version this package writes: the
 // version of the last migration.
-const LatestSchemaVersion = 5
+const LatestSchemaVersion = 7
 
 var migrations = []migration{
 	{
@@ -293,4 +293,38 @@ var migrations = []migration{
 		sqlite:      []string{`ALTER TABLE attempts ADD COLUMN unpriced INTEGER NOT NULL DEFAULT 0`},
 		postgres:    []string{`ALTER TABLE _S_.attempts ADD COLUMN unpriced BOOLEAN NOT NULL DEFAULT false`},
 	},
+	{
+		version:     7,
+		description: "attempts name the virtual key of a gateway call (its public id; NULL without one)",
+		sqlite: []string{
+			`ALTER TABLE attempts ADD COLUMN key_id TEXT`,
+			`CREATE INDEX attempts_key ON attempts (project, key_id, at)`,
+		},
+		postgres: []string{
+			`ALTER TABLE _S_.attempts ADD COLUMN key_id TEXT`,
+			`CREATE INDEX attempts_key ON _S_.attempts (project, key_id, at)`,
+		},
+	},
+}
+
+// nextMigration returns the first migration above version cur, and false
+// when there is none. Versions need not be consecutive in this list:
+// a database records each version it applied.
+func nextMigration(cur int) (migration, bool) {
+	for _, m := range migrations {
+		if m.version > cur {
+			return m, true
+		}
+	}
+	return migration{}, false
+}
+
+// SchemaVersions returns the versions of the migrations this program
+// applies, in order; the last is [LatestSchemaVersion].
+func SchemaVersions() []int {
+	out := make([]int, len(migrations))
+	for i, m := range migrations {
+		out[i] = m.version
+	}
+	return out
 }

@@ -94,6 +94,7 @@ func (p *Postgres) q(sql string) string { return strings.ReplaceAll(sql, "_S_.",
 func (p *Postgres) migrate(ctx context.Context, schema string, target int, expand func(string) string) error {
 	for {
 		var cur int
+		done := false
 		err := p.tx(ctx, "migrate", func(tx pgx.Tx) error {
 			// One migrator at a time per schema, across processes.
 			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", "cortexbuild ledger "+schema); err != nil {
@@ -118,10 +119,10 @@ func (p *Postgres) migrate(ctx context.Context, schema string, target int, expan
 			if cur > LatestSchemaVersion {
 				return fmt.Errorf("%w: schema %s is at version %d, this program knows up to %d", ErrSchemaTooNew, schema, cur, LatestSchemaVersion)
 			}
-			if cur >= target {
+			m, ok := nextMigration(cur)
+			if done = !ok || m.version > target; done {
 				return nil
 			}
-			m := migrations[cur]
 			for _, q := range m.postgres {
 				if _, err := tx.Exec(ctx, p.q(expand(q))); err != nil {
 					return fmt.Errorf("ledger: migration %d (%s): %w", m.version, m.description, err)
@@ -134,7 +135,7 @@ func (p *Postgres) migrate(ctx context.Context, schema string, target int, expan
 		if err != nil {
 			return err
 		}
-		if cur+1 >= target {
+		if done {
 			return nil
 		}
 	}

@@ -37,7 +37,8 @@ const pairsLine = "PAIRS "
 var (
 	pairsTask     = ledger.TaskScope("pairs")
 	pairsMonth    = ledger.MonthScope(time.Now())
-	pairsScopes   = []ledger.Scope{pairsTask, pairsMonth}
+	pairsKey      = ledger.Scope("key:pairs@" + time.Now().Format("2006-01"))
+	pairsScopes   = []ledger.Scope{pairsTask, pairsMonth, pairsKey}
 	pairsEstimate = provider.MustMoney("0.02")
 	pairsCost     = provider.MustMoney("0.013")
 )

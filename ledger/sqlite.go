@@ -211,8 +211,9 @@ func (s *SQLite) migrateOne(ctx context.Context, target int, expand func(string)
 	if cur > LatestSchemaVersion {
 		return false, fmt.Errorf("%w: %s is at version %d, this program knows up to %d", ErrSchemaTooNew, s.path, cur, LatestSchemaVersion)
 	}
-	if cur < target {
-		m := migrations[cur]
+	m, more := nextMigration(cur)
+	more = more && m.version <= target
+	if more {
 		for _, q := range m.sqlite {
 			if _, err := s.w.ExecContext(ctx, expand(q)); err != nil {
 				return false, fmt.Errorf("ledger: migration %d (%s): %w", m.version, m.description, sqliteErr("migrate", err))
@@ -226,7 +227,7 @@ func (s *SQLite) migrateOne(ctx context.Context, target int, expand func(string)
 	if _, err := s.w.ExecContext(ctx, "COMMIT"); err != nil {
 		return false, sqliteErr("migrate", err)
 	}
-	return cur+1 >= target, nil
+	return !more, nil
 }
 
 func (s *SQLite) prepare(ctx context.Context) error {
@@ -282,15 +283,24 @@ func (s *SQLite) prepare(ctx context.Context) error {
 func insertAttemptSQL(table string) string {
 	return `INSERT INTO ` + table + ` (invocation_id, at, task, agent, provider, model, outcome,
 		input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
-		cost_nanos, cache_hit, saving_nanos, estimated, project, unpriced)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`
+		cost_nanos, cache_hit, saving_nanos, estimated, project, unpriced, key_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`
 }
 
 // attemptArgs are the arguments of insertAttemptSQL for a row of project.
 func attemptArgs(project string, a AttemptRow) []any {
 	return []any{a.InvocationID, nanos(a.Time), a.Task, a.Agent, a.Provider, a.Model, a.Outcome,
 		a.InputTokens, a.OutputTokens, a.CacheReadTokens, a.CacheWriteTokens,
-		int64(a.Cost), a.CacheHit, int64(a.Saving), a.EstimatedUsage, project, a.Unpriced}
+		int64(a.Cost), a.CacheHit, int64(a.Saving), a.EstimatedUsage, project, a.Unpriced, keyColumn(a.Key)}
+}
+
+// keyColumn is the key_id of a row: NULL for a call made without a
+// virtual key.
+func keyColumn(id string) *string {
+	if id == "" {
+		return nil
+	}
+	return &id
 }
 
 // sqliteErr classifies a driver error: the ones that mean the database
@@ -887,14 +897,14 @@ func (s *SQLite) RecordAttempt(ctx context.Context, a AttemptRow) error {
 
 const attemptColumns = `invocation_id, at, task, agent, provider, model, outcome,
 	input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
-	cost_nanos, cache_hit, saving_nanos, estimated, unpriced`
+	cost_nanos, cache_hit, saving_nanos, estimated, unpriced, coalesce(key_id, '')`
 
 func scanAttempt(sc interface{ Scan(...any) error }) (AttemptRow, error) {
 	var a AttemptRow
 	var at int64
 	err := sc.Scan(&a.InvocationID, &at, &a.Task, &a.Agent, &a.Provider, &a.Model, &a.Outcome,
 		&a.InputTokens, &a.OutputTokens, &a.CacheReadTokens, &a.CacheWriteTokens,
-		(*int64)(&a.Cost), &a.CacheHit, (*int64)(&a.Saving), &a.EstimatedUsage, &a.Unpriced)
+		(*int64)(&a.Cost), &a.CacheHit, (*int64)(&a.Saving), &a.EstimatedUsage, &a.Unpriced, &a.Key)
 	a.Time = fromNanos(at)
 	return a, err
 }

@@ -95,6 +95,7 @@ const (
 	ScopeAgent = "agent" // agents.<name>.budget, one invocation's estimate
 	ScopeTask  = "task"  // budgets.task
 	ScopeMonth = "month" // budgets.project_monthly
+	ScopeKey   = "key"   // a virtual key's budget
 
 	ReasonOverBudget    = "over_budget"    // the estimate does not fit
 	ReasonNeedsApproval = "needs_approval" // over an escalating agent budget
@@ -104,7 +105,7 @@ const (
 // BudgetRefusal says which budget refused a call; the zero value means
 // none did.
 type BudgetRefusal struct {
-	// Scope is ScopeAgent, ScopeTask or ScopeMonth.
+	// Scope is ScopeAgent, ScopeTask, ScopeMonth or ScopeKey.
 	Scope string
 	// Reason is ReasonOverBudget, ReasonNeedsApproval or ReasonPaused.
 	Reason string

@@ -135,6 +135,8 @@ type Orchestrator struct {
 	mu        sync.Mutex
 	notBefore map[string]rateHold // per-provider rate-limit queue
 	brk       breakers            // per-provider circuit breakers
+
+	keyLimits sync.Map // ledger.Scope → provider.Money: the key budgets this process set
 }
 
 // New validates settings and returns an orchestrator.
@@ -301,6 +303,12 @@ type Call struct {
 	// most preferred first, in place of the agent's providers or the global
 	// preference (the gateway's model mapping pins a provider this way).
 	Providers []string
+	// Key is the public id of the virtual key the call is made with (the
+	// gateway's), recorded on its ledger rows; "" for none.
+	Key string
+	// KeyBudget, when set, limits what the calls made with Key cost per
+	// period: the key's scope is held with the month's and the task's.
+	KeyBudget *KeyBudget
 
 	gate *taskGate // the task's critic gate, for a critic's call
 }

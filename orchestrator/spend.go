@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/cortexbuild/cortexbuild/cache"
 	"github.com/cortexbuild/cortexbuild/ledger"
@@ -20,6 +21,34 @@ type AgentBudget struct {
 	// an [*EstimateError] whose NeedsApproval is true, and runs once the
 	// caller sets Call.Approved.
 	Escalate bool
+}
+
+// KeyBudget is the budget of a virtual key: what the calls made with it
+// may cost per period (ledger.PeriodDay, PeriodMonth or PeriodTotal; days
+// and months in Settings.Location).
+type KeyBudget struct {
+	Limit  provider.Money
+	Period string
+}
+
+// keyScope returns the ledger scope of c's key budget at now, after
+// setting its limit in the ledger, once per process and limit: as a
+// default, so that a limit set by an operator on the scope ('cortexbuild
+// budget set') wins. A budget changed in the key file is set by the next
+// call of each process that sees the change.
+func (o *Orchestrator) keyScope(ctx context.Context, c *Call, now time.Time) (ledger.Scope, error) {
+	sc, err := ledger.KeyScope(c.Key, c.KeyBudget.Period, now.In(o.s.Location))
+	if err != nil {
+		return "", err
+	}
+	if set, ok := o.keyLimits.Load(sc); ok && set.(provider.Money) == c.KeyBudget.Limit {
+		return sc, nil
+	}
+	if _, err := o.s.Ledger.SetDefaultBudget(ctx, sc, c.KeyBudget.Limit); err != nil {
+		return "", err
+	}
+	o.keyLimits.Store(sc, c.KeyBudget.Limit)
+	return sc, nil
 }
 
 // EstimateError refuses a call whose estimate exceeds its agent's budget.
@@ -157,6 +186,16 @@ func (o *Orchestrator) reserve(ctx context.Context, c *Call) (*hold, error) {
 	if c.Task != "" {
 		h.scopes = append(h.scopes, ledger.TaskScope(c.Task))
 	}
+	if c.KeyBudget != nil {
+		sc, err := o.keyScope(ctx, c, now)
+		switch {
+		case errors.Is(err, ledger.ErrUnavailable):
+			return nil, &Error{Err: err, Summary: "refused: the ledger cannot be reached, and paid calls are never made unrecorded"}
+		case err != nil:
+			return nil, &Error{Err: err, Summary: "refused: the key's budget cannot be applied"}
+		}
+		h.scopes = append(h.scopes, sc)
+	}
 	reserve := func() error {
 		return o.s.Ledger.Reserve(ctx, ledger.Reservation{InvocationID: h.id, Amount: est, Scopes: h.scopes, ExpiresAt: now.Add(o.s.ReservationTTL)})
 	}
@@ -194,10 +233,26 @@ func (o *Orchestrator) reserve(ctx context.Context, c *Call) (*hold, error) {
 // liftPause names the commands that lift the pause of a scope.
 func liftPause(sc ledger.Scope) string {
 	resume := "cortexbuild budget resume " + shellArg(string(sc))
-	if sc.Kind() == ledger.KindTask {
+	raise := "cortexbuild budget set " + shellArg(string(sc)) + " AMOUNT"
+	switch sc.Kind() {
+	case ledger.KindTask:
 		resume = "cortexbuild task resume " + shellArg(sc.ID())
+	case ledger.KindKey:
+		raise = "cortexbuild serve keys update " + sc.Key() + " --budget AMOUNT"
 	}
-	return fmt.Sprintf("its budget is raised ('cortexbuild budget set %s AMOUNT') or it is resumed ('%s')", shellArg(string(sc)), resume)
+	return fmt.Sprintf("its budget is raised ('%s') or it is resumed ('%s')", raise, resume)
+}
+
+// budgetName names the budget of a scope in a refusal: "the budget of
+// task:x", or the key's "the budget of API key k1 for 2026-12".
+func budgetName(sc ledger.Scope) string {
+	if sc.Kind() != ledger.KindKey {
+		return "the budget of " + string(sc)
+	}
+	if p := sc.Period(); p != "" {
+		return "the budget of API key " + sc.Key() + " for " + p + " (" + string(sc) + ")"
+	}
+	return "the total budget of API key " + sc.Key() + " (" + string(sc) + ")"
 }
 
 // shellArg writes s as one argument of a POSIX shell command: as it is
@@ -221,7 +276,7 @@ func (o *Orchestrator) overBudget(ctx context.Context, c *Call, scopes []ledger.
 	summary := fmt.Sprintf("refused: the estimate $%s does not fit the budget", est)
 	var be *ledger.BudgetError
 	if errors.As(err, &be) {
-		summary = fmt.Sprintf("refused: the estimate $%s does not fit the budget of %s ($%s spent and $%s held of $%s); nothing was paused: lower max_tokens or shorten the prompt, or raise the budget", est, be.Scope, be.Spent, be.Held, be.Limit)
+		summary = fmt.Sprintf("refused: the estimate $%s does not fit %s ($%s spent and $%s held of $%s); nothing was paused: lower max_tokens or shorten the prompt, or raise the budget", est, budgetName(be.Scope), be.Spent, be.Held, be.Limit)
 	}
 	for _, s := range scopes {
 		if c.Task != "" && s.Kind() != ledger.KindTask {
@@ -236,7 +291,7 @@ func (o *Orchestrator) overBudget(ctx context.Context, c *Call, scopes []ledger.
 		}
 		reason := fmt.Sprintf("budget reached: $%s spent of $%s, less than the smallest call ($%s) left", b.Spent, b.Limit, floor)
 		if perr := o.s.Ledger.PauseForBudget(ctx, s, reason); perr == nil {
-			summary = fmt.Sprintf("refused: the estimate $%s does not fit the budget of %s; %s is paused, being exhausted ($%s spent of $%s, less than the smallest call left), until %s", est, s, s, b.Spent, b.Limit, liftPause(s))
+			summary = fmt.Sprintf("refused: the estimate $%s does not fit %s; %s is paused, being exhausted ($%s spent of $%s, less than the smallest call left), until %s", est, budgetName(s), s, b.Spent, b.Limit, liftPause(s))
 			o.notify(ctx, "warning", "budget_paused", "", string(s)+": "+reason)
 		}
 	}
@@ -259,7 +314,7 @@ func (o *Orchestrator) settle(ctx context.Context, h *hold, c *Call, attempts []
 	rows := make([]ledger.AttemptRow, len(attempts))
 	for i, a := range attempts {
 		total += a.Cost
-		rows[i] = ledger.AttemptRow{InvocationID: h.id, Time: a.StartedAt, Task: c.Task, Agent: c.Agent, Provider: a.Provider, Model: a.Model, Outcome: a.Outcome,
+		rows[i] = ledger.AttemptRow{InvocationID: h.id, Time: a.StartedAt, Task: c.Task, Agent: c.Agent, Key: c.Key, Provider: a.Provider, Model: a.Model, Outcome: a.Outcome,
 			InputTokens: a.Usage.InputTokens, OutputTokens: a.Usage.OutputTokens, CacheReadTokens: a.Usage.CacheReadTokens, CacheWriteTokens: a.Usage.CacheWriteTokens,
 			Cost: a.Cost, EstimatedUsage: a.Estimated, Unpriced: a.Unpriced}
 	}
@@ -373,7 +428,7 @@ func (o *Orchestrator) invokeCached(ctx context.Context, c Call) (*Outcome, erro
 	}
 	a := Attempt{Provider: res.Provider, Model: res.Model, Tier: kept[0].Tier, Outcome: "cache_hit", StartedAt: o.s.Now()}
 	if o.s.Ledger != nil {
-		row := ledger.AttemptRow{InvocationID: id, Time: a.StartedAt, Task: c.Task, Agent: c.Agent, Provider: a.Provider, Model: a.Model, Outcome: a.Outcome, CacheHit: true, Saving: oc.Saved}
+		row := ledger.AttemptRow{InvocationID: id, Time: a.StartedAt, Task: c.Task, Agent: c.Agent, Key: c.Key, Provider: a.Provider, Model: a.Model, Outcome: a.Outcome, CacheHit: true, Saving: oc.Saved}
 		if err := o.s.Ledger.RecordAttempt(ctx, row); err != nil {
 			o.notify(ctx, "warning", "ledger_write_failed", "", "a cache hit was not recorded: "+err.Error())
 		}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -344,8 +345,9 @@ func (e *env) serveKeysCmd() *cobra.Command {
 	var name, agent, task, role string
 	var models []string
 	var asJSON bool
+	var limits keyLimitFlags
 	create := &cobra.Command{
-		Use:   "create [--name N] [--role call|admin] [--agent A] [--task T] [--models M,...]",
+		Use:   "create [--name N] [--role call|admin] [--agent A] [--agents A,...] [--task T] [--models M,...] [--budget USD --period day|month|total] [--rpm N] [--tpm N] [--expires WHEN]",
 		Short: "Create a key and print it once (only its hash is kept)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -359,7 +361,12 @@ func (e *env) serveKeysCmd() *cobra.Command {
 			if err := checkModels(f, "--models", models); err != nil {
 				return err
 			}
-			spec := gateway.KeySpec{Name: name, Project: e.project(f), Role: gateway.Role(role), Agent: agent, Task: task, Models: models}
+			var lk gateway.Key
+			if err := limits.apply(f, cmd.Flags(), &lk, time.Now()); err != nil {
+				return withCode(ExitUsage, err)
+			}
+			spec := gateway.KeySpec{Name: name, Project: e.project(f), Role: gateway.Role(role), Agent: agent, Task: task, Models: models,
+				Agents: lk.Agents, KeyLimits: lk.KeyLimits}
 			if err := spec.Check(); err != nil {
 				return withCode(ExitUsage, err)
 			}
@@ -392,6 +399,7 @@ func (e *env) serveKeysCmd() *cobra.Command {
 	create.Flags().StringVar(&agent, "agent", "", "bind the key to this agent: its calls are made as it, and no other")
 	create.Flags().StringVar(&task, "task", "", "bind the key to this task: its calls count against it, and no other")
 	create.Flags().BoolVar(&asJSON, "json", false, "print the key and its description as JSON")
+	limits.add(create.Flags(), false)
 
 	var listJSON bool
 	list := &cobra.Command{
@@ -411,28 +419,52 @@ func (e *env) serveKeysCmd() *cobra.Command {
 			if err != nil {
 				return withCode(ExitFailure, err)
 			}
+			now := time.Now()
+			spent := e.keysSpend(cmd.Context(), f, keys, now)
 			if listJSON {
-				if keys == nil {
-					keys = []gateway.Key{}
+				type listed struct {
+					gateway.Key
+					Expired bool `json:"expired,omitempty"`
+					// Spent is what the key's calls cost in the period of
+					// its budget (the month without one); absent when the
+					// ledger could not be read.
+					Spent *provider.Money `json:"spent_usd,omitempty"`
 				}
-				return writeJSON(cmd.OutOrStdout(), keys)
+				out := []listed{}
+				for _, k := range keys {
+					l := listed{Key: k, Expired: k.Expired(now)}
+					if m, ok := spent[k.ID]; ok {
+						l.Spent = &m
+					}
+					out = append(out, l)
+				}
+				return writeJSON(cmd.OutOrStdout(), out)
 			}
 			if len(keys) == 0 {
 				fmt.Fprintln(cmd.OutOrStdout(), "no keys: create one with 'cortexbuild serve keys create'")
 				return nil
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "KEY\tNAME\tROLE\tAGENT\tTASK\tMODELS\tCREATED\tSTATUS")
+			fmt.Fprintln(tw, "KEY\tNAME\tROLE\tAGENT\tTASK\tMODELS\tLIMITS\tSPENT\tCREATED\tSTATUS")
 			for _, k := range keys {
 				status := "active"
-				if !k.Active() {
+				switch {
+				case !k.Active():
 					status = "revoked " + k.RevokedAt.Format(time.DateOnly)
+				case k.Expired(now):
+					status = "expired " + k.ExpiresAt.UTC().Format(time.RFC3339)
+				}
+				spend := "?"
+				if m, ok := spent[k.ID]; ok {
+					spend = "$" + m.String() + map[string]string{ledger.PeriodDay: " today", ledger.PeriodMonth: " this month", ledger.PeriodTotal: " in total"}[k.BudgetPeriod()]
 				}
 				role := gateway.RoleCall
 				if k.Admin() {
 					role = gateway.RoleAdmin
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.Hint(), orDash(k.Name), role, orDash(k.Agent), orDash(k.Task), orDash(strings.Join(k.Models, ",")), k.CreatedAt.Format(time.DateOnly), status)
+				agent := orDash(cmp.Or(k.Agent, strings.Join(k.Agents, ",")))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.Hint(), orDash(k.Name), role, agent, orDash(k.Task), orDash(strings.Join(k.Models, ",")),
+					limitsText(k), spend, k.CreatedAt.Format(time.DateOnly), status)
 			}
 			return tw.Flush()
 		},
@@ -459,7 +491,7 @@ func (e *env) serveKeysCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(create, list, revoke)
+	cmd.AddCommand(create, list, e.keysUpdateCmd(), revoke)
 	return cmd
 }
 

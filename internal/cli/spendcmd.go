@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cortexbuild/cortexbuild/config"
+	"github.com/cortexbuild/cortexbuild/gateway"
 	"github.com/cortexbuild/cortexbuild/ledger"
 	"github.com/cortexbuild/cortexbuild/provider"
 )
@@ -41,19 +42,19 @@ func (e *env) withStore(cmd *cobra.Command, readOnly bool, fn func(f *config.Fil
 }
 
 func (e *env) spendCmd() *cobra.Command {
-	var task, agent, by string
+	var task, agent, key, by string
 	var month, asJSON bool
 	cmd := &cobra.Command{
-		Use:   "spend [--task T] [--agent A] [--by task|agent|model|month] [--month]",
+		Use:   "spend [--task T] [--agent A] [--key ID] [--by task|agent|model|month|key] [--month]",
 		Short: "What was spent, from the ledger: cost, tokens, attempts, cache hits and savings",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return e.withStore(cmd, true, func(f *config.File, st ledger.Store) error {
-				flt := ledger.Filter{Task: task, Agent: agent, By: ledger.GroupBy(by), Location: budgetLocation(f)}
+				flt := ledger.Filter{Task: task, Agent: agent, Key: gateway.PublicID(key), By: ledger.GroupBy(by), Location: budgetLocation(f)}
 				switch flt.By {
-				case ledger.ByNone, ledger.ByTask, ledger.ByAgent, ledger.ByModel, ledger.ByMonth:
+				case ledger.ByNone, ledger.ByTask, ledger.ByAgent, ledger.ByModel, ledger.ByMonth, ledger.ByKey:
 				default:
-					return withCode(ExitUsage, fmt.Errorf("--by %q: use task, agent, model or month", by))
+					return withCode(ExitUsage, fmt.Errorf("--by %q: use task, agent, model, month or key", by))
 				}
 				if month {
 					now := time.Now().In(flt.Location)
@@ -74,7 +75,11 @@ func (e *env) spendCmd() *cobra.Command {
 					fmt.Fprintf(tw, "%s\t$%s\t%d\t%d/%d\t%d\t$%s\n", k, t.Cost, t.Attempts, t.InputTokens, t.OutputTokens, t.CacheHits, t.Savings)
 				}
 				for _, g := range rep.Groups {
-					line(g.Key, g.Totals)
+					name := g.Key
+					if flt.By == ledger.ByKey && name == "" {
+						name = "(no key)"
+					}
+					line(name, g.Totals)
 				}
 				line("total", rep.Total)
 				if err := tw.Flush(); err != nil {
@@ -90,7 +95,8 @@ func (e *env) spendCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&task, "task", "", "only this task")
 	cmd.Flags().StringVar(&agent, "agent", "", "only this agent")
-	cmd.Flags().StringVar(&by, "by", "", "group by task, agent, model or month")
+	cmd.Flags().StringVar(&key, "key", "", "only the calls made with this virtual key (its id, as 'serve keys list' shows it)")
+	cmd.Flags().StringVar(&by, "by", "", "group by task, agent, model, month or key (the virtual key's id)")
 	cmd.Flags().BoolVar(&month, "month", false, "only the current calendar month (budgets.timezone)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
@@ -103,7 +109,7 @@ func parseScope(s string, f *config.File) (ledger.Scope, error) {
 	}
 	sc, err := ledger.ParseScope(s)
 	if err != nil {
-		return "", withCode(ExitUsage, fmt.Errorf("%v: write task:ID, month:YYYY-MM or month", err))
+		return "", withCode(ExitUsage, fmt.Errorf("%v: write task:ID, month:YYYY-MM, month or key:ID[@YYYY-MM|@YYYY-MM-DD]", err))
 	}
 	return sc, nil
 }

@@ -66,10 +66,7 @@ func wantVersions(t *testing.T, site Site) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var want []int
-	for v := 1; v <= ledger.LatestSchemaVersion; v++ {
-		want = append(want, v)
-	}
+	want := ledger.SchemaVersions()
 	if !slices.Equal(got, want) {
 		t.Errorf("schema_version rows = %v; want %v (each migration once)", got, want)
 	}
@@ -378,65 +375,77 @@ func (h *helper) wait(t *testing.T) {
 // RunProcessTests checks a budget shared by three processes, and that a
 // process killed while holding a reservation leaks nothing past its expiry.
 func RunProcessTests(t *testing.T, newSite SiteMaker) {
-	t.Run("ThreeProcessesShareABudget", func(t *testing.T) {
-		site := newSite(t)
-		s := openSite(t, site, ledger.WithClock(NewClock(Epoch).Now))
-		scope := ledger.TaskScope("shared")
-		limit, estimate := M("5"), M("0.3")
-		if err := s.SetBudget(t.Context(), scope, limit); err != nil {
+	// A task's budget, and a virtual key's budget for a month.
+	for _, scope := range []ledger.Scope{ledger.TaskScope("shared"), "key:shared@2026-05"} {
+		t.Run("ThreeProcessesShareABudget/"+scope.Kind(), func(t *testing.T) { testThreeProcesses(t, newSite, scope) })
+	}
+	runProcessCrashTests(t, newSite)
+}
+
+// testThreeProcesses has three processes reserve against the budget of
+// scope at once: they admit exactly what fits, and spend no more.
+func testThreeProcesses(t *testing.T, newSite SiteMaker, scope ledger.Scope) {
+	site := newSite(t)
+	s := openSite(t, site, ledger.WithClock(NewClock(Epoch).Now))
+	limit, estimate := M("5"), M("0.3")
+	if err := s.SetBudget(t.Context(), scope, limit); err != nil {
+		t.Fatal(err)
+	}
+	const procs, each = 3, 24
+	var hs []*helper
+	for i := range procs {
+		hs = append(hs, startHelper(t, site, "batch", fmt.Sprintf("p%d", i), strconv.Itoa(each), estimate.String(), string(scope)))
+	}
+	admitted, refused := 0, 0
+	for _, h := range hs {
+		var a, r int
+		if _, err := fmt.Sscanf(h.next(t), "reserved %d %d", &a, &r); err != nil {
 			t.Fatal(err)
 		}
-		const procs, each = 3, 24
-		var hs []*helper
-		for i := range procs {
-			hs = append(hs, startHelper(t, site, "batch", fmt.Sprintf("p%d", i), strconv.Itoa(each), estimate.String(), string(scope)))
-		}
-		admitted, refused := 0, 0
-		for _, h := range hs {
-			var a, r int
-			if _, err := fmt.Sscanf(h.next(t), "reserved %d %d", &a, &r); err != nil {
-				t.Fatal(err)
-			}
-			admitted, refused = admitted+a, refused+r
-		}
-		if want := int(limit / estimate); admitted != want || refused != procs*each-want {
-			t.Errorf("admitted %d, refused %d across %d processes; want %d and %d", admitted, refused, procs, want, procs*each-want)
-		}
-		b, err := s.Budget(t.Context(), scope)
-		if err != nil {
+		admitted, refused = admitted+a, refused+r
+	}
+	if want := int(limit / estimate); admitted != want || refused != procs*each-want {
+		t.Errorf("admitted %d, refused %d across %d processes; want %d and %d", admitted, refused, procs, want, procs*each-want)
+	}
+	b, err := s.Budget(t.Context(), scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Held != provider.Money(admitted)*estimate || b.Spent != 0 {
+		t.Errorf("while held: %+v; want held $%s", b, provider.Money(admitted)*estimate)
+	}
+	// Every helper has reserved: let them settle.
+	var spent provider.Money
+	for _, h := range hs {
+		h.stdin.Close()
+	}
+	for _, h := range hs {
+		var n int64
+		if _, err := fmt.Sscanf(h.next(t), "settled %d", &n); err != nil {
 			t.Fatal(err)
 		}
-		if b.Held != provider.Money(admitted)*estimate || b.Spent != 0 {
-			t.Errorf("while held: %+v; want held $%s", b, provider.Money(admitted)*estimate)
-		}
-		// Every helper has reserved: let them settle.
-		var spent provider.Money
-		for _, h := range hs {
-			h.stdin.Close()
-		}
-		for _, h := range hs {
-			var n int64
-			if _, err := fmt.Sscanf(h.next(t), "settled %d", &n); err != nil {
-				t.Fatal(err)
-			}
-			spent += provider.Money(n)
-			h.wait(t)
-		}
-		b, err = s.Budget(t.Context(), scope)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b.Spent != spent || b.Held != 0 || b.Spent > limit {
-			t.Errorf("after settling: %+v; want spent $%s (cap $%s), nothing held", b, spent, limit)
-		}
-		rep, err := s.Spend(t.Context(), ledger.Filter{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rep.Total.Cost != spent || rep.Total.Attempts != int64(admitted) {
-			t.Errorf("ledger total %+v; want $%s over %d attempts", rep.Total, spent, admitted)
-		}
-	})
+		spent += provider.Money(n)
+		h.wait(t)
+	}
+	b, err = s.Budget(t.Context(), scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Spent != spent || b.Held != 0 || b.Spent > limit {
+		t.Errorf("after settling: %+v; want spent $%s (cap $%s), nothing held", b, spent, limit)
+	}
+	rep, err := s.Spend(t.Context(), ledger.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Total.Cost != spent || rep.Total.Attempts != int64(admitted) {
+		t.Errorf("ledger total %+v; want $%s over %d attempts", rep.Total, spent, admitted)
+	}
+}
+
+// runProcessCrashTests checks that a process killed while holding a
+// reservation leaks nothing past its expiry.
+func runProcessCrashTests(t *testing.T, newSite SiteMaker) {
 
 	t.Run("CrashLeavesNoStuckReservation", func(t *testing.T) {
 		site := newSite(t)
