@@ -1,14 +1,19 @@
 package console
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cortexbuild/cortexbuild/gateway"
 	"github.com/cortexbuild/cortexbuild/ledger"
+	"github.com/cortexbuild/cortexbuild/provider"
 )
 
 // KeyManager lists, creates and revokes the gateway's virtual keys, as
@@ -33,12 +38,60 @@ type keyRow struct {
 	Key     gateway.Key
 	Models  string
 	Current bool // the key of the session looking at the page
+	// Limits describes the key's budget, rates, expiry and agents; Spent
+	// is what it spent in its budget's period (the month without one).
+	Limits  string
+	Spent   provider.Money
+	Expired bool
 }
 
 // keyForm is what the create form was sent with, shown again when it is
 // refused (it holds no secret).
 type keyForm struct {
 	Name, Role, Agent, Task, Models string
+	// The key's limits as typed: a budget in USD and its period, requests
+	// and tokens per minute, an expiry, the allowed agents.
+	Budget, Period, RPM, TPM, Expires, Agents string
+}
+
+// perMinute reads a rate limit typed in field: empty is no limit.
+func perMinute(field, text string) (int64, error) {
+	if text == "" {
+		return 0, nil
+	}
+	v, err := strconv.ParseInt(text, 10, 64)
+	if err != nil || v < 0 || v > math.MaxInt32 {
+		return 0, fmt.Errorf("%s: %q is not a whole number from 0 to %d", field, text, math.MaxInt32)
+	}
+	return v, nil
+}
+
+// limits reads the limits of the form; each error names its field.
+func (f keyForm) limits(now time.Time) (gateway.KeyLimits, []string, error) {
+	var l gateway.KeyLimits
+	if f.Budget != "" {
+		m, err := provider.ParseMoney(strings.TrimPrefix(f.Budget, "$"))
+		if err != nil {
+			return l, nil, fmt.Errorf("budget: %q is not an amount in USD (e.g. 5.00)", f.Budget)
+		}
+		l.Budget, l.Period = &m, f.Period
+	}
+	rpm, err := perMinute("requests per minute", f.RPM)
+	if err != nil {
+		return l, nil, err
+	}
+	l.RPM = int(rpm)
+	if l.TPM, err = perMinute("tokens per minute", f.TPM); err != nil {
+		return l, nil, err
+	}
+	if f.Expires != "" {
+		at, err := gateway.ParseExpiry(f.Expires, now)
+		if err != nil {
+			return l, nil, fmt.Errorf("expires: %v", err)
+		}
+		l.ExpiresAt = &at
+	}
+	return l, splitModels(f.Agents), nil
 }
 
 type accessData struct {
@@ -47,12 +100,16 @@ type accessData struct {
 	Created *createdKey
 	Form    keyForm
 	Roles   []gateway.Role
+	Periods []string
 }
 
-func (c *Console) accessData(s *session, form keyForm) (accessData, error) {
-	d := accessData{Managed: c.opts.KeyStore != nil, Form: form, Roles: gateway.Roles}
+func (c *Console) accessData(ctx context.Context, s *session, form keyForm) (accessData, error) {
+	d := accessData{Managed: c.opts.KeyStore != nil, Form: form, Roles: gateway.Roles, Periods: []string{ledger.PeriodMonth, ledger.PeriodDay, ledger.PeriodTotal}}
 	if d.Form.Role == "" {
 		d.Form.Role = string(gateway.RoleCall)
+	}
+	if d.Form.Period == "" {
+		d.Form.Period = ledger.PeriodMonth
 	}
 	if !d.Managed {
 		return d, nil
@@ -61,16 +118,19 @@ func (c *Console) accessData(s *session, form keyForm) (accessData, error) {
 	if err != nil {
 		return d, err
 	}
+	now := c.opts.Now()
+	spent, err := gateway.KeySpend(ctx, c.opts.Ledger, keys, now, c.opts.Location)
 	for _, k := range slices.Backward(keys) { // newest first
-		d.Keys = append(d.Keys, keyRow{Key: k, Models: strings.Join(k.Models, ", "), Current: s.keyID != "" && k.ID == s.keyID})
+		d.Keys = append(d.Keys, keyRow{Key: k, Models: strings.Join(k.Models, ", "), Current: s.keyID != "" && k.ID == s.keyID,
+			Limits: k.LimitsText(), Spent: spent[k.ID], Expired: k.Expired(now)})
 	}
-	return d, nil
+	return d, err
 }
 
 // accessPage lists the keys and, once after a creation, the new key's
 // secret.
 func (c *Console) accessPage(w http.ResponseWriter, r *http.Request, s *session) {
-	d, err := c.accessData(s, keyForm{})
+	d, err := c.accessData(r.Context(), s, keyForm{})
 	c.mu.Lock()
 	d.Created, s.created = s.created, nil
 	c.mu.Unlock()
@@ -85,7 +145,7 @@ func (c *Console) accessPage(w http.ResponseWriter, r *http.Request, s *session)
 // accessError shows the access keys page with an error and the form as
 // it was sent.
 func (c *Console) accessError(w http.ResponseWriter, r *http.Request, s *session, status int, form keyForm, msg string) {
-	d, err := c.accessData(s, form)
+	d, err := c.accessData(r.Context(), s, form)
 	p := c.page(r, s, "access", "Access keys", d)
 	p.Error = msg
 	if err != nil {
@@ -107,9 +167,17 @@ func (c *Console) createKey(w http.ResponseWriter, r *http.Request, s *session) 
 		return
 	}
 	f := keyForm{Name: strings.TrimSpace(r.PostForm.Get("name")), Role: strings.TrimSpace(r.PostForm.Get("role")),
-		Agent: strings.TrimSpace(r.PostForm.Get("agent")), Task: strings.TrimSpace(r.PostForm.Get("task")), Models: strings.TrimSpace(r.PostForm.Get("models"))}
-	spec := gateway.KeySpec{Name: f.Name, Project: c.opts.Project, Role: gateway.Role(f.Role), Agent: f.Agent, Task: f.Task, Models: splitModels(f.Models)}
-	err := spec.Check()
+		Agent: strings.TrimSpace(r.PostForm.Get("agent")), Task: strings.TrimSpace(r.PostForm.Get("task")), Models: strings.TrimSpace(r.PostForm.Get("models")),
+		Budget: strings.TrimSpace(r.PostForm.Get("budget")), Period: strings.TrimSpace(r.PostForm.Get("period")), RPM: strings.TrimSpace(r.PostForm.Get("rpm")),
+		TPM: strings.TrimSpace(r.PostForm.Get("tpm")), Expires: strings.TrimSpace(r.PostForm.Get("expires")), Agents: strings.TrimSpace(r.PostForm.Get("agents"))}
+	limits, agents, err := f.limits(c.opts.Now())
+	if err != nil {
+		c.accessError(w, r, s, http.StatusBadRequest, f, "The key was not created: "+err.Error())
+		return
+	}
+	spec := gateway.KeySpec{Name: f.Name, Project: c.opts.Project, Role: gateway.Role(f.Role), Agent: f.Agent, Task: f.Task, Models: splitModels(f.Models),
+		Agents: agents, KeyLimits: limits}
+	err = spec.Check()
 	switch {
 	case len(f.Name) > maxKeyName:
 		err = fmt.Errorf("name: at most %d characters", maxKeyName)

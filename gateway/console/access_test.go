@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,11 +10,15 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cortexbuild/cortexbuild/gateway"
 	"github.com/cortexbuild/cortexbuild/gateway/console"
+	"github.com/cortexbuild/cortexbuild/ledger"
+	"github.com/cortexbuild/cortexbuild/provider"
 )
 
 // stamp matches a time as the console shows it.
@@ -74,7 +79,7 @@ func TestAccessKeysCreateShowOnceRevoke(t *testing.T) {
 		t.Fatalf("the created key = %+v, %v", k, err)
 	}
 	row = squash(regexp.MustCompile(`(?s)<tr id="k-` + k.ID + `">.*?</tr>`).FindString(page))
-	if !regexp.MustCompile(`<td>ci runner</td> <td>call</td><td>builder</td><td>any</td><td>fast_cheap, builder</td> <td>` + stamp + `</td>`).MatchString(row) {
+	if !regexp.MustCompile(`<td>ci runner</td> <td>call</td><td>builder</td><td>any</td><td>fast_cheap, builder</td> <td class="limits">no limits</td><td class="spent">\$0\.00</td> <td>` + stamp + `</td>`).MatchString(row) {
 		t.Errorf("the new key's row: %s", row)
 	}
 	if i, j := strings.Index(page, `id="k-`+k.ID+`"`), strings.Index(page, `id="k-`+admin+`"`); i < 0 || j < 0 || i > j {
@@ -128,7 +133,7 @@ func TestAccessKeysCreateShowOnceRevoke(t *testing.T) {
 func TestAccessKeysRefuseBadKeys(t *testing.T) {
 	fx := newFixtureWith(t, false, func(o *console.Options) {
 		o.CheckKey = func(spec gateway.KeySpec) error {
-			if spec.Agent == "buidler" {
+			if spec.Agent == "buidler" || slices.Contains(spec.Agents, "buidler") {
 				return errors.New(`agent "buidler": unknown agent (did you mean "builder"?)`)
 			}
 			return nil
@@ -146,6 +151,14 @@ func TestAccessKeysRefuseBadKeys(t *testing.T) {
 		{url.Values{"role": {"call"}, "agent": {"buidler"}}, "did you mean &#34;builder&#34;?"},
 		{url.Values{"role": {"call"}, "name": {strings.Repeat("n", 101)}}, "name: at most 100 characters"},
 		{url.Values{"role": {"call"}, "task": {"bad\x00task"}}, "task: a task id is 1 to 200 printable characters"},
+		{url.Values{"role": {"call"}, "budget": {"five"}}, "budget: &#34;five&#34; is not an amount in USD"},
+		{url.Values{"role": {"call"}, "budget": {"-1"}}, "is negative"},
+		{url.Values{"role": {"call"}, "budget": {"1"}, "period": {"year"}}, "unknown budget period &#34;year&#34;"},
+		{url.Values{"role": {"call"}, "rpm": {"-3"}}, "requests per minute: &#34;-3&#34; is not a whole number"},
+		{url.Values{"role": {"call"}, "tpm": {"lots"}}, "tokens per minute: &#34;lots&#34; is not a whole number"},
+		{url.Values{"role": {"call"}, "expires": {"soon"}}, "expires: expiry &#34;soon&#34;: give a duration"},
+		{url.Values{"role": {"admin"}, "budget": {"1"}}, "an admin key makes no model calls"},
+		{url.Values{"role": {"call"}, "agents": {"builder,buidler"}}, "did you mean &#34;builder&#34;?"},
 	}
 	for _, tc := range cases {
 		tc.form.Set("csrf", b.csrf)
@@ -253,5 +266,57 @@ func TestAccessKeysWithoutAKeyStore(t *testing.T) {
 	}
 	if w := b.do(http.MethodPost, "/console/access", url.Values{"csrf": {b.csrf}, "role": {"call"}}); w.Code != http.StatusNotFound {
 		t.Errorf("create without a key store = %d", w.Code)
+	}
+}
+
+// A key created with limits on the access keys page has them in the key
+// store (budget and period, rates, expiry, agents); its row shows them
+// and what the key spent in its budget's period, and the spend page
+// lists the month's spend per key.
+func TestAccessKeysWithLimitsAndSpend(t *testing.T) {
+	fx := newFixture(t, false)
+	b := fx.browser(t).loggedIn()
+	create := url.Values{"csrf": {b.csrf}, "name": {"nightly"}, "role": {"call"}, "agents": {"builder, critic"},
+		"budget": {"$5.00"}, "period": {"day"}, "rpm": {"60"}, "tpm": {"200000"}, "expires": {"2030-01-31"}}
+	if w := b.do(http.MethodPost, "/console/access", create); w.Code != http.StatusSeeOther {
+		t.Fatalf("create = %d %s", w.Code, w.Body)
+	}
+	token := secretRE.FindStringSubmatch(b.do(http.MethodGet, "/console/access", nil).Body.String())
+	if token == nil {
+		t.Fatal("the new key's secret is not shown")
+	}
+	k, err := fx.keys.Check(token[1])
+	if err != nil || k.Budget == nil || k.Budget.String() != "5.00" || k.BudgetPeriod() != "day" || k.RPM != 60 || k.TPM != 200000 ||
+		k.ExpiresAt == nil || !k.ExpiresAt.Equal(time.Date(2030, 1, 31, 0, 0, 0, 0, time.UTC)) || strings.Join(k.Agents, ",") != "builder,critic" {
+		t.Fatalf("the created key = %+v, %v", k, err)
+	}
+	// The key spends today, and spent yesterday (outside its day).
+	for i, at := range []time.Time{fx.now, fx.now.Add(-24 * time.Hour)} {
+		cost, err := provider.ParseMoney([]string{"0.75", "2.00"}[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fx.store.RecordAttempt(context.Background(), ledger.AttemptRow{InvocationID: fmt.Sprintf("inv_k%d", i), Key: k.ID, Agent: "builder",
+			Provider: "claude", Model: "claude-sonnet-4-6", Outcome: "ok", Cost: cost, Time: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page := b.do(http.MethodGet, "/console/access", nil).Body.String()
+	row := squash(regexp.MustCompile(`(?s)<tr id="k-` + k.ID + `">.*?</tr>`).FindString(page))
+	for _, want := range []string{
+		`<td class="limits">budget $5.00/day, 60 rpm, 200000 tpm, expires 2030-01-31T00:00:00Z, agents builder,critic</td>`,
+		`<td class="spent">$0.75</td>`,
+	} {
+		if !strings.Contains(row, want) {
+			t.Errorf("the key's row lacks %s:\n%s", want, row)
+		}
+	}
+	spend := b.do(http.MethodGet, "/console/spend", nil).Body.String()
+	table := squash(regexp.MustCompile(`(?s)<table id="keys-spend">.*?</table>`).FindString(spend))
+	if !strings.Contains(table, "<td>cbk_"+k.ID+"_… nightly</td><td class=\"num\">$2.75</td><td class=\"num\">2</td>") {
+		t.Errorf("the spend per key:\n%s", table)
+	}
+	if strings.Contains(spend, token[1]) || strings.Contains(page, token[1]) {
+		t.Error("the key's secret is shown again")
 	}
 }

@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -354,6 +355,9 @@ type spendData struct {
 	MonthLimit string
 	MonthLeft  string
 	Agents     []spendRow
+	// Keys is the month's spend per access key (Key is its hint and
+	// name; calls made without a key are one row).
+	Keys       []spendRow
 	Tasks      []spendRow
 	Months     []spendRow
 	Chart      template.HTML
@@ -366,6 +370,34 @@ type spendData struct {
 	// catalog lists neither model; UnpricedModels names them.
 	Unpriced       int64
 	UnpricedModels string
+}
+
+// keySpendRows returns the spend per access key between from and to,
+// each key named by its hint and name when the key store knows it.
+func (c *Console) keySpendRows(ctx context.Context, from, to time.Time) ([]spendRow, error) {
+	rep, err := c.opts.Ledger.Spend(ctx, ledger.Filter{From: from, To: to, By: ledger.ByKey})
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]string{}
+	if c.opts.KeyStore != nil {
+		keys, err := c.opts.KeyStore.List()
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range keys {
+			names[k.ID] = strings.TrimSpace(k.Hint() + " " + k.Name)
+		}
+	}
+	var rows []spendRow
+	for _, g := range rep.Groups {
+		row := spendRow{Key: cmp.Or(names[g.Key], g.Key), Cost: g.Cost, Attempts: g.Attempts}
+		if g.Key == "" {
+			row.Key = "(no key: calls made without the gateway)"
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
 }
 
 func limitText(b ledger.Budget) (string, string) {
@@ -401,6 +433,9 @@ func (c *Console) spendData(ctx context.Context) (spendData, error) {
 			row.Limit = "$" + l.String() + " per call"
 		}
 		d.Agents = append(d.Agents, row)
+	}
+	if d.Keys, err = c.keySpendRows(ctx, start, end); err != nil {
+		return d, err
 	}
 	budgets, err := st.Budgets(ctx)
 	if err != nil {

@@ -49,6 +49,11 @@ func (e *env) mountConsole(g *gateway.Gateway, f *config.File, o *orchestrator.O
 			if err := checkAgent(f, "agent", spec.Agent); err != nil {
 				return err
 			}
+			for _, a := range spec.Agents {
+				if err := checkAgent(f, "agents", a); err != nil {
+					return err
+				}
+			}
 			return checkModels(f, "models", spec.Models)
 		},
 		NoAuth:    g.NoAuth(),

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 
 	"github.com/cortexbuild/cortexbuild/config"
 	"github.com/cortexbuild/cortexbuild/gateway"
-	"github.com/cortexbuild/cortexbuild/ledger"
 	"github.com/cortexbuild/cortexbuild/provider"
 )
 
@@ -134,7 +132,7 @@ func (e *env) keysUpdateCmd() *cobra.Command {
 			case err != nil:
 				return withCode(ExitFailure, err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "updated %s: %s\n", k.Hint(), limitsText(k))
+			fmt.Fprintf(cmd.OutOrStdout(), "updated %s: %s\n", k.Hint(), k.LimitsText())
 			return nil
 		},
 	}
@@ -143,66 +141,7 @@ func (e *env) keysUpdateCmd() *cobra.Command {
 	return cmd
 }
 
-// limitsText describes a key's limits for people.
-func limitsText(k gateway.Key) string {
-	var parts []string
-	if k.Budget != nil {
-		parts = append(parts, fmt.Sprintf("budget $%s/%s", *k.Budget, k.BudgetPeriod()))
-	}
-	if k.RPM > 0 {
-		parts = append(parts, strconv.Itoa(k.RPM)+" rpm")
-	}
-	if k.TPM > 0 {
-		parts = append(parts, strconv.FormatInt(k.TPM, 10)+" tpm")
-	}
-	if k.ExpiresAt != nil {
-		parts = append(parts, "expires "+k.ExpiresAt.UTC().Format(time.RFC3339))
-	}
-	if len(k.Agents) > 0 {
-		parts = append(parts, "agents "+strings.Join(k.Agents, ","))
-	}
-	if len(parts) == 0 {
-		return "no limits"
-	}
-	return strings.Join(parts, ", ")
-}
-
-// periodStart returns when the period of a key's budget that holds now
-// began (the zero time for total), in loc.
-func periodStart(period string, now time.Time, loc *time.Location) time.Time {
-	now = now.In(loc)
-	switch period {
-	case ledger.PeriodDay:
-		return time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, loc)
-	case ledger.PeriodTotal:
-		return time.Time{}
-	}
-	return time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, loc)
-}
-
-// keySpend returns what each key spent in the period of its budget (the
-// month for a key without one), from the ledger rows.
-func keySpend(ctx context.Context, st ledger.Store, keys []gateway.Key, now time.Time, loc *time.Location) (map[string]provider.Money, error) {
-	byPeriod := map[string]map[string]provider.Money{}
-	out := map[string]provider.Money{}
-	for _, k := range keys {
-		p := k.BudgetPeriod()
-		if byPeriod[p] == nil {
-			rep, err := st.Spend(ctx, ledger.Filter{By: ledger.ByKey, From: periodStart(p, now, loc)})
-			if err != nil {
-				return nil, err
-			}
-			byPeriod[p] = map[string]provider.Money{}
-			for _, g := range rep.Groups {
-				byPeriod[p][g.Key] = g.Cost
-			}
-		}
-		out[k.ID] = byPeriod[p][k.ID]
-	}
-	return out, nil
-}
-
-// keysSpend is [keySpend] from the project's ledger for a listing; a
+// keysSpend is [gateway.KeySpend] from the project's ledger for a listing; a
 // ledger that cannot be read is said on stderr, and the spend is left out.
 func (e *env) keysSpend(ctx context.Context, f *config.File, keys []gateway.Key, now time.Time) map[string]provider.Money {
 	if len(keys) == 0 {
@@ -212,7 +151,7 @@ func (e *env) keysSpend(ctx context.Context, f *config.File, keys []gateway.Key,
 	if err == nil {
 		defer st.Close()
 		var out map[string]provider.Money
-		if out, err = keySpend(ctx, st, keys, now, budgetLocation(f)); err == nil {
+		if out, err = gateway.KeySpend(ctx, st, keys, now, budgetLocation(f)); err == nil {
 			return out
 		}
 	}

@@ -464,7 +464,7 @@ func (e *env) serveKeysCmd() *cobra.Command {
 				}
 				agent := orDash(cmp.Or(k.Agent, strings.Join(k.Agents, ",")))
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.Hint(), orDash(k.Name), role, agent, orDash(k.Task), orDash(strings.Join(k.Models, ",")),
-					limitsText(k), spend, k.CreatedAt.Format(time.DateOnly), status)
+					k.LimitsText(), spend, k.CreatedAt.Format(time.DateOnly), status)
 			}
 			return tw.Flush()
 		},
