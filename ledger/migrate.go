@@ -17,7 +17,7 @@ type migration struct {
 
 // LatestSchemaVersion is the schema version this package writes: the
 // version of the last migration.
-const LatestSchemaVersion = 5
+const LatestSchemaVersion = 6
 
 var migrations = []migration{
 	{
@@ -292,5 +292,42 @@ var migrations = []migration{
 		description: "attempts flagged unpriced: charged the reservation because the catalog lists neither model",
 		sqlite:      []string{`ALTER TABLE attempts ADD COLUMN unpriced INTEGER NOT NULL DEFAULT 0`},
 		postgres:    []string{`ALTER TABLE _S_.attempts ADD COLUMN unpriced BOOLEAN NOT NULL DEFAULT false`},
+	},
+	{
+		version:     6,
+		description: "budget alerts: a scope's spend crossed a threshold of its limit",
+		// One row per scope, threshold and limit, written by the settlement
+		// that crossed it; claimed_until and notified_at let one process
+		// announce it (see Store.ClaimAlerts).
+		sqlite: []string{
+			`CREATE TABLE budget_alerts (
+				id            INTEGER PRIMARY KEY,
+				project       TEXT NOT NULL,
+				scope         TEXT NOT NULL,
+				threshold     INTEGER NOT NULL CHECK (threshold > 0 AND threshold <= 100),
+				limit_nanos   INTEGER NOT NULL,
+				spent_nanos   INTEGER NOT NULL,
+				crossed_at    INTEGER NOT NULL,
+				claimed_until INTEGER NOT NULL DEFAULT 0,
+				notified_at   INTEGER,
+				UNIQUE (project, scope, threshold, limit_nanos)
+			) STRICT`,
+			`CREATE INDEX budget_alerts_unnotified ON budget_alerts (project, id) WHERE notified_at IS NULL`,
+		},
+		postgres: []string{
+			`CREATE TABLE _S_.budget_alerts (
+				id            BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+				project       TEXT NOT NULL,
+				scope         TEXT NOT NULL,
+				threshold     INTEGER NOT NULL CHECK (threshold > 0 AND threshold <= 100),
+				limit_nanos   BIGINT NOT NULL,
+				spent_nanos   BIGINT NOT NULL,
+				crossed_at    BIGINT NOT NULL,
+				claimed_until BIGINT NOT NULL DEFAULT 0,
+				notified_at   BIGINT,
+				UNIQUE (project, scope, threshold, limit_nanos)
+			)`,
+			`CREATE INDEX budget_alerts_unnotified ON _S_.budget_alerts (project, id) WHERE notified_at IS NULL`,
+		},
 	},
 }
