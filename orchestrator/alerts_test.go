@@ -186,3 +186,60 @@ func TestAlertsWaitForANotifier(t *testing.T) {
 		t.Errorf("with a notifier: %d, %v, %+v; want the waiting alert", got, err, n.routed)
 	}
 }
+
+// chanNotifier hands each notification to a channel.
+type chanNotifier chan orchestrator.Notification
+
+func (c chanNotifier) Notify(_ context.Context, n orchestrator.Notification) error {
+	c <- n
+	return nil
+}
+
+// WatchAlerts announces what is waiting when it starts, then what is
+// crossed while it runs, until its context ends.
+func TestWatchAlertsAnnouncesWhileRunning(t *testing.T) {
+	st := openLedger(t)
+	ctx := context.Background()
+	task := ledger.TaskScope("t")
+	if err := st.SetBudget(ctx, task, provider.MustMoney("1")); err != nil {
+		t.Fatal(err)
+	}
+	settle := func(id, cost string) {
+		t.Helper()
+		if err := st.Settle(ctx, ledger.Settlement{InvocationID: id, Cost: provider.MustMoney(cost), Scopes: []ledger.Scope{task},
+			Entry: ledger.AttemptRow{Provider: "p", Outcome: "ok", Cost: provider.MustMoney(cost)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle("a", "0.6")
+	notes := make(chanNotifier)
+	o, err := orchestrator.New(orchestrator.Settings{Ledger: st, Notifier: notes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		o.WatchAlerts(wctx, time.Millisecond, func(err error) { t.Error(err) })
+	}()
+	next := func() orchestrator.Notification {
+		t.Helper()
+		select {
+		case n := <-notes:
+			return n
+		case <-time.After(time.Minute):
+			t.Fatal("no notification from the watcher within a minute")
+		}
+		return orchestrator.Notification{}
+	}
+	if n := next(); !strings.Contains(n.Message, "reached 50%") {
+		t.Errorf("first announcement %q; want the 50 %% waiting at start", n.Message)
+	}
+	settle("b", "0.3")
+	if n := next(); !strings.Contains(n.Message, "reached 80%") {
+		t.Errorf("second announcement %q; want the 80 %% crossed while it ran", n.Message)
+	}
+	stop()
+	<-done
+}
