@@ -15,6 +15,25 @@ type migration struct {
 	// the migration, as an SQL string literal (see [WithProject]).
 }
 
+// nextMigration returns the first migration up to version target that is
+// not among the applied versions; ok is false when none is left. Versions
+// are applied by what is recorded, not by the highest one: a database that
+// recorded a later version before an earlier one existed (migrations
+// written in parallel, the later one released first) gets the earlier one
+// too.
+func nextMigration(applied []int, target int) (m migration, ok bool) {
+	done := map[int]bool{}
+	for _, v := range applied {
+		done[v] = true
+	}
+	for _, m := range migrations {
+		if m.version <= target && !done[m.version] {
+			return m, true
+		}
+	}
+	return migration{}, false
+}
+
 // LatestSchemaVersion is the schema version this package writes: the
 // version of the last migration.
 const LatestSchemaVersion = 6

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -98,7 +99,7 @@ func (p *Postgres) q(sql string) string { return strings.ReplaceAll(sql, "_S_.",
 // transaction.
 func (p *Postgres) migrate(ctx context.Context, schema string, target int, expand func(string) string) error {
 	for {
-		var cur int
+		var left bool
 		err := p.tx(ctx, "migrate", func(tx pgx.Tx) error {
 			// One migrator at a time per schema, across processes.
 			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", "cortexbuild ledger "+schema); err != nil {
@@ -117,29 +118,34 @@ func (p *Postgres) migrate(ctx context.Context, schema string, target int, expan
 				version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at BIGINT NOT NULL)`)); err != nil {
 				return err
 			}
-			if err := tx.QueryRow(ctx, p.q("SELECT coalesce(max(version), 0) FROM _S_.schema_version")).Scan(&cur); err != nil {
+			rows, err := tx.Query(ctx, p.q("SELECT version FROM _S_.schema_version"))
+			if err != nil {
 				return err
 			}
-			if cur > LatestSchemaVersion {
+			applied, err := pgx.CollectRows(rows, pgx.RowTo[int])
+			if err != nil {
+				return err
+			}
+			if cur := slices.Max(append(applied, 0)); cur > LatestSchemaVersion {
 				return fmt.Errorf("%w: schema %s is at version %d, this program knows up to %d", ErrSchemaTooNew, schema, cur, LatestSchemaVersion)
 			}
-			if cur >= target {
+			m, ok := nextMigration(applied, target)
+			if left = ok; !ok {
 				return nil
 			}
-			m := migrations[cur]
 			for _, q := range m.postgres {
 				if _, err := tx.Exec(ctx, p.q(expand(q))); err != nil {
 					return fmt.Errorf("ledger: migration %d (%s): %w", m.version, m.description, err)
 				}
 			}
-			_, err := tx.Exec(ctx, p.q("INSERT INTO _S_.schema_version (version, description, applied_at) VALUES ($1, $2, $3)"),
+			_, err = tx.Exec(ctx, p.q("INSERT INTO _S_.schema_version (version, description, applied_at) VALUES ($1, $2, $3)"),
 				m.version, m.description, nanos(p.now()))
 			return err
 		})
 		if err != nil {
 			return err
 		}
-		if cur+1 >= target {
+		if !left {
 			return nil
 		}
 	}

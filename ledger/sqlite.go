@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -210,15 +211,15 @@ func (s *SQLite) migrateOne(ctx context.Context, target int, expand func(string)
 		version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT`); err != nil {
 		return false, sqliteErr("migrate", err)
 	}
-	var cur int
-	if err := s.w.QueryRowContext(ctx, "SELECT coalesce(max(version), 0) FROM schema_version").Scan(&cur); err != nil {
+	applied, err := s.appliedVersions(ctx)
+	if err != nil {
 		return false, sqliteErr("migrate", err)
 	}
-	if cur > LatestSchemaVersion {
+	if cur := slices.Max(append(applied, 0)); cur > LatestSchemaVersion {
 		return false, fmt.Errorf("%w: %s is at version %d, this program knows up to %d", ErrSchemaTooNew, s.path, cur, LatestSchemaVersion)
 	}
-	if cur < target {
-		m := migrations[cur]
+	m, ok := nextMigration(applied, target)
+	if ok {
 		for _, q := range m.sqlite {
 			if _, err := s.w.ExecContext(ctx, expand(q)); err != nil {
 				return false, fmt.Errorf("ledger: migration %d (%s): %w", m.version, m.description, sqliteErr("migrate", err))
@@ -232,7 +233,25 @@ func (s *SQLite) migrateOne(ctx context.Context, target int, expand func(string)
 	if _, err := s.w.ExecContext(ctx, "COMMIT"); err != nil {
 		return false, sqliteErr("migrate", err)
 	}
-	return cur+1 >= target, nil
+	return !ok, nil
+}
+
+// appliedVersions lists the versions recorded in schema_version.
+func (s *SQLite) appliedVersions(ctx context.Context) ([]int, error) {
+	rows, err := s.w.QueryContext(ctx, "SELECT version FROM schema_version")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []int
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }
 
 func (s *SQLite) prepare(ctx context.Context) error {

@@ -185,6 +185,7 @@ func RunSiteTests(t *testing.T, newSite SiteMaker) {
 	runTaskSiteTests(t, newSite)
 	runProjectSiteTests(t, newSite)
 	runAlertSiteTests(t, newSite)
+	runMigrationGapTests(t, newSite)
 }
 
 // Environment of a helper process.
