@@ -190,10 +190,11 @@ type Agent struct {
 type Budgets struct {
 	Pos yamlx.Pos `yaml:"-"`
 
-	Task           *provider.Money `yaml:"task" desc:"Limit for the sum of all invocations of one task, e.g. \"5.00\". Default: none."`
-	ProjectMonthly *provider.Money `yaml:"project_monthly" desc:"Limit for a calendar month of the whole project, e.g. \"200\". Default: none."`
-	Timezone       string          `yaml:"timezone" desc:"IANA time zone for the month boundary; default UTC."`
-	ConfirmAbove   *provider.Money `yaml:"confirm_above" desc:"On a terminal, ask before an invocation estimated above this amount. Default: never ask."`
+	Task           *provider.Money   `yaml:"task" desc:"Limit for the sum of all invocations of one task, e.g. \"5.00\". Default: none."`
+	ProjectMonthly *provider.Money   `yaml:"project_monthly" desc:"Limit for a calendar month of the whole project, e.g. \"200\". Default: none."`
+	Timezone       string            `yaml:"timezone" desc:"IANA time zone for the month boundary; default UTC."`
+	ConfirmAbove   *provider.Money   `yaml:"confirm_above" desc:"On a terminal, ask before an invocation estimated above this amount. Default: never ask."`
+	Alerts         *[]AlertThreshold `yaml:"alerts" desc:"Percentages of a budget's limit (1 to 100) at which a notification (budget_threshold) is sent, once per budget, when its spend crosses them. Default [50, 80, 100]; [] turns alerts off."`
 }
 
 // Locality modes.

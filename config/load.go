@@ -217,6 +217,7 @@ func (f *File) validate(reg *provider.Registry) error {
 			add(f.Budgets.Pos.Key(key), "budgets.%s must not be negative, got %s; write an amount in USD such as \"25.00\"", key, m)
 		}
 	}
+	f.Budgets.validateAlerts(add)
 	if tz := f.Budgets.Timezone; tz != "" {
 		if _, err := time.LoadLocation(tz); err != nil {
 			add(f.Budgets.Pos.Key("timezone"), "budgets.timezone: unknown time zone %q; write an IANA name such as UTC or Europe/Paris", tz)

@@ -62,6 +62,8 @@ func schemaFor(t reflect.Type, key string) map[string]any {
 		return map[string]any{"type": "string", "pattern": `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`}
 	case reflect.TypeFor[Secret]():
 		return map[string]any{"type": "string", "description": "${ENV_VAR} reference (recommended) or a literal value"}
+	case reflect.TypeFor[AlertThreshold]():
+		return map[string]any{"type": "integer", "minimum": 1, "maximum": 100}
 	case reflect.TypeFor[OverBudget]():
 		return map[string]any{"type": "string", "enum": []string{string(OverBudgetAbort), string(OverBudgetEscalate)}}
 	}

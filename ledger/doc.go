@@ -13,6 +13,12 @@
 // settlement that makes a scope reach its limit pauses it, and raising the
 // limit ([Store.SetBudget]) or [Store.Resume] lifts that pause.
 //
+// A settlement that takes a scope's spend across a threshold of its limit
+// ([WithAlerts]: 50, 80 and 100 % by default) records an [Alert] in the
+// same transaction, once per scope, threshold and limit; [Store.ClaimAlerts]
+// and [Store.AlertNotified] let the processes sharing the store announce
+// each once.
+//
 // # The life of a reservation
 //
 //	                   Reserve(id, estimate, scopes, expires_at)

@@ -1197,3 +1197,12 @@ func (f *Fast) lostError(lost []job) error {
 		"to recover them, once there is room, save the lines below to a file ending in %s under %s: the next process to open the store applies them:%s",
 		ErrUnavailable, len(lost), total, journalSuffix, f.dir, lines.String())
 }
+
+// Alerts implements [Store], after applying pending settlements (the
+// alerts they cross are recorded as they are applied).
+func (f *Fast) Alerts(ctx context.Context, limit int) ([]Alert, error) {
+	if err := f.catchUp(ctx); err != nil {
+		return nil, err
+	}
+	return f.Store.Alerts(ctx, limit)
+}

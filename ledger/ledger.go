@@ -92,6 +92,23 @@ type Store interface {
 	// Paused reports whether a scope is paused, and why.
 	Paused(ctx context.Context, scope Scope) (reason string, paused bool, err error)
 
+	// Alerts returns the budget alerts settlements recorded (see [Alert]
+	// and [WithAlerts]), newest first: all of them, or the limit newest
+	// when limit is above zero.
+	Alerts(ctx context.Context, limit int) ([]Alert, error)
+	// ClaimAlerts claims up to max alerts that are not notified yet and
+	// not claimed by anyone (in this process or another) whose claim still
+	// runs: each is claimed until the store's clock plus hold, and they are
+	// returned in the order they were crossed. The caller announces them
+	// and marks each with [Store.AlertNotified]; an alert whose claim runs
+	// out unmarked (its announcement failed, its process died) is claimed
+	// again by a later call.
+	ClaimAlerts(ctx context.Context, hold time.Duration, max int) ([]Alert, error)
+	// AlertNotified records that an alert was announced: it is never
+	// claimed again. Marking an alert already marked, or unknown, changes
+	// nothing.
+	AlertNotified(ctx context.Context, id int64) error
+
 	// TaskStore keeps the task records of the critic gate.
 	TaskStore
 
@@ -358,6 +375,8 @@ type options struct {
 	busyTimeout time.Duration
 	maxConns    int32
 	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
+	alerts      []int // with alertsSet: the thresholds of WithAlerts
+	alertsSet   bool
 }
 
 func buildOptions(opts []Option) options {

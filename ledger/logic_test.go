@@ -161,10 +161,13 @@ func TestMigrationsAreNumberedInOrder(t *testing.T) {
 			}
 		}
 	}
-	for i := 1; i < len(migrations); i++ {
-		if migrations[i].version <= migrations[i-1].version {
-			t.Errorf("migration %d follows migration %d: versions must increase", migrations[i].version, migrations[i-1].version)
+	for i, m := range migrations {
+		if m.version != i+1 {
+			t.Errorf("migration %d is number %d in the list: versions are 1, 2, 3, … in order", m.version, i+1)
 		}
+	}
+	if last := migrations[len(migrations)-1].version; last != LatestSchemaVersion {
+		t.Errorf("the last migration is %d, LatestSchemaVersion %d", last, LatestSchemaVersion)
 	}
 	if LatestSchemaVersion != migrations[len(migrations)-1].version {
 		t.Errorf("LatestSchemaVersion = %d; the last migration is version %d", LatestSchemaVersion, migrations[len(migrations)-1].version)

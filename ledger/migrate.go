@@ -15,6 +15,25 @@ type migration struct {
 	// the migration, as an SQL string literal (see [WithProject]).
 }
 
+// nextMigration returns the first migration up to version target that is
+// not among the applied versions; ok is false when none is left. Versions
+// are applied by what is recorded, not by the highest one: a database that
+// recorded a later version before an earlier one existed (migrations
+// written in parallel, the later one released first) gets the earlier one
+// too.
+func nextMigration(applied []int, target int) (m migration, ok bool) {
+	done := map[int]bool{}
+	for _, v := range applied {
+		done[v] = true
+	}
+	for _, m := range migrations {
+		if m.version <= target && !done[m.version] {
+			return m, true
+		}
+	}
+	return migration{}, false
+}
+
 // LatestSchemaVersion is the schema version this package writes: the
 // version of the last migration.
 const LatestSchemaVersion = 7
@@ -294,6 +313,43 @@ var migrations = []migration{
 		postgres:    []string{`ALTER TABLE _S_.attempts ADD COLUMN unpriced BOOLEAN NOT NULL DEFAULT false`},
 	},
 	{
+		version:     6,
+		description: "budget alerts: a scope's spend crossed a threshold of its limit",
+		// One row per scope, threshold and limit, written by the settlement
+		// that crossed it; claimed_until and notified_at let one process
+		// announce it (see Store.ClaimAlerts).
+		sqlite: []string{
+			`CREATE TABLE budget_alerts (
+				id            INTEGER PRIMARY KEY,
+				project       TEXT NOT NULL,
+				scope         TEXT NOT NULL,
+				threshold     INTEGER NOT NULL CHECK (threshold > 0 AND threshold <= 100),
+				limit_nanos   INTEGER NOT NULL,
+				spent_nanos   INTEGER NOT NULL,
+				crossed_at    INTEGER NOT NULL,
+				claimed_until INTEGER NOT NULL DEFAULT 0,
+				notified_at   INTEGER,
+				UNIQUE (project, scope, threshold, limit_nanos)
+			) STRICT`,
+			`CREATE INDEX budget_alerts_unnotified ON budget_alerts (project, id) WHERE notified_at IS NULL`,
+		},
+		postgres: []string{
+			`CREATE TABLE _S_.budget_alerts (
+				id            BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+				project       TEXT NOT NULL,
+				scope         TEXT NOT NULL,
+				threshold     INTEGER NOT NULL CHECK (threshold > 0 AND threshold <= 100),
+				limit_nanos   BIGINT NOT NULL,
+				spent_nanos   BIGINT NOT NULL,
+				crossed_at    BIGINT NOT NULL,
+				claimed_until BIGINT NOT NULL DEFAULT 0,
+				notified_at   BIGINT,
+				UNIQUE (project, scope, threshold, limit_nanos)
+			)`,
+			`CREATE INDEX budget_alerts_unnotified ON _S_.budget_alerts (project, id) WHERE notified_at IS NULL`,
+		},
+	},
+	{
 		version:     7,
 		description: "attempts name the virtual key of a gateway call (its public id; NULL without one)",
 		sqlite: []string{
@@ -305,18 +361,6 @@ var migrations = []migration{
 			`CREATE INDEX attempts_key ON _S_.attempts (project, key_id, at)`,
 		},
 	},
-}
-
-// nextMigration returns the first migration above version cur, and false
-// when there is none. Versions need not be consecutive in this list:
-// a database records each version it applied.
-func nextMigration(cur int) (migration, bool) {
-	for _, m := range migrations {
-		if m.version > cur {
-			return m, true
-		}
-	}
-	return migration{}, false
 }
 
 // SchemaVersions returns the versions of the migrations this program

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -37,6 +38,7 @@ type Postgres struct {
 	closed atomic.Bool
 
 	project string // every row the store reads or writes is this project's
+	alerts  []int  // the thresholds, in percent of a limit, whose crossing a settlement records
 }
 
 var _ Store = (*Postgres)(nil)
@@ -49,6 +51,10 @@ var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 func OpenPostgres(ctx context.Context, url string, opts ...Option) (*Postgres, error) {
 	o := buildOptions(opts)
 	if err := o.checkProject(); err != nil {
+		return nil, err
+	}
+	alerts, err := o.alertThresholds()
+	if err != nil {
 		return nil, err
 	}
 	if o.schema == "" {
@@ -74,7 +80,7 @@ func OpenPostgres(ctx context.Context, url string, opts ...Option) (*Postgres, e
 	if err != nil {
 		return nil, pgErr("connect", err)
 	}
-	p := &Postgres{pool: pool, schema: pgx.Identifier{o.schema}.Sanitize(), project: o.project, now: o.now}
+	p := &Postgres{pool: pool, schema: pgx.Identifier{o.schema}.Sanitize(), project: o.project, alerts: alerts, now: o.now}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, pgErr("connect", err)
@@ -93,8 +99,7 @@ func (p *Postgres) q(sql string) string { return strings.ReplaceAll(sql, "_S_.",
 // transaction.
 func (p *Postgres) migrate(ctx context.Context, schema string, target int, expand func(string) string) error {
 	for {
-		var cur int
-		done := false
+		var left bool
 		err := p.tx(ctx, "migrate", func(tx pgx.Tx) error {
 			// One migrator at a time per schema, across processes.
 			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", "cortexbuild ledger "+schema); err != nil {
@@ -113,14 +118,19 @@ func (p *Postgres) migrate(ctx context.Context, schema string, target int, expan
 				version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at BIGINT NOT NULL)`)); err != nil {
 				return err
 			}
-			if err := tx.QueryRow(ctx, p.q("SELECT coalesce(max(version), 0) FROM _S_.schema_version")).Scan(&cur); err != nil {
+			rows, err := tx.Query(ctx, p.q("SELECT version FROM _S_.schema_version"))
+			if err != nil {
 				return err
 			}
-			if cur > LatestSchemaVersion {
+			applied, err := pgx.CollectRows(rows, pgx.RowTo[int])
+			if err != nil {
+				return err
+			}
+			if cur := slices.Max(append(applied, 0)); cur > LatestSchemaVersion {
 				return fmt.Errorf("%w: schema %s is at version %d, this program knows up to %d", ErrSchemaTooNew, schema, cur, LatestSchemaVersion)
 			}
-			m, ok := nextMigration(cur)
-			if done = !ok || m.version > target; done {
+			m, ok := nextMigration(applied, target)
+			if left = ok; !ok {
 				return nil
 			}
 			for _, q := range m.postgres {
@@ -128,14 +138,14 @@ func (p *Postgres) migrate(ctx context.Context, schema string, target int, expan
 					return fmt.Errorf("ledger: migration %d (%s): %w", m.version, m.description, err)
 				}
 			}
-			_, err := tx.Exec(ctx, p.q("INSERT INTO _S_.schema_version (version, description, applied_at) VALUES ($1, $2, $3)"),
+			_, err = tx.Exec(ctx, p.q("INSERT INTO _S_.schema_version (version, description, applied_at) VALUES ($1, $2, $3)"),
 				m.version, m.description, nanos(p.now()))
 			return err
 		})
 		if err != nil {
 			return err
 		}
-		if done {
+		if !left {
 			return nil
 		}
 	}
@@ -532,18 +542,13 @@ func (p *Postgres) Settle(ctx context.Context, set Settlement) error {
 		}
 		b.Queue(p.q(insertAttemptSQL("_S_.attempts")), attemptArgs(p.project, set.Entry)...)
 		rest += len(set.Earlier) + 1
-		toPause, err := readChargeBatch(c.SendBatch(ctx, b), set.InvocationID, rest)
+		charged, err := readChargeBatch(c.SendBatch(ctx, b), set.InvocationID, rest)
 		if err != nil {
 			return err
 		}
-		// Third round trip: pause the scopes that reached their limit, and
-		// commit.
-		b = &pgx.Batch{}
-		for _, st := range toPause {
-			b.Queue(p.q(`UPDATE _S_.scopes SET paused = true, pause_kind = 'budget', pause_reason = $2, updated_at = $3
-				WHERE project = $4 AND scope = $1`), string(st.scope), pauseReason(st.scope, st.limit, st.spent), n, p.project)
-		}
-		b.Queue("COMMIT")
+		// Third round trip: pause the scopes that reached their limit,
+		// record the alert thresholds crossed, and commit.
+		b = p.afterCharge(charged, func(Scope) provider.Money { return set.Cost }, n)
 		return execBatch(c.SendBatch(context.WithoutCancel(ctx), b), b.Len())
 	})
 }
@@ -577,9 +582,8 @@ func readSettleBatch(br pgx.BatchResults) (reserved *int64, held []Scope, err er
 }
 
 // readChargeBatch reads the settlement batch, of which rest statements
-// follow the charge, and returns the scopes that reached their limit and
-// are not paused yet.
-func readChargeBatch(br pgx.BatchResults, id string, rest int) (toPause []scopeState, err error) {
+// follow the charge, and returns the charged scopes as they are now.
+func readChargeBatch(br pgx.BatchResults, id string, rest int) (charged []scopeState, err error) {
 	defer func() {
 		if cerr := br.Close(); err == nil {
 			err = cerr
@@ -604,7 +608,7 @@ func readChargeBatch(br pgx.BatchResults, id string, rest int) (toPause []scopeS
 	if err != nil {
 		return nil, err
 	}
-	if _, toPause, err = chargedScopes(rows); err != nil {
+	if charged, err = chargedScopes(rows); err != nil {
 		return nil, err
 	}
 	for range rest {
@@ -612,7 +616,7 @@ func readChargeBatch(br pgx.BatchResults, id string, rest int) (toPause []scopeS
 			return nil, err
 		}
 	}
-	return toPause, nil
+	return charged, nil
 }
 
 // Release implements [Store].
@@ -920,21 +924,114 @@ func (p *Postgres) Close() error {
 // chargedScopes reads the scope rows a charge returned (scope, limit,
 // spent, paused): how many there were, and those that reached their limit
 // without being paused yet.
-func chargedScopes(rows pgx.Rows) (n int, toPause []scopeState, err error) {
+func chargedScopes(rows pgx.Rows) (charged []scopeState, err error) {
 	defer rows.Close()
 	for rows.Next() {
 		var st scopeState
 		var limit *int64
 		if err := rows.Scan((*string)(&st.scope), &limit, (*int64)(&st.spent), &st.paused); err != nil {
-			return 0, nil, err
+			return nil, err
 		}
-		n++
 		if limit != nil {
 			st.limited, st.limit = true, provider.Money(*limit)
 		}
+		charged = append(charged, st)
+	}
+	return charged, rows.Err()
+}
+
+// afterCharge returns the last round trip of a settlement, given the
+// scopes it charged (locked, as they are after the charge) and the amount
+// charged to each: pause those that reached their limit, record the alert
+// thresholds the charges crossed, and commit. Nothing is added to it when
+// no scope reached its limit or crossed a threshold.
+func (p *Postgres) afterCharge(charged []scopeState, amount func(Scope) provider.Money, n int64) *pgx.Batch {
+	b := &pgx.Batch{}
+	for _, st := range charged {
 		if !st.paused && reachedLimit(st.limited, st.limit, st.spent) {
-			toPause = append(toPause, st)
+			b.Queue(p.q(`UPDATE _S_.scopes SET paused = true, pause_kind = 'budget', pause_reason = $2, updated_at = $3
+				WHERE project = $4 AND scope = $1`), string(st.scope), pauseReason(st.scope, st.limit, st.spent), n, p.project)
+		}
+		for _, t := range crossedThresholds(p.alerts, st.limited, st.limit, st.spent, amount(st.scope)) {
+			b.Queue(p.q(insertAlertSQL("_S_.budget_alerts")), p.project, string(st.scope), t, int64(st.limit), int64(st.spent), n)
 		}
 	}
-	return n, toPause, rows.Err()
+	b.Queue("COMMIT")
+	return b
+}
+
+// Alerts implements [Store].
+func (p *Postgres) Alerts(ctx context.Context, limit int) ([]Alert, error) {
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	q, args := p.q(alertsSQL("_S_.budget_alerts")), []any{p.project}
+	if limit > 0 {
+		q, args = q+" LIMIT $2", append(args, limit)
+	}
+	rows, err := p.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, p.read("alerts", err)
+	}
+	defer rows.Close()
+	out := []Alert{}
+	for rows.Next() {
+		a, err := scanAlert(rows)
+		if err != nil {
+			return nil, p.read("alerts", err)
+		}
+		out = append(out, a)
+	}
+	return out, p.read("alerts", rows.Err())
+}
+
+// ClaimAlerts implements [Store]. The alerts are locked as they are
+// claimed, skipping those another claim is locking: two processes never
+// claim the same alert. When no alert waits, it only reads.
+func (p *Postgres) ClaimAlerts(ctx context.Context, hold time.Duration, max int) ([]Alert, error) {
+	if err := checkClaim(hold, max); err != nil {
+		return nil, err
+	}
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	now := p.now()
+	var pending bool
+	if err := p.pool.QueryRow(ctx, p.q(pendingAlertSQL("_S_.budget_alerts")), p.project, nanos(now)).Scan(&pending); err != nil {
+		return nil, p.read("claim alerts", err)
+	}
+	if !pending {
+		return nil, nil
+	}
+	var out []Alert
+	err := p.tx(ctx, "claim alerts", func(tx pgx.Tx) error {
+		out = nil
+		rows, err := tx.Query(ctx, p.q(`WITH c AS (SELECT id AS claimed FROM _S_.budget_alerts
+				WHERE project = $1 AND notified_at IS NULL AND claimed_until <= $2 ORDER BY id LIMIT $4 FOR UPDATE SKIP LOCKED)
+			UPDATE _S_.budget_alerts SET claimed_until = $3 FROM c WHERE id = c.claimed
+			RETURNING `+alertColumns), p.project, nanos(now), nanos(now.Add(hold)), max)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			a, err := scanAlert(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, a)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	sortClaimed(out)
+	return out, nil
+}
+
+// AlertNotified implements [Store].
+func (p *Postgres) AlertNotified(ctx context.Context, id int64) error {
+	_, err := p.exec(ctx, "alert notified", alertNotifiedSQL("_S_.budget_alerts"), p.project, id, nanos(p.now()))
+	return err
 }

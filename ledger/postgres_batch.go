@@ -22,7 +22,8 @@ import (
 //     the scopes to charge in scope order, drop the settled reservations,
 //     draw each lease down once by what its settlements drew from it, and
 //     charge each scope once by the sum of its settlements' costs;
-//  3. pause the scopes that reached their limit, and commit.
+//  3. pause the scopes that reached their limit, record the alert
+//     thresholds the charges crossed, and commit.
 //
 // The scope rows, which every process's reservations and settlements of
 // those scopes wait for, are locked only for the end of the second round
@@ -150,16 +151,11 @@ func (p *Postgres) settleBatch(ctx context.Context, sets []Settlement) []error {
 		b.Queue(p.q(`UPDATE _S_.scopes s SET spent_nanos = s.spent_nanos + c.amount, updated_at = $3
 			FROM unnest($1::text[], $2::bigint[]) AS c (scope, amount) WHERE s.project = $4 AND s.scope = c.scope
 			RETURNING s.scope, s.limit_nanos, s.spent_nanos, s.paused`), chargeScopes, amounts, n, p.project)
-		toPause, err := readBatchCharge(c.SendBatch(ctx, b), len(chargeScopes))
+		charged, err := readBatchCharge(c.SendBatch(ctx, b), len(chargeScopes))
 		if err != nil {
 			return err
 		}
-		b = &pgx.Batch{}
-		for _, st := range toPause {
-			b.Queue(p.q(`UPDATE _S_.scopes SET paused = true, pause_kind = 'budget', pause_reason = $2, updated_at = $3
-				WHERE project = $4 AND scope = $1`), string(st.scope), pauseReason(st.scope, st.limit, st.spent), n, p.project)
-		}
-		b.Queue("COMMIT")
+		b = p.afterCharge(charged, func(sc Scope) provider.Money { return charges[sc] }, n)
 		if err := execBatch(c.SendBatch(context.WithoutCancel(ctx), b), b.Len()); err != nil {
 			return err
 		}
@@ -234,8 +230,8 @@ func readRecordBatch(br pgx.BatchResults) (held map[string][]Scope, recorded map
 }
 
 // readBatchCharge reads the second round trip of settleBatch and returns
-// the scopes that reached their limit and are not paused yet.
-func readBatchCharge(br pgx.BatchResults, nScopes int) (toPause []scopeState, err error) {
+// the charged scopes as they are now.
+func readBatchCharge(br pgx.BatchResults, nScopes int) (charged []scopeState, err error) {
 	defer func() {
 		if cerr := br.Close(); err == nil {
 			err = cerr
@@ -250,14 +246,13 @@ func readBatchCharge(br pgx.BatchResults, nScopes int) (toPause []scopeState, er
 	if err != nil {
 		return nil, err
 	}
-	charged, toPause, err := chargedScopes(rows)
-	if err != nil {
+	if charged, err = chargedScopes(rows); err != nil {
 		return nil, err
 	}
-	if charged != nScopes {
-		return nil, fmt.Errorf("ledger: settle charged %d scopes of %d", charged, nScopes)
+	if len(charged) != nScopes {
+		return nil, fmt.Errorf("ledger: settle charged %d scopes of %d", len(charged), nScopes)
 	}
-	return toPause, nil
+	return charged, nil
 }
 
 // insertAttemptsSQL inserts the rows of [attemptCols.args], in order, in

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,9 @@ type SQLite struct {
 	now  func() time.Time
 	// project is the project whose rows the store reads and writes.
 	project string
+	// alerts are the thresholds, in percent of a limit, whose crossing a
+	// settlement records.
+	alerts []int
 	// durable is the configured synchronous mode (FULL or NORMAL); sync is
 	// the writer connection's current one. A transaction that only holds,
 	// shrinks or releases reservations commits with NORMAL: losing it to a
@@ -69,7 +73,7 @@ type sqliteStmts struct {
 	shrinkHolds, drawFromLease                         *sql.Stmt
 	charge, pauseBudget, insertAttempt                 *sql.Stmt
 	taskState, insertTask, setTaskRisk, completeTask   *sql.Stmt
-	insertTaskEvent, task                              *sql.Stmt
+	insertTaskEvent, task, insertAlert                 *sql.Stmt
 }
 
 var _ Store = (*SQLite)(nil)
@@ -80,6 +84,10 @@ var _ Store = (*SQLite)(nil)
 func OpenSQLite(ctx context.Context, path string, opts ...Option) (*SQLite, error) {
 	o := buildOptions(opts)
 	if err := o.checkProject(); err != nil {
+		return nil, err
+	}
+	alerts, err := o.alertThresholds()
+	if err != nil {
 		return nil, err
 	}
 	if path == "" || strings.ContainsAny(path, "?#") {
@@ -107,8 +115,7 @@ func OpenSQLite(ctx context.Context, path string, opts ...Option) (*SQLite, erro
 		"_pragma=journal_mode(WAL)",
 		"_pragma=synchronous(" + o.synchronous + ")",
 	}, "&")
-	s := &SQLite{path: path, now: o.now, project: o.project, durable: o.synchronous, sync: o.synchronous}
-	var err error
+	s := &SQLite{path: path, now: o.now, project: o.project, alerts: alerts, durable: o.synchronous, sync: o.synchronous}
 	s.wdb, err = sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
@@ -204,16 +211,15 @@ func (s *SQLite) migrateOne(ctx context.Context, target int, expand func(string)
 		version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT`); err != nil {
 		return false, sqliteErr("migrate", err)
 	}
-	var cur int
-	if err := s.w.QueryRowContext(ctx, "SELECT coalesce(max(version), 0) FROM schema_version").Scan(&cur); err != nil {
+	applied, err := s.appliedVersions(ctx)
+	if err != nil {
 		return false, sqliteErr("migrate", err)
 	}
-	if cur > LatestSchemaVersion {
+	if cur := slices.Max(append(applied, 0)); cur > LatestSchemaVersion {
 		return false, fmt.Errorf("%w: %s is at version %d, this program knows up to %d", ErrSchemaTooNew, s.path, cur, LatestSchemaVersion)
 	}
-	m, more := nextMigration(cur)
-	more = more && m.version <= target
-	if more {
+	m, ok := nextMigration(applied, target)
+	if ok {
 		for _, q := range m.sqlite {
 			if _, err := s.w.ExecContext(ctx, expand(q)); err != nil {
 				return false, fmt.Errorf("ledger: migration %d (%s): %w", m.version, m.description, sqliteErr("migrate", err))
@@ -227,7 +233,25 @@ func (s *SQLite) migrateOne(ctx context.Context, target int, expand func(string)
 	if _, err := s.w.ExecContext(ctx, "COMMIT"); err != nil {
 		return false, sqliteErr("migrate", err)
 	}
-	return !more, nil
+	return !ok, nil
+}
+
+// appliedVersions lists the versions recorded in schema_version.
+func (s *SQLite) appliedVersions(ctx context.Context) ([]int, error) {
+	rows, err := s.w.QueryContext(ctx, "SELECT version FROM schema_version")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []int
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }
 
 func (s *SQLite) prepare(ctx context.Context) error {
@@ -276,6 +300,7 @@ func (s *SQLite) prepare(ctx context.Context) error {
 		completeTask:    p(completeTaskSQL("tasks")),
 		insertTaskEvent: p(insertTaskEventSQL("task_events")),
 		task:            p(taskSQL("")),
+		insertAlert:     p(insertAlertSQL("budget_alerts")),
 	}
 	return err
 }
@@ -698,13 +723,18 @@ func (s *SQLite) Settle(ctx context.Context, set Settlement) error {
 }
 
 // chargeScope adds amount to a scope's spend, pausing it when the spend
-// reaches its limit.
+// reaches its limit and recording the alert thresholds it crossed.
 func (s *SQLite) chargeScope(ctx context.Context, sc Scope, amount provider.Money, n int64) error {
 	var limit sql.NullInt64
 	var spent int64
 	var paused bool
 	if err := s.st.charge.QueryRowContext(ctx, string(sc), int64(amount), n, s.project).Scan(&limit, &spent, &paused); err != nil {
 		return err
+	}
+	for _, t := range crossedThresholds(s.alerts, limit.Valid, provider.Money(limit.Int64), provider.Money(spent), amount) {
+		if _, err := s.st.insertAlert.ExecContext(ctx, s.project, string(sc), t, limit.Int64, spent, n); err != nil {
+			return err
+		}
 	}
 	if !paused && reachedLimit(limit.Valid, provider.Money(limit.Int64), provider.Money(spent)) {
 		reason := pauseReason(sc, provider.Money(limit.Int64), provider.Money(spent))
@@ -1160,6 +1190,81 @@ func (s *SQLite) CompleteTask(ctx context.Context, id, decision string, seen int
 	return t, nil
 }
 
+// Alerts implements [Store].
+func (s *SQLite) Alerts(ctx context.Context, limit int) ([]Alert, error) {
+	db, err := s.reader()
+	if err != nil {
+		return nil, err
+	}
+	q, args := alertsSQL("budget_alerts"), []any{s.project}
+	if limit > 0 {
+		q, args = q+" LIMIT $2", append(args, limit)
+	}
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, sqliteErr("alerts", err)
+	}
+	defer rows.Close()
+	out := []Alert{}
+	for rows.Next() {
+		a, err := scanAlert(rows)
+		if err != nil {
+			return nil, sqliteErr("alerts", err)
+		}
+		out = append(out, a)
+	}
+	return out, sqliteErr("alerts", rows.Err())
+}
+
+// ClaimAlerts implements [Store]. When no alert waits, it only reads.
+func (s *SQLite) ClaimAlerts(ctx context.Context, hold time.Duration, max int) ([]Alert, error) {
+	if err := checkClaim(hold, max); err != nil {
+		return nil, err
+	}
+	db, err := s.reader()
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	var pending bool
+	if err := db.QueryRowContext(ctx, pendingAlertSQL("budget_alerts"), s.project, nanos(now)).Scan(&pending); err != nil {
+		return nil, sqliteErr("claim alerts", err)
+	}
+	if !pending {
+		return nil, nil
+	}
+	var out []Alert
+	err = s.write(ctx, "claim alerts", func(ctx context.Context) error {
+		out = nil
+		rows, err := s.w.QueryContext(ctx, `UPDATE budget_alerts SET claimed_until = $3
+			WHERE id IN (SELECT id FROM budget_alerts WHERE project = $1 AND notified_at IS NULL AND claimed_until <= $2 ORDER BY id LIMIT $4)
+			RETURNING `+alertColumns, s.project, nanos(now), nanos(now.Add(hold)), max)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			a, err := scanAlert(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, a)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	sortClaimed(out)
+	return out, nil
+}
+
+// AlertNotified implements [Store].
+func (s *SQLite) AlertNotified(ctx context.Context, id int64) error {
+	_, err := s.exec(ctx, "alert notified", alertNotifiedSQL("budget_alerts"), s.project, id, nanos(s.now()))
+	return err
+}
+
 // SchemaVersion implements [Store].
 func (s *SQLite) SchemaVersion(ctx context.Context) (int, error) {
 	db, err := s.reader()
@@ -1181,7 +1286,7 @@ func (s *SQLite) Close() error {
 	for _, st := range []*sql.Stmt{s.st.begin, s.st.commit, s.st.rollback, s.st.state, s.st.insertScope,
 		s.st.cleanupScope, s.st.cleanupID, s.st.dup, s.st.insertHold, s.st.holdsOf, s.st.deleteHolds,
 		s.st.shrinkHolds, s.st.drawFromLease, s.st.insertSettlement, s.st.charge, s.st.pauseBudget, s.st.insertAttempt,
-		s.st.taskState, s.st.insertTask, s.st.setTaskRisk, s.st.completeTask, s.st.insertTaskEvent, s.st.task} {
+		s.st.taskState, s.st.insertTask, s.st.setTaskRisk, s.st.completeTask, s.st.insertTaskEvent, s.st.task, s.st.insertAlert} {
 		if st != nil {
 			st.Close()
 		}

@@ -11,14 +11,17 @@ import (
 )
 
 // Notification is something a person should hear about: a paused project,
-// an exhausted quota, an unreachable provider.
+// an exhausted quota, an unreachable provider, a budget threshold crossed.
 type Notification struct {
-	Level    string    `json:"level"` // info, warning, critical
-	Event    string    `json:"event"` // project_paused, quota_exhausted, provider_unreachable, ...
-	Project  string    `json:"project,omitempty"`
-	Provider string    `json:"provider,omitempty"`
-	Message  string    `json:"message"`
-	At       time.Time `json:"at"`
+	Level    string `json:"level"` // info, warning, critical
+	Event    string `json:"event"` // project_paused, quota_exhausted, provider_unreachable, budget_threshold, ...
+	Project  string `json:"project,omitempty"`
+	Provider string `json:"provider,omitempty"`
+	// Scope is the ledger scope a budget notification is about
+	// (task:<id>, month:<YYYY-MM>, ...).
+	Scope   string    `json:"scope,omitempty"`
+	Message string    `json:"message"`
+	At      time.Time `json:"at"`
 }
 
 // Notifier delivers notifications.
@@ -46,7 +49,11 @@ func (l LogNotifier) Notify(ctx context.Context, n Notification) error {
 	case "critical":
 		lvl = slog.LevelError
 	}
-	lg.LogAttrs(ctx, lvl, n.Message, slog.String("event", n.Event), slog.String("project", n.Project), slog.String("provider", n.Provider))
+	attrs := []slog.Attr{slog.String("event", n.Event), slog.String("project", n.Project), slog.String("provider", n.Provider)}
+	if n.Scope != "" {
+		attrs = append(attrs, slog.String("scope", n.Scope))
+	}
+	lg.LogAttrs(ctx, lvl, n.Message, attrs...)
 	return nil
 }
 

@@ -67,8 +67,9 @@ type Settings struct {
 	// Gate checks every endpoint before it is called; nil allows all (the
 	// CLI always sets the locality gate).
 	Gate Gate
-	// Notifier hears about pauses, exhausted quotas and outages; nil drops
-	// notifications.
+	// Notifier hears about pauses, exhausted quotas, outages and budget
+	// alerts (AnnounceAlerts); nil drops notifications and announces no
+	// alert.
 	Notifier Notifier
 	// Observer hears about every call, attempt and breaker change (structured
 	// logs, traces, metrics: see package observe); nil observes nothing and
@@ -132,6 +133,8 @@ type Orchestrator struct {
 	epsMu sync.Mutex                           // serialises updates
 	order []string
 
+	notifies bool // a notifier was given: budget alerts are announced
+
 	mu        sync.Mutex
 	notBefore map[string]rateHold // per-provider rate-limit queue
 	brk       breakers            // per-provider circuit breakers
@@ -186,6 +189,7 @@ func New(s Settings) (*Orchestrator, error) {
 	if o.s.State == nil {
 		o.s.State = &MemoryState{}
 	}
+	o.notifies = o.s.Notifier != nil
 	if o.s.Notifier == nil {
 		o.s.Notifier = discard{}
 	}

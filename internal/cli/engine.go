@@ -224,6 +224,9 @@ func (e *env) sqlitePath(f *config.File) string {
 }
 
 func (e *env) openRawLedger(ctx context.Context, f *config.File, opts ...ledger.Option) (ledger.Store, error) {
+	// Every process that settles (a command replaying a journal included)
+	// records the thresholds its settlements cross.
+	opts = append(opts, ledger.WithAlerts(f.Budgets.AlertThresholds()...))
 	if f.Store.Backend == config.StorePostgres {
 		dsn, err := f.Store.DSN.Resolve(e.lookupEnv)
 		if err != nil {
@@ -389,7 +392,48 @@ func (e *env) engineWith(ctx context.Context, f *config.File, task string, withS
 		closer()
 		return nil, func() {}, err
 	}
+	if withStore {
+		closer = e.watchAlerts(ctx, o, st, closer)
+	}
 	return o, closer, nil
+}
+
+// alertPoll is how often a command that makes calls looks for budget
+// alerts to announce.
+const alertPoll = 5 * time.Second
+
+// watchAlerts announces the budget alerts of the ledger while the command
+// runs (those other processes recorded too, once between them), and once
+// more when it ends, after its own settlements are in the store; then it
+// runs closeStore. A failed announcement is said on stderr and retried by
+// a later pass, of this process or another.
+func (e *env) watchAlerts(ctx context.Context, o *orchestrator.Orchestrator, st ledger.Store, closeStore func()) func() {
+	report := func(err error) { fmt.Fprintln(e.stderr, "cortexbuild:", err) }
+	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		o.WatchAlerts(wctx, alertPoll, report)
+	}()
+	return func() {
+		stop()
+		<-done
+		actx := context.WithoutCancel(ctx)
+		if f, ok := st.(*ledger.Fast); ok {
+			// Briefly: a store that does not take the settlements is
+			// reported by closeStore, and their alerts are announced by
+			// the process that applies them.
+			fctx, cancel := context.WithTimeout(actx, 2*time.Second)
+			_ = f.Flush(fctx)
+			cancel()
+		}
+		actx, cancel := context.WithTimeout(actx, 15*time.Second)
+		defer cancel()
+		if _, err := o.AnnounceAlerts(actx); err != nil && !errors.Is(err, ledger.ErrUnavailable) {
+			report(err)
+		}
+		closeStore()
+	}
 }
 
 func (e *env) buildEngine(f *config.File, st ledger.Store, c *cache.Cache, obs observe.Observer) (*orchestrator.Orchestrator, error) {

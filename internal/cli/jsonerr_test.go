@@ -85,6 +85,7 @@ func TestEveryJSONCommandPrintsJSONOnFailure(t *testing.T) {
 		report bool // the command's own report carries the error
 	}{
 		{dir, []string{"budget", "show", "--config", missing}, ExitConfig, "config", false},
+		{dir, []string{"budget", "alerts", "--limit", "-1"}, ExitUsage, "usage", false},
 		{bad, []string{"config", "validate"}, ExitConfig, "config", true},
 		{dir, []string{"consent", "list", "--config", missing}, ExitConfig, "config", false},
 		{dir, []string{"critic", "verify", "self.md", "--author", "claude-opus-4-7", "--risk", "medium"}, ExitFailure, "rejected", true},

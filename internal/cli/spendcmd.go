@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -131,25 +132,62 @@ func (e *env) budgetCmd() *cobra.Command {
 					}
 					return writeJSON(cmd.OutOrStdout(), bs)
 				}
+				as, err := st.Alerts(cmd.Context(), recentAlerts)
+				if err != nil {
+					return withCode(ExitFailure, err)
+				}
+				w := cmd.OutOrStdout()
 				if len(bs) == 0 {
-					fmt.Fprintln(cmd.OutOrStdout(), "no budgets: set budgets.task / budgets.project_monthly in llm-config.yaml or run 'cortexbuild budget set month AMOUNT'")
+					fmt.Fprintln(w, "no budgets: set budgets.task / budgets.project_monthly in llm-config.yaml or run 'cortexbuild budget set month AMOUNT'")
+				} else {
+					tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "SCOPE\tLIMIT\tSPENT\tHELD\tREMAINING\tSTATE")
+					for _, b := range bs {
+						rem, _ := b.Remaining()
+						state := "active"
+						if b.Paused {
+							state = "paused: " + b.PauseReason
+						}
+						fmt.Fprintf(tw, "%s\t$%s\t$%s\t$%s\t$%s\t%s\n", b.Scope, b.Limit, b.Spent, b.Held, rem, state)
+					}
+					if err := tw.Flush(); err != nil {
+						return err
+					}
+				}
+				if len(as) == 0 {
 					return nil
 				}
-				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "SCOPE\tLIMIT\tSPENT\tHELD\tREMAINING\tSTATE")
-				for _, b := range bs {
-					rem, _ := b.Remaining()
-					state := "active"
-					if b.Paused {
-						state = "paused: " + b.PauseReason
-					}
-					fmt.Fprintf(tw, "%s\t$%s\t$%s\t$%s\t$%s\t%s\n", b.Scope, b.Limit, b.Spent, b.Held, rem, state)
-				}
-				return tw.Flush()
+				fmt.Fprintf(w, "\nalerts, newest first (the last %d; 'cortexbuild budget alerts' lists them all):\n", recentAlerts)
+				return writeAlerts(w, as)
 			})
 		},
 	}
 	show.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	var limit int
+	alerts := &cobra.Command{
+		Use: "alerts [--limit N] [--json]", Short: "The budget alerts: each threshold of a budget (budgets.alerts) its spend crossed, newest first, and whether it was announced", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if limit < 0 {
+				return withCode(ExitUsage, fmt.Errorf("--limit %d: give how many of the newest alerts to list, or 0 for all", limit))
+			}
+			return e.withStore(cmd, true, func(f *config.File, st ledger.Store) error {
+				as, err := st.Alerts(cmd.Context(), limit)
+				if err != nil {
+					return withCode(ExitFailure, err)
+				}
+				if asJSON {
+					return writeJSON(cmd.OutOrStdout(), as)
+				}
+				if len(as) == 0 {
+					fmt.Fprintln(cmd.OutOrStdout(), "no budget alerts: no budget's spend has crossed a threshold of budgets.alerts")
+					return nil
+				}
+				return writeAlerts(cmd.OutOrStdout(), as)
+			})
+		},
+	}
+	alerts.Flags().IntVar(&limit, "limit", 0, "only the N newest (0: all)")
+	alerts.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	set := &cobra.Command{
 		Use: "set SCOPE AMOUNT", Short: "Set a limit in USD (task:ID, month:YYYY-MM or month), kept in the ledger; it wins over the configuration's default for that scope until 'budget unset'; raising it lifts a budget pause", Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -228,8 +266,25 @@ func (e *env) budgetCmd() *cobra.Command {
 			})
 		},
 	}
-	cmd.AddCommand(show, set, unset, resume)
+	cmd.AddCommand(show, alerts, set, unset, resume)
 	return cmd
+}
+
+// recentAlerts is how many alerts 'budget show' lists.
+const recentAlerts = 10
+
+// writeAlerts lists budget alerts as a table.
+func writeAlerts(w io.Writer, as []ledger.Alert) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CROSSED\tSCOPE\tTHRESHOLD\tSPENT\tLIMIT\tANNOUNCED")
+	for _, a := range as {
+		announced := "not yet"
+		if !a.NotifiedAt.IsZero() {
+			announced = a.NotifiedAt.Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d%%\t$%s\t$%s\t%s\n", a.CrossedAt.Format(time.RFC3339), a.Scope, a.Threshold, a.Spent, a.Limit, announced)
+	}
+	return tw.Flush()
 }
 
 func pausedNote(b ledger.Budget) string {

@@ -226,7 +226,7 @@ func RunStoreTests(t *testing.T, open Opener) {
 		{"ConcurrentSettleOfOneInvocation", testConcurrentSettle},
 		{"ConcurrentReserveOfOneInvocation", testConcurrentDuplicate},
 	}
-	for _, tc := range append(append(tests, leaseTests...), keyTests...) {
+	for _, tc := range slices.Concat(tests, leaseTests, keyTests, alertTests) {
 		t.Run(tc.name, func(t *testing.T) { tc.run(newEnv(t, open)) })
 	}
 	runTaskTests(t, open)

@@ -181,6 +181,8 @@ func RunSiteTests(t *testing.T, newSite SiteMaker) {
 
 	runTaskSiteTests(t, newSite)
 	runProjectSiteTests(t, newSite)
+	runAlertSiteTests(t, newSite)
+	runMigrationGapTests(t, newSite)
 }
 
 // Environment of a helper process.
@@ -232,6 +234,34 @@ func HelperProcess(t *testing.T, open func(ctx context.Context, siteID string, o
 			t.Fatal(err)
 		}
 		say("settled %d", spent.Nanos())
+	case "alerts":
+		// Settle n calls of estimate each, then, once the parent says so
+		// (closing stdin), announce every alert this process can claim.
+		ids := make([]string, n)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("%s-%03d", prefix, i)
+		}
+		if err := settleEach(ctx, s, ids, estimate, scope); err != nil {
+			t.Fatal(err)
+		}
+		say("settled %d", n)
+		io.Copy(io.Discard, os.Stdin)
+		for {
+			as, err := s.ClaimAlerts(ctx, time.Minute, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(as) == 0 {
+				break
+			}
+			for _, a := range as {
+				if err := s.AlertNotified(ctx, a.ID); err != nil {
+					t.Fatal(err)
+				}
+				say("announced %s %d", a.Scope, a.Threshold)
+			}
+		}
+		say("done")
 	case "crash":
 		err := s.Reserve(ctx, ledger.Reservation{InvocationID: prefix, Amount: estimate, Scopes: []ledger.Scope{scope},
 			ExpiresAt: Epoch.Add(time.Minute)})
@@ -275,12 +305,24 @@ func reserveN(ctx context.Context, s ledger.Store, prefix string, n int, estimat
 
 // settleAll settles ids concurrently at [ActualCost] and returns the sum.
 func settleAll(ctx context.Context, s ledger.Store, ids []string, estimate provider.Money, scopes ...ledger.Scope) (provider.Money, error) {
+	return settleCosts(ctx, s, ids, func(i int) provider.Money { return ActualCost(estimate, i) }, scopes...)
+}
+
+// settleEach settles ids concurrently at cost each.
+func settleEach(ctx context.Context, s ledger.Store, ids []string, cost provider.Money, scopes ...ledger.Scope) error {
+	_, err := settleCosts(ctx, s, ids, func(int) provider.Money { return cost }, scopes...)
+	return err
+}
+
+// settleCosts settles ids concurrently, the i-th at costOf(i), and returns
+// the sum.
+func settleCosts(ctx context.Context, s ledger.Store, ids []string, costOf func(i int) provider.Money, scopes ...ledger.Scope) (provider.Money, error) {
 	var spent provider.Money
 	var mu sync.Mutex
 	var errs []error
 	var wg sync.WaitGroup
 	for i, id := range ids {
-		cost := ActualCost(estimate, i)
+		cost := costOf(i)
 		spent += cost
 		wg.Go(func() {
 			err := s.Settle(ctx, ledger.Settlement{InvocationID: id, Cost: cost, Scopes: scopes,
@@ -446,6 +488,8 @@ func testThreeProcesses(t *testing.T, newSite SiteMaker, scope ledger.Scope) {
 // runProcessCrashTests checks that a process killed while holding a
 // reservation leaks nothing past its expiry.
 func runProcessCrashTests(t *testing.T, newSite SiteMaker) {
+
+	t.Run("ThreeProcessesAnnounceEachAlertOnce", func(t *testing.T) { testAlertsAcrossProcesses(t, newSite(t)) })
 
 	t.Run("CrashLeavesNoStuckReservation", func(t *testing.T) {
 		site := newSite(t)
