@@ -29,6 +29,10 @@ func (e *env) secretsFile(f *config.File) *config.SecretsFile {
 	return config.OpenSecretsFile(e.secretsPath(f))
 }
 
+// consoleAlerts is how many of the latest budget alerts the console's
+// overview lists.
+const consoleAlerts = 20
+
 // mountConsole mounts the web console on the gateway: it serves under
 // /console/ with the same keys (or none, on loopback with --no-auth), and
 // its access keys page manages store, the project's key store.
@@ -40,7 +44,19 @@ func (e *env) mountConsole(g *gateway.Gateway, f *config.File, o *orchestrator.O
 			agentBudgets[name] = *a.Budget
 		}
 	}
+	var alerts func(context.Context) ([]console.Alert, error)
+	if len(f.Budgets.AlertThresholds()) > 0 {
+		alerts = func(ctx context.Context) ([]console.Alert, error) {
+			as, err := o.Ledger().Alerts(ctx, consoleAlerts)
+			out := make([]console.Alert, len(as))
+			for i, a := range as {
+				out[i] = console.Alert{Scope: a.Scope.String(), Threshold: a.Threshold, Spent: a.Spent, Limit: a.Limit, At: a.CrossedAt}
+			}
+			return out, err
+		}
+	}
 	c, err := console.New(console.Options{
+		Alerts:   alerts,
 		Project:  project,
 		Keys:     keys,
 		KeyStore: store,

@@ -107,6 +107,9 @@ budgets:
 	if code != 0 {
 		t.Fatalf("keys create = %d %s", code, errs)
 	}
+	// Two calls on task t1 cross 50 % and 80 % of its budget: the
+	// overview lists both alerts.
+	crossTwoThresholds(t, dir, anth)
 	base, stop := startServe(t, dir, keyEnv)
 	defer func() {
 		if code, errs := stop(); code != 0 || strings.Contains(errs, localKey) || strings.Contains(errs, key) || strings.Contains(errs, callKey) {
@@ -202,7 +205,7 @@ budgets:
 		t.Fatalf("login: %v", err)
 	}
 	todayBefore := text("#spend-today")
-	if s := text("#alerts"); !strings.Contains(s, "Budget alerts are not configured") {
+	if s := text("#alerts"); !strings.Contains(s, "task:t1") || !strings.Contains(s, "80 %") || !strings.Contains(s, "50 %") {
 		t.Errorf("alerts panel: %q", s)
 	}
 	if s := text("#o-local"); !strings.Contains(s, "never checked") {
