@@ -225,6 +225,13 @@ func TestImageServes(t *testing.T) {
 			SysProcAttr: &syscall.SysProcAttr{Chroot: root, Credential: &syscall.Credential{Uid: uid, Gid: gid}}}
 	}
 
+	// The README's steps: a starter configuration, consent for its
+	// provider, a key; all in the state directory.
+	for _, args := range [][]string{{"init"}, {"consent", "grant", "anthropic"}} {
+		if out, err := command(args...).CombinedOutput(); err != nil {
+			t.Fatalf("%s in the image: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
 	out, err := command("serve", "keys", "create", "--name", "image-test").Output()
 	key := strings.TrimSpace(string(out))
 	if err != nil || !strings.HasPrefix(key, "cbk_") {
@@ -302,7 +309,7 @@ func TestImageServes(t *testing.T) {
 	if strings.Contains(stderr.String(), key) {
 		t.Error("the key is in the gateway's output")
 	}
-	for _, f := range []string{"data/.cortexbuild/state.db", "data/.cortexbuild/gateway-keys.json"} {
+	for _, f := range []string{"data/.cortexbuild/llm-config.yaml", "data/.cortexbuild/state.db", "data/.cortexbuild/gateway-keys.json"} {
 		fi, err := os.Stat(filepath.Join(root, f))
 		if err != nil {
 			t.Errorf("state: %v", err)
