@@ -1,7 +1,7 @@
 # The README's commands, kept here so CI and people run the same thing.
 GO ?= go
 
-.PHONY: demo test build vet fmt lint bench
+.PHONY: demo test build vet fmt lint bench release
 
 # The main job: a scripted multi-agent task against the built-in simulator (no keys, no network).
 # The build says what it does: a first build downloads and compiles every dependency, and names
@@ -30,3 +30,12 @@ fmt:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# A release into dist/: static, stripped binaries for linux and darwin on
+# amd64 and arm64 packed as cortexbuild_<version>_<os>_<arch>.tar.gz, an
+# OCI image per linux architecture (cortexbuild_<version>_image_linux_<arch>.tar,
+# for docker load / podman load) and an OCI layout of both, and
+# SHA256SUMS; no Docker daemon needed (docs/operations.md, Releases).
+VERSION ?= $(shell git describe --tags --always --dirty)
+release:
+	$(GO) run ./tools/release -version $(VERSION)

@@ -35,6 +35,7 @@ func (e *env) serveCmd() *cobra.Command {
 	var listen string
 	var noAuth bool
 	var grace time.Duration
+	var allowHosts []string
 	cmd := &cobra.Command{
 		Use:   "serve [--listen 127.0.0.1:8787] [--no-auth]",
 		Short: "Serve the OpenAI- and Anthropic-compatible gateway over the orchestrator (orchestration mode only)",
@@ -69,6 +70,7 @@ released and their attempts recorded. See docs/gateway.md.`,
 			if listen == "" {
 				listen = gateway.DefaultListen
 			}
+			f.Gateway.AllowedHosts = append(f.Gateway.AllowedHosts, allowHosts...)
 			if !cmd.Flags().Changed("shutdown-timeout") && f.Gateway.ShutdownTimeout > 0 {
 				grace = f.Gateway.ShutdownTimeout
 			}
@@ -77,6 +79,7 @@ released and their attempts recorded. See docs/gateway.md.`,
 	}
 	cmd.Flags().StringVar(&listen, "listen", "", "address to listen on (default: gateway.listen, else "+gateway.DefaultListen+")")
 	cmd.Flags().BoolVar(&noAuth, "no-auth", false, "serve without keys (refused unless the address is loopback)")
+	cmd.Flags().StringArrayVar(&allowHosts, "allow-host", nil, "a Host name (name or name:port) to answer besides the listen address, added to gateway.allowed_hosts; repeatable")
 	cmd.Flags().DurationVar(&grace, "shutdown-timeout", defaultShutdownTimeout, "how long in-flight requests may run after SIGTERM (default: gateway.shutdown_timeout, else 30s)")
 	cmd.AddCommand(e.serveKeysCmd())
 	return cmd
