@@ -33,7 +33,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
@@ -294,27 +293,20 @@ func NewOTLP(ctx context.Context, s OTLPSettings) (*sdktrace.TracerProvider, err
 	if u.Path == "" || u.Path == "/" {
 		u.Path = "/v1/traces"
 	}
-	opts := []otlptracehttp.Option{otlptracehttp.WithEndpointURL(u.String())}
-	if u.Scheme == "http" {
-		opts = append(opts, otlptracehttp.WithInsecure())
-	}
-	if len(s.Headers) > 0 {
-		opts = append(opts, otlptracehttp.WithHeaders(s.Headers))
-	}
 	timeout := s.Timeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
-	opts = append(opts, otlptracehttp.WithTimeout(timeout))
+	c := &http.Client{Transport: http.DefaultTransport}
 	if s.HTTPClient != nil {
-		c := *s.HTTPClient
-		c.Timeout = timeout
-		opts = append(opts, otlptracehttp.WithHTTPClient(&c))
+		*c = *s.HTTPClient
 	}
-	exp, err := otlptracehttp.New(ctx, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("tracing: %w", err)
+	c.Timeout = timeout
+	headers := make(map[string]string, len(s.Headers))
+	for k, v := range s.Headers {
+		headers[k] = v
 	}
+	exp := &otlpExporter{url: u.String(), headers: headers, client: c}
 	name := strings.TrimSpace(s.ServiceName)
 	if name == "" {
 		name = "cortexbuild"

@@ -15,6 +15,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/cortexbuild/cortexbuild/observe"
@@ -181,7 +183,30 @@ func TestOTLPExportToLoopback(t *testing.T) {
 		}
 	}
 	if len(names) != 2 || names[0] != "chat claude-sonnet-4-6" || names[1] != "invoke_agent builder" {
-		t.Errorf("exported spans %v", names)
+		t.Fatalf("exported spans %v", names)
+	}
+	// The exporter's encoding: the chat span is the invocation's child in
+	// the same trace, kinds and typed attributes as recorded.
+	spans := rs[0].GetScopeSpans()[0].GetSpans()
+	chat, agent := spans[0], spans[1]
+	if len(chat.GetTraceId()) != 16 || string(chat.GetTraceId()) != string(agent.GetTraceId()) || string(chat.GetParentSpanId()) != string(agent.GetSpanId()) || len(agent.GetParentSpanId()) != 0 {
+		t.Errorf("chat span trace %x parent %x; invoke_agent trace %x span %x parent %x", chat.GetTraceId(), chat.GetParentSpanId(), agent.GetTraceId(), agent.GetSpanId(), agent.GetParentSpanId())
+	}
+	if chat.GetKind() != tracepb.Span_SPAN_KIND_CLIENT || agent.GetKind() != tracepb.Span_SPAN_KIND_INTERNAL {
+		t.Errorf("kinds %v, %v", chat.GetKind(), agent.GetKind())
+	}
+	if chat.GetStartTimeUnixNano() == 0 || chat.GetEndTimeUnixNano() < chat.GetStartTimeUnixNano() {
+		t.Errorf("chat span times %d..%d", chat.GetStartTimeUnixNano(), chat.GetEndTimeUnixNano())
+	}
+	attrs := map[string]*commonpb.AnyValue{}
+	for _, kv := range chat.GetAttributes() {
+		attrs[kv.GetKey()] = kv.GetValue()
+	}
+	_, isBool := attrs["gen_ai.request.stream"].GetValue().(*commonpb.AnyValue_BoolValue)
+	_, isInt := attrs["gen_ai.usage.input_tokens"].GetValue().(*commonpb.AnyValue_IntValue)
+	_, isDouble := attrs["cortexbuild.cost_usd"].GetValue().(*commonpb.AnyValue_DoubleValue)
+	if attrs["gen_ai.request.model"].GetStringValue() != "claude-sonnet-4-6" || !isBool || !isInt || !isDouble {
+		t.Errorf("chat span attributes %v", attrs)
 	}
 }
 
