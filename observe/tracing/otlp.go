@@ -2,10 +2,13 @@ package tracing
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -28,7 +31,44 @@ import (
 type otlpExporter struct {
 	url     string
 	headers map[string]string
+	gzip    bool
 	client  *http.Client
+}
+
+// envSettings reads what the standard OTEL_EXPORTER_OTLP_* variables say
+// about the headers and compression of exports; the TRACES_ variant of
+// each wins over the general one. Other variables are not read.
+func envSettings(getenv func(string) string) (headers map[string]string, gzip bool, err error) {
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
+		v := strings.TrimSpace(getenv(name))
+		if v == "" {
+			continue
+		}
+		headers = map[string]string{}
+		for _, kv := range strings.Split(v, ",") {
+			k, val, ok := strings.Cut(kv, "=")
+			k = strings.TrimSpace(k)
+			if !ok || k == "" {
+				return nil, false, fmt.Errorf("tracing: %s: an entry is not key=value", name)
+			}
+			if val, err = url.PathUnescape(strings.TrimSpace(val)); err != nil {
+				return nil, false, fmt.Errorf("tracing: %s: the value of %q is not URL-encoded", name, k)
+			}
+			headers[k] = val
+		}
+	}
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_COMPRESSION", "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION"} {
+		switch v := strings.TrimSpace(getenv(name)); v {
+		case "":
+		case "gzip":
+			gzip = true
+		case "none":
+			gzip = false
+		default:
+			return nil, false, fmt.Errorf("tracing: %s=%q: want gzip or none", name, v)
+		}
+	}
+	return headers, gzip, nil
 }
 
 var _ sdktrace.SpanExporter = (*otlpExporter)(nil)
@@ -42,6 +82,17 @@ func (e *otlpExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnl
 	if err != nil {
 		return fmt.Errorf("tracing: encode spans: %w", err)
 	}
+	if e.gzip {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		if _, err := zw.Write(body); err != nil {
+			return fmt.Errorf("tracing: compress spans: %w", err)
+		}
+		if err := zw.Close(); err != nil {
+			return fmt.Errorf("tracing: compress spans: %w", err)
+		}
+		body = b.Bytes()
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("tracing: %w", err)
@@ -50,6 +101,9 @@ func (e *otlpExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnl
 		req.Header.Set(k, v)
 	}
 	req.Header.Set("Content-Type", "application/x-protobuf")
+	if e.gzip {
+		req.Header.Set("Content-Encoding", "gzip")
+	}
 	resp, err := e.client.Do(req)
 	if err != nil {
 		return fmt.Errorf("tracing: export: %w", err)

@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -302,11 +303,17 @@ func NewOTLP(ctx context.Context, s OTLPSettings) (*sdktrace.TracerProvider, err
 		*c = *s.HTTPClient
 	}
 	c.Timeout = timeout
-	headers := make(map[string]string, len(s.Headers))
-	for k, v := range s.Headers {
-		headers[k] = v
+	headers, gz, err := envSettings(os.Getenv)
+	if err != nil {
+		return nil, err
 	}
-	exp := &otlpExporter{url: u.String(), headers: headers, client: c}
+	if len(s.Headers) > 0 {
+		headers = make(map[string]string, len(s.Headers))
+		for k, v := range s.Headers {
+			headers[k] = v
+		}
+	}
+	exp := &otlpExporter{url: u.String(), headers: headers, gzip: gz, client: c}
 	name := strings.TrimSpace(s.ServiceName)
 	if name == "" {
 		name = "cortexbuild"
