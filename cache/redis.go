@@ -2,15 +2,12 @@ package cache
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // DefaultRedisPrefix starts every key the [Redis] store writes. Its version
@@ -29,7 +26,7 @@ type RedisOptions struct {
 	// Dialer, when set, opens the connections (the locality gate's
 	// ServiceDial); it is given the URL's host:port (or a unix socket's
 	// path) and resolves the name itself. For rediss:// the TLS handshake
-	// runs over its connections. nil: go-redis dials.
+	// runs over its connections. nil: a net.Dialer dials.
 	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
@@ -37,7 +34,7 @@ type RedisOptions struct {
 // Prefix+<key hex>, written with SET … PX ttl so that Redis expires it. It
 // is safe for concurrent use.
 type Redis struct {
-	c      *redis.Client
+	c      *respClient
 	prefix string
 }
 
@@ -56,29 +53,14 @@ func OpenRedis(ctx context.Context, rawURL string, opts RedisOptions) (*Redis, e
 		return nil, fmt.Errorf("cache: bad Redis URL: %v", err)
 	}
 	shown := u.Redacted()
-	opt, err := redis.ParseURL(rawURL)
+	cfg, err := parseRedisURL(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("cache: bad Redis URL %q: %v", shown, err)
 	}
-	if dial := opts.Dialer; dial != nil {
-		tlsConf := opt.TLSConfig
-		opt.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			conn, err := dial(ctx, network, addr)
-			if err != nil || tlsConf == nil {
-				return conn, err
-			}
-			tc := tls.Client(conn, tlsConf.Clone())
-			if err := tc.HandshakeContext(ctx); err != nil {
-				conn.Close()
-				return nil, err
-			}
-			return tc, nil
-		}
-	}
-	c := redis.NewClient(opt)
-	if err := c.Ping(ctx).Err(); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("cache: Redis at %s (%s) is unreachable: %w", opt.Addr, shown, err)
+	c := newRESPClient(cfg, opts.Dialer)
+	if _, err := c.do(ctx, "PING"); err != nil {
+		c.close()
+		return nil, fmt.Errorf("cache: Redis at %s (%s) is unreachable: %w", cfg.addr, shown, err)
 	}
 	r := &Redis{c: c, prefix: opts.Prefix}
 	if r.prefix == "" {
@@ -88,7 +70,7 @@ func OpenRedis(ctx context.Context, rawURL string, opts RedisOptions) (*Redis, e
 }
 
 // Close closes the connections.
-func (r *Redis) Close() error { return r.c.Close() }
+func (r *Redis) Close() error { return r.c.close() }
 
 // RedisKey returns the Redis key that holds the entry for k.
 func (r *Redis) RedisKey(k Key) string { return r.prefix + k.String() }
@@ -106,15 +88,19 @@ type redisValue struct {
 // an error: never a hit.
 func (r *Redis) Get(ctx context.Context, key Key) (Entry, bool, error) {
 	rk := r.RedisKey(key)
-	b, err := r.c.Get(ctx, rk).Bytes()
-	if errors.Is(err, redis.Nil) {
+	reply, err := r.c.do(ctx, "GET", rk)
+	if errors.Is(err, errNil) {
 		return Entry{}, false, nil
 	}
 	if err != nil {
 		return Entry{}, false, fmt.Errorf("cache: Redis GET %s: %w", rk, err)
 	}
+	b, ok := reply.(string)
+	if !ok {
+		return Entry{}, false, fmt.Errorf("cache: Redis GET %s answered %T, not a string", rk, reply)
+	}
 	var v redisValue
-	if err := json.Unmarshal(b, &v); err != nil {
+	if err := json.Unmarshal([]byte(b), &v); err != nil {
 		return Entry{}, false, fmt.Errorf("cache: Redis value at %s does not decode: %w", rk, err)
 	}
 	if v.Format != redisFormat || v.Key != key.String() {
@@ -135,7 +121,7 @@ func (r *Redis) Put(ctx context.Context, key Key, e Entry, ttl time.Duration) er
 	}
 	ms := int64((ttl + time.Millisecond - 1) / time.Millisecond)
 	rk := r.RedisKey(key)
-	if err := r.c.Do(ctx, "SET", rk, b, "PX", ms).Err(); err != nil {
+	if _, err := r.c.do(ctx, "SET", rk, b, "PX", ms); err != nil {
 		return fmt.Errorf("cache: Redis SET %s: %w", rk, err)
 	}
 	return nil

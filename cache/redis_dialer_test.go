@@ -24,6 +24,7 @@ type respServer struct {
 	l     net.Listener
 	mu    sync.Mutex
 	pings int
+	cmds  []string // every command, its words joined by spaces
 }
 
 func (s *respServer) serve() {
@@ -44,6 +45,9 @@ func (s *respServer) conn(c net.Conn) {
 		if err != nil {
 			return
 		}
+		s.mu.Lock()
+		s.cmds = append(s.cmds, strings.Join(args, " "))
+		s.mu.Unlock()
 		switch strings.ToUpper(args[0]) {
 		case "HELLO":
 			io.WriteString(c, "-ERR unknown command 'HELLO'\r\n")
@@ -155,5 +159,27 @@ func TestOpenRedisThroughADialer(t *testing.T) {
 		cache.RedisOptions{Dialer: func(context.Context, string, string) (net.Conn, error) { return nil, refused }})
 	if !errors.Is(err, refused) {
 		t.Errorf("OpenRedis = %v, want the dialer's refusal inside", err)
+	}
+}
+
+// A URL's user, password and database are sent on each new connection,
+// before its first command: AUTH user password, then SELECT db.
+func TestOpenRedisAuthenticatesAndSelects(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &respServer{l: l}
+	go srv.serve()
+	t.Cleanup(func() { l.Close() })
+	r, err := cache.OpenRedis(context.Background(), "redis://app:s3cret@"+l.Addr().String()+"/3", cache.RedisOptions{})
+	if err != nil {
+		t.Fatalf("OpenRedis: %v", err)
+	}
+	r.Close()
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if want := []string{"AUTH app s3cret", "SELECT 3", "PING"}; strings.Join(srv.cmds, "|") != strings.Join(want, "|") {
+		t.Errorf("the server was sent %q, want %q", strings.ReplaceAll(strings.Join(srv.cmds, "|"), "s3cret", "***"), strings.ReplaceAll(strings.Join(want, "|"), "s3cret", "***"))
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/tiktoken-go/tokenizer"
+	"github.com/tiktoken-go/tokenizer/codec"
 
 	"github.com/cortexbuild/cortexbuild/provider"
 )
@@ -21,7 +21,10 @@ const (
 	ToolSystemOverhead = 512
 )
 
-var o200k = sync.OnceValues(func() (tokenizer.Codec, error) { return tokenizer.Get(tokenizer.O200kBase) })
+// o200k is the one encoding the estimates use. It is built by its own
+// constructor, not looked up by name (tokenizer.Get), so that the other
+// encodings' vocabularies are not linked into the binary.
+var o200k = sync.OnceValue(codec.NewO200kBase)
 
 // counts remembers the token counts of recent texts: an agent's system
 // prompt, its tool definitions and a conversation's earlier turns are
@@ -68,11 +71,7 @@ func CountTokens(s string) int64 {
 }
 
 func countTokens(s string) int64 {
-	enc, err := o200k()
-	if err != nil {
-		return int64(len(s))
-	}
-	n, err := enc.Count(s)
+	n, err := o200k().Count(s)
 	if err != nil {
 		return int64(len(s))
 	}

@@ -45,7 +45,7 @@ func (e *env) versionCmd() *cobra.Command {
 				}
 				for _, d := range bi.Deps {
 					switch d.Path {
-					case "github.com/anthropics/anthropic-sdk-go/v2", "github.com/openai/openai-go/v3", "google.golang.org/genai":
+					case "github.com/anthropics/anthropic-sdk-go/v2", "github.com/openai/openai-go/v3": // the Gemini adapter links no SDK
 						info.ProviderSDKs[d.Path] = d.Version
 					}
 				}

@@ -28,12 +28,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
@@ -294,27 +294,26 @@ func NewOTLP(ctx context.Context, s OTLPSettings) (*sdktrace.TracerProvider, err
 	if u.Path == "" || u.Path == "/" {
 		u.Path = "/v1/traces"
 	}
-	opts := []otlptracehttp.Option{otlptracehttp.WithEndpointURL(u.String())}
-	if u.Scheme == "http" {
-		opts = append(opts, otlptracehttp.WithInsecure())
-	}
-	if len(s.Headers) > 0 {
-		opts = append(opts, otlptracehttp.WithHeaders(s.Headers))
-	}
 	timeout := s.Timeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
-	opts = append(opts, otlptracehttp.WithTimeout(timeout))
+	c := &http.Client{Transport: http.DefaultTransport}
 	if s.HTTPClient != nil {
-		c := *s.HTTPClient
-		c.Timeout = timeout
-		opts = append(opts, otlptracehttp.WithHTTPClient(&c))
+		*c = *s.HTTPClient
 	}
-	exp, err := otlptracehttp.New(ctx, opts...)
+	c.Timeout = timeout
+	headers, gz, err := envSettings(os.Getenv)
 	if err != nil {
-		return nil, fmt.Errorf("tracing: %w", err)
+		return nil, err
 	}
+	if len(s.Headers) > 0 {
+		headers = make(map[string]string, len(s.Headers))
+		for k, v := range s.Headers {
+			headers[k] = v
+		}
+	}
+	exp := &otlpExporter{url: u.String(), headers: headers, gzip: gz, client: c}
 	name := strings.TrimSpace(s.ServiceName)
 	if name == "" {
 		name = "cortexbuild"

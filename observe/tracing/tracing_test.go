@@ -1,10 +1,12 @@
 package tracing_test
 
 import (
+	"compress/gzip"
 	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +17,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/cortexbuild/cortexbuild/observe"
@@ -121,7 +125,16 @@ type collector struct {
 }
 
 func (c *collector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
+	var rd io.Reader = r.Body
+	if r.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		rd = zr
+	}
+	body, _ := io.ReadAll(rd)
 	var req coltrace.ExportTraceServiceRequest
 	if err := proto.Unmarshal(body, &req); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -181,7 +194,73 @@ func TestOTLPExportToLoopback(t *testing.T) {
 		}
 	}
 	if len(names) != 2 || names[0] != "chat claude-sonnet-4-6" || names[1] != "invoke_agent builder" {
-		t.Errorf("exported spans %v", names)
+		t.Fatalf("exported spans %v", names)
+	}
+	// The exporter's encoding: the chat span is the invocation's child in
+	// the same trace, kinds and typed attributes as recorded.
+	spans := rs[0].GetScopeSpans()[0].GetSpans()
+	chat, agent := spans[0], spans[1]
+	if len(chat.GetTraceId()) != 16 || string(chat.GetTraceId()) != string(agent.GetTraceId()) || string(chat.GetParentSpanId()) != string(agent.GetSpanId()) || len(agent.GetParentSpanId()) != 0 {
+		t.Errorf("chat span trace %x parent %x; invoke_agent trace %x span %x parent %x", chat.GetTraceId(), chat.GetParentSpanId(), agent.GetTraceId(), agent.GetSpanId(), agent.GetParentSpanId())
+	}
+	if chat.GetKind() != tracepb.Span_SPAN_KIND_CLIENT || agent.GetKind() != tracepb.Span_SPAN_KIND_INTERNAL {
+		t.Errorf("kinds %v, %v", chat.GetKind(), agent.GetKind())
+	}
+	if chat.GetStartTimeUnixNano() == 0 || chat.GetEndTimeUnixNano() < chat.GetStartTimeUnixNano() {
+		t.Errorf("chat span times %d..%d", chat.GetStartTimeUnixNano(), chat.GetEndTimeUnixNano())
+	}
+	attrs := map[string]*commonpb.AnyValue{}
+	for _, kv := range chat.GetAttributes() {
+		attrs[kv.GetKey()] = kv.GetValue()
+	}
+	_, isBool := attrs["gen_ai.request.stream"].GetValue().(*commonpb.AnyValue_BoolValue)
+	_, isInt := attrs["gen_ai.usage.input_tokens"].GetValue().(*commonpb.AnyValue_IntValue)
+	_, isDouble := attrs["cortexbuild.cost_usd"].GetValue().(*commonpb.AnyValue_DoubleValue)
+	if attrs["gen_ai.request.model"].GetStringValue() != "claude-sonnet-4-6" || !isBool || !isInt || !isDouble {
+		t.Errorf("chat span attributes %v", attrs)
+	}
+}
+
+// The standard OTEL_EXPORTER_OTLP_* variables set the headers (when the
+// settings name none) and gzip compression; a malformed one is an error.
+func TestOTLPEnvironment(t *testing.T) {
+	col := &collector{}
+	srv := httptest.NewServer(col)
+	defer srv.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-team=general")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "x-team=a%20team,x-env=ci")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "gzip")
+	export := func(headers map[string]string) http.Header {
+		t.Helper()
+		ctx := context.Background()
+		tp, err := tracing.NewOTLP(ctx, tracing.OTLPSettings{Endpoint: srv.URL, Headers: headers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, _ := tracing.New(tracing.Settings{TracerProvider: tp})
+		inv := observe.Invocation{ID: "inv_1", Agent: "builder", Start: time.Now()}
+		o.EndInvocation(o.StartInvocation(ctx, inv), inv, observe.End{Outcome: "ok"})
+		if err := tp.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		col.mu.Lock()
+		defer col.mu.Unlock()
+		if len(col.reqs) == 0 || len(col.reqs[len(col.reqs)-1].GetResourceSpans()) != 1 {
+			t.Fatalf("nothing decodable was exported (%d exports)", len(col.reqs))
+		}
+		return col.headers[len(col.headers)-1]
+	}
+	h := export(nil)
+	if h.Get("Content-Encoding") != "gzip" || h.Get("x-team") != "a team" || h.Get("x-env") != "ci" {
+		t.Errorf("export headers from the environment: %v", h)
+	}
+	h = export(map[string]string{"x-file": "1"})
+	if h.Get("x-file") != "1" || h.Get("x-team") != "" {
+		t.Errorf("with headers in the settings, the environment's are not sent: %v", h)
+	}
+	t.Setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "zstd")
+	if _, err := tracing.NewOTLP(context.Background(), tracing.OTLPSettings{Endpoint: srv.URL}); err == nil || !strings.Contains(err.Error(), "OTEL_EXPORTER_OTLP_COMPRESSION") {
+		t.Errorf("NewOTLP with compression zstd = %v, want an error naming the variable", err)
 	}
 }
 

@@ -51,7 +51,7 @@
 // loopback addresses and unix sockets always; anything else refused in
 // ModeLocalOnly and allowed in ModeConsent, because the configuration
 // names the endpoint. [Gate.ServiceDial] is the dial function to give a
-// client library (go-redis, pgx): it resolves, decides and dials an IP
+// client (the Redis cache, pgx): it resolves, decides and dials an IP
 // address, on every connection. [Gate.ServiceClient] is an HTTP client that
 // dials only through it, ignores proxy settings and follows no redirect.
 // [Gate.CheckService] decides ahead of time, for start-up checks.

@@ -79,8 +79,8 @@ func (g *Gate) decideService(svc Service, host string, addrs []netip.Addr) (Deci
 }
 
 // ServiceDial returns the dial function of svc's connections, shaped like
-// net.Dialer.DialContext for the clients that take one (go-redis's
-// Options.Dialer, pgx's DialFunc, an http.Transport's DialContext). Each
+// net.Dialer.DialContext for the clients that take one (cache.RedisOptions's
+// Dialer, pgx's DialFunc, an http.Transport's DialContext). Each
 // call resolves the host with the gate's Resolver (IP literals need no
 // lookup), decides on the addresses resolved then, and dials an allowed IP
 // address with the gate's Dial, never the name. "unix" addresses are

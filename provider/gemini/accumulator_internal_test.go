@@ -8,8 +8,6 @@ import (
 
 	"github.com/cortexbuild/cortexbuild/provider/adapterkit"
 
-	"google.golang.org/genai"
-
 	"github.com/cortexbuild/cortexbuild/provider"
 )
 
@@ -18,9 +16,9 @@ import (
 // made-up ids back.
 func TestSyntheticCallIDsAreNotSentBack(t *testing.T) {
 	var acc accumulator
-	err := acc.add(&genai.GenerateContentResponse{Candidates: []*genai.Candidate{{FinishReason: genai.FinishReasonStop, Content: &genai.Content{Role: "model", Parts: []*genai.Part{
-		{FunctionCall: &genai.FunctionCall{Name: "get_weather", Args: map[string]any{"city": "Paris"}}, ThoughtSignature: []byte{1, 2, 3}},
-		{FunctionCall: &genai.FunctionCall{Name: "get_time"}},
+	err := acc.add(&generateResponse{Candidates: []*candidate{{FinishReason: finishStop, Content: &content{Role: "model", Parts: []*part{
+		{FunctionCall: &functionCall{Name: "get_weather", Args: map[string]any{"city": "Paris"}}, ThoughtSignature: []byte{1, 2, 3}},
+		{FunctionCall: &functionCall{Name: "get_time"}},
 	}}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -53,8 +51,8 @@ func TestSyntheticCallIDsAreNotSentBack(t *testing.T) {
 	// The next turn's call to the same tool gets another id: a client
 	// keys its tool results by id across the whole conversation.
 	var again accumulator
-	if err := again.add(&genai.GenerateContentResponse{Candidates: []*genai.Candidate{{Content: &genai.Content{Role: "model", Parts: []*genai.Part{
-		{FunctionCall: &genai.FunctionCall{Name: "get_weather"}},
+	if err := again.add(&generateResponse{Candidates: []*candidate{{Content: &content{Role: "model", Parts: []*part{
+		{FunctionCall: &functionCall{Name: "get_weather"}},
 	}}}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -4,15 +4,11 @@ import (
 	"context"
 	"errors"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/cortexbuild/cortexbuild/provider/adapterkit"
-
-	"google.golang.org/genai"
-
 	"github.com/cortexbuild/cortexbuild/provider"
+	"github.com/cortexbuild/cortexbuild/provider/adapterkit"
 )
 
 var (
@@ -21,16 +17,12 @@ var (
 
 // classify turns any failure into a *provider.Error.
 func (a *Adapter) classify(ctx context.Context, err error, model string) *provider.Error {
-	var apiErr genai.APIError
-	var apiErrPtr *genai.APIError
+	var apiErr *apiError
 	var pe *provider.Error
 	switch {
 	case errors.As(err, &apiErr):
 		pe = &provider.Error{Provider: a.base.Name, Model: model}
 		a.fromAPIError(pe, apiErr)
-	case errors.As(err, &apiErrPtr):
-		pe = &provider.Error{Provider: a.base.Name, Model: model}
-		a.fromAPIError(pe, *apiErrPtr)
 	default:
 		var ok bool
 		if pe, ok = a.base.ClassifyLocal(ctx, err, model); !ok {
@@ -44,7 +36,7 @@ func (a *Adapter) classify(ctx context.Context, err error, model string) *provid
 }
 
 // detail returns the details of one google.rpc type ("RetryInfo").
-func details(e genai.APIError, typ string) []map[string]any {
+func details(e *apiError, typ string) []map[string]any {
 	var out []map[string]any
 	for _, d := range e.Details {
 		if t, _ := d["@type"].(string); strings.HasSuffix(t, "google.rpc."+typ) {
@@ -58,15 +50,12 @@ func details(e genai.APIError, typ string) []map[string]any {
 // details: a bad key is a 400 with ErrorInfo API_KEY_INVALID (auth); a token
 // overflow is a 400 (context window); a 429 is a rate limit whose delay is
 // RetryInfo.retryDelay, unless a per-day quota is exhausted.
-func (a *Adapter) fromAPIError(pe *provider.Error, e genai.APIError) {
+func (a *Adapter) fromAPIError(pe *provider.Error, e *apiError) {
 	msg := e.Message
 	if adapterkit.LooksLikeHTML("", msg) {
 		msg = adapterkit.DescribeBody(e.Code, "text/html", msg)
 	}
 	status := e.Status
-	if _, err := strconv.Atoi(strings.Fields(status + " x")[0]); err == nil {
-		status = "" // the SDK puts "502 Bad Gateway" here for non-JSON bodies
-	}
 	pe.Diagnostic = provider.Diagnostic{Status: e.Code, Type: status, Message: msg}
 	for _, d := range details(e, "ErrorInfo") {
 		if r, _ := d["reason"].(string); r != "" {

@@ -3,13 +3,11 @@ package gemini
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"time"
 
-	"github.com/cortexbuild/cortexbuild/provider/adapterkit"
-
-	"google.golang.org/genai"
-
 	"github.com/cortexbuild/cortexbuild/provider"
+	"github.com/cortexbuild/cortexbuild/provider/adapterkit"
 )
 
 // Type is the adapter type name used in llm-config.yaml.
@@ -61,7 +59,7 @@ func Registration() provider.Registration {
 type Adapter struct {
 	base    adapterkit.Base
 	baseURL string
-	client  *genai.Client
+	client  *client
 	limits  adapterkit.Limits
 }
 
@@ -73,7 +71,7 @@ var (
 )
 
 // New builds an adapter from settings. The api_key credential is required.
-// The SDK makes no retries unless asked, and the adapter never asks.
+// The adapter makes no retries of its own: the orchestrator decides.
 func New(s provider.Settings) (*Adapter, error) {
 	key := s.Credentials["api_key"]
 	if key == "" {
@@ -83,15 +81,11 @@ func New(s provider.Settings) (*Adapter, error) {
 	if base == "" {
 		base = DefaultBaseURL
 	}
-	b := adapterkit.NewBase(s, Type, DefaultModels, key)
-	client, err := genai.NewClient(context.Background(), &genai.ClientConfig{
-		APIKey: key, Backend: genai.BackendGeminiAPI, HTTPClient: b.HTTPClient(s.HTTPClient),
-		HTTPOptions: genai.HTTPOptions{BaseURL: base, APIVersion: APIVersion},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("gemini: %w", err)
+	if _, err := url.Parse(base); err != nil {
+		return nil, fmt.Errorf("gemini: provider %q: base URL: %v", s.Name, err)
 	}
-	return &Adapter{base: b, baseURL: base, client: client}, nil
+	b := adapterkit.NewBase(s, Type, DefaultModels, key)
+	return &Adapter{base: b, baseURL: base, client: &client{hc: b.HTTPClient(s.HTTPClient), baseURL: base, key: key}}, nil
 }
 
 // BaseURL returns the endpoint the adapter talks to.
@@ -147,7 +141,7 @@ func (a *Adapter) HealthCheck(ctx context.Context) provider.HealthStatus {
 	start := a.base.Now()
 	ctx, cancel := context.WithTimeoutCause(ctx, 30*time.Second, adapterkit.ErrAttemptTimeout)
 	defer cancel()
-	_, err := a.client.Models.List(ctx, &genai.ListModelsConfig{PageSize: 1})
+	err := a.client.listModels(ctx)
 	st := provider.HealthStatus{Healthy: err == nil, Latency: a.base.Now().Sub(start), CheckedAt: start}
 	if err != nil {
 		pe := a.classify(ctx, err, "")

@@ -6,19 +6,16 @@ import (
 	"errors"
 	"strings"
 
-	"google.golang.org/genai"
-
 	"github.com/cortexbuild/cortexbuild/provider"
 	"github.com/cortexbuild/cortexbuild/provider/adapterkit"
 )
 
 // attempt is one call's prepared request and bounded context.
 type attempt struct {
-	model    string
-	contents []*genai.Content
-	config   *genai.GenerateContentConfig
-	ctx      context.Context
-	cancel   context.CancelFunc
+	model  string
+	body   *generateRequest
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 func (a *Adapter) begin(ctx context.Context, req *provider.Request) (*attempt, error) {
@@ -27,10 +24,10 @@ func (a *Adapter) begin(ctx context.Context, req *provider.Request) (*attempt, e
 		return nil, err
 	}
 	var err error
-	if at.config, err = a.config(req, at.model); err != nil {
+	if at.body, err = a.config(req, at.model); err != nil {
 		return nil, err
 	}
-	if at.contents, err = a.contents(req, at.model); err != nil {
+	if at.body.Contents, err = a.contents(req, at.model); err != nil {
 		return nil, err
 	}
 	at.ctx, at.cancel = a.base.Attempt(ctx, req)
@@ -45,7 +42,7 @@ func (a *Adapter) Invoke(ctx context.Context, req *provider.Request) (*provider.
 	}
 	defer at.cancel()
 	start := a.base.Now()
-	resp, err := a.generate(at)
+	resp, err := a.client.generate(at.ctx, at.model, at.body)
 	latency := a.base.Now().Sub(start)
 	var mal *errMalformed
 	if errors.As(err, &mal) {
@@ -64,17 +61,6 @@ func (a *Adapter) Invoke(ctx context.Context, req *provider.Request) (*provider.
 	}
 	res.Latency = latency
 	return res, nil
-}
-
-// generate calls the SDK, turning a panic while it decodes the response
-// into an *errMalformed.
-func (a *Adapter) generate(at *attempt) (resp *genai.GenerateContentResponse, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			resp, err = nil, &errMalformed{r}
-		}
-	}()
-	return a.client.Models.GenerateContent(at.ctx, at.model, at.contents, at.config)
 }
 
 // errBlocked reports a prompt Gemini refused (HTTP 200, no candidates).
@@ -98,14 +84,14 @@ type accumulator struct {
 	parts     []provider.Part
 	calls     []provider.ToolCall
 	text      strings.Builder
-	usage     *genai.GenerateContentResponseUsageMetadata
-	finish    genai.FinishReason
+	usage     *usageMetadata
+	finish    string
 	model     string
 	requestID string
 }
 
 // add folds one response in. A blocked prompt is an *errBlocked.
-func (acc *accumulator) add(r *genai.GenerateContentResponse) error {
+func (acc *accumulator) add(r *generateResponse) error {
 	if r.ModelVersion != "" {
 		acc.model = r.ModelVersion
 	}
@@ -117,7 +103,7 @@ func (acc *accumulator) add(r *genai.GenerateContentResponse) error {
 	}
 	if len(r.Candidates) == 0 {
 		if fb := r.PromptFeedback; fb != nil && fb.BlockReason != "" {
-			return &errBlocked{reason: string(fb.BlockReason), message: fb.BlockReasonMessage}
+			return &errBlocked{reason: fb.BlockReason, message: fb.BlockReasonMessage}
 		}
 		return nil
 	}
@@ -163,7 +149,7 @@ func (acc *accumulator) add(r *genai.GenerateContentResponse) error {
 // result builds the final Result. promptTokenCount already includes the
 // cached tokens; thoughts are billed as output.
 func (a *Adapter) result(acc *accumulator, requested string) (*provider.Result, error) {
-	res := &provider.Result{Provider: a.base.Name, Model: acc.model, Content: acc.text.String(), ToolCalls: acc.calls, Parts: acc.parts, RawStopReason: string(acc.finish), RequestID: acc.requestID}
+	res := &provider.Result{Provider: a.base.Name, Model: acc.model, Content: acc.text.String(), ToolCalls: acc.calls, Parts: acc.parts, RawStopReason: acc.finish, RequestID: acc.requestID}
 	if res.ToolCalls == nil {
 		res.ToolCalls = []provider.ToolCall{}
 	}
@@ -188,7 +174,7 @@ func (a *Adapter) result(acc *accumulator, requested string) (*provider.Result, 
 }
 
 // usageOf is the usage a usage metadata reports.
-func usageOf(u *genai.GenerateContentResponseUsageMetadata) provider.Usage {
+func usageOf(u *usageMetadata) provider.Usage {
 	out := provider.UsageInclusive(int64(u.PromptTokenCount)+int64(u.ToolUsePromptTokenCount), int64(u.CachedContentTokenCount), 0, int64(u.CandidatesTokenCount)+int64(u.ThoughtsTokenCount))
 	out.ReasoningTokens = int64(u.ThoughtsTokenCount)
 	return out
@@ -196,17 +182,17 @@ func usageOf(u *genai.GenerateContentResponseUsageMetadata) provider.Usage {
 
 // stopReason maps finishReason; Gemini has no tool-specific reason, so the
 // function-call parts decide.
-func stopReason(f genai.FinishReason, calls bool) provider.StopReason {
-	if calls && (f == genai.FinishReasonStop || f == "") {
+func stopReason(f string, calls bool) provider.StopReason {
+	if calls && (f == finishStop || f == "") {
 		return provider.StopToolUse
 	}
 	switch f {
-	case genai.FinishReasonStop:
+	case finishStop:
 		return provider.StopEndTurn
-	case genai.FinishReasonMaxTokens:
+	case finishMaxTokens:
 		return provider.StopMaxTokens
-	case genai.FinishReasonSafety, genai.FinishReasonRecitation, genai.FinishReasonBlocklist, genai.FinishReasonProhibitedContent, genai.FinishReasonSPII,
-		genai.FinishReasonImageSafety, genai.FinishReasonImageProhibitedContent, genai.FinishReasonImageRecitation:
+	case finishSafety, finishRecitation, finishBlocklist, finishProhibitedContent, finishSPII,
+		finishImageSafety, finishImageProhibitedContent, finishImageRecitation:
 		return provider.StopContentFilter
 	}
 	return provider.StopOther

@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"google.golang.org/genai"
-
 	"github.com/cortexbuild/cortexbuild/provider"
 )
 
@@ -82,10 +80,11 @@ func signatureMeta(sig []byte) provider.Metadata {
 
 // config builds the generation config: system instruction, function
 // declarations with their full JSON Schema, tool choice, output limit.
-func (a *Adapter) config(req *provider.Request, model string) (*genai.GenerateContentConfig, error) {
-	cfg := &genai.GenerateContentConfig{MaxOutputTokens: int32(min(a.base.MaxTokens(Namespace, model, req), 1<<30))}
+func (a *Adapter) config(req *provider.Request, model string) (*generateRequest, error) {
+	cfg := &generationConfig{MaxOutputTokens: int32(min(a.base.MaxTokens(Namespace, model, req), 1<<30))}
+	body := &generateRequest{GenerationConfig: cfg}
 	if req.System != "" {
-		cfg.SystemInstruction = &genai.Content{Parts: []*genai.Part{{Text: req.System}}}
+		body.SystemInstruction = &content{Parts: []*part{{Text: req.System}}}
 	}
 	if err := a.sampling(cfg, req, model); err != nil {
 		return nil, err
@@ -95,35 +94,35 @@ func (a *Adapter) config(req *provider.Request, model string) (*genai.GenerateCo
 		return nil, err
 	}
 	if schema != nil {
-		cfg.ResponseMIMEType, cfg.ResponseJsonSchema = "application/json", schema
+		cfg.ResponseMIMEType, cfg.ResponseJSONSchema = "application/json", schema
 	}
 	if len(req.Tools) > 0 {
-		tool := &genai.Tool{}
+		tl := &tool{}
 		for i, t := range req.Tools {
-			fd := &genai.FunctionDeclaration{Name: t.Name, Description: t.Description}
+			fd := &functionDeclaration{Name: t.Name, Description: t.Description}
 			if len(t.InputSchema) > 0 {
 				var schema map[string]any
 				if err := json.Unmarshal(t.InputSchema, &schema); err != nil {
 					return nil, a.base.BadRequest(model, fmt.Sprintf("tools[%d] %q: input_schema: %v", i, t.Name, err))
 				}
-				fd.ParametersJsonSchema = schema
+				fd.ParametersJSONSchema = schema
 			}
-			tool.FunctionDeclarations = append(tool.FunctionDeclarations, fd)
+			tl.FunctionDeclarations = append(tl.FunctionDeclarations, fd)
 		}
-		cfg.Tools = []*genai.Tool{tool}
-		fc := &genai.FunctionCallingConfig{Mode: genai.FunctionCallingConfigModeAuto}
+		body.Tools = []*tool{tl}
+		fc := &functionCallingConfig{Mode: modeAuto}
 		switch req.ToolChoice {
 		case "", provider.ToolChoiceAuto:
 		case provider.ToolChoiceNone:
-			fc.Mode = genai.FunctionCallingConfigModeNone
+			fc.Mode = modeNone
 		case provider.ToolChoiceRequired:
-			fc.Mode = genai.FunctionCallingConfigModeAny
+			fc.Mode = modeAny
 		default:
-			fc.Mode, fc.AllowedFunctionNames = genai.FunctionCallingConfigModeAny, []string{string(req.ToolChoice)}
+			fc.Mode, fc.AllowedFunctionNames = modeAny, []string{string(req.ToolChoice)}
 		}
-		cfg.ToolConfig = &genai.ToolConfig{FunctionCallingConfig: fc}
+		body.ToolConfig = &toolConfig{FunctionCallingConfig: fc}
 	}
-	return cfg, nil
+	return body, nil
 }
 
 // maxStopSequences is how many stopSequences Gemini takes.
@@ -132,31 +131,31 @@ const maxStopSequences = 5
 // sampling sets temperature, topP, topK, seed, stopSequences and
 // thinkingConfig, each only when the request sets it and the model honours
 // it.
-func (a *Adapter) sampling(cfg *genai.GenerateContentConfig, req *provider.Request, model string) error {
+func (a *Adapter) sampling(cfg *generationConfig, req *provider.Request, model string) error {
 	caps := a.ModelCapabilities(model)
 	if caps.Has(provider.CapSampling) {
 		if req.Temperature != nil {
-			cfg.Temperature = genai.Ptr(float32(*req.Temperature))
+			cfg.Temperature = ptr(float32(*req.Temperature))
 		}
 		if req.TopP != nil {
-			cfg.TopP = genai.Ptr(float32(*req.TopP))
+			cfg.TopP = ptr(float32(*req.TopP))
 		}
 	}
 	if req.TopK != nil && caps.Has(provider.CapTopK) {
-		cfg.TopK = genai.Ptr(float32(*req.TopK))
+		cfg.TopK = ptr(float32(*req.TopK))
 	}
 	if req.Seed != nil && caps.Has(provider.CapSeed) {
 		if *req.Seed < math.MinInt32 || *req.Seed > math.MaxInt32 {
 			return a.base.BadRequest(model, fmt.Sprintf("seed %d does not fit Gemini's 32-bit seed", *req.Seed))
 		}
-		cfg.Seed = genai.Ptr(int32(*req.Seed))
+		cfg.Seed = ptr(int32(*req.Seed))
 	}
 	if len(req.Stop) > maxStopSequences {
 		return a.base.BadRequest(model, fmt.Sprintf("Gemini takes at most %d stop sequences, got %d", maxStopSequences, len(req.Stop)))
 	}
 	cfg.StopSequences = req.Stop
 	if r := req.Reasoning; r != nil && caps.Has(provider.CapReasoning) {
-		cfg.ThinkingConfig = thinkingConfig(r, model)
+		cfg.ThinkingConfig = thinking(r, model)
 	}
 	return nil
 }
@@ -165,12 +164,12 @@ func (a *Adapter) sampling(cfg *genai.GenerateContentConfig, req *provider.Reque
 // is a thinkingLevel (the two cannot be sent together), and a budget alone
 // a thinkingBudget; earlier models take only a thinkingBudget, which an
 // effort alone stands for. Thought summaries are asked for.
-func thinkingConfig(r *provider.Reasoning, model string) *genai.ThinkingConfig {
-	tc := &genai.ThinkingConfig{IncludeThoughts: true}
+func thinking(r *provider.Reasoning, model string) *thinkingConfig {
+	tc := &thinkingConfig{IncludeThoughts: true}
 	if needsSignatures(model) && r.Effort != "" {
-		tc.ThinkingLevel = genai.ThinkingLevel(strings.ToUpper(string(r.Effort)))
+		tc.ThinkingLevel = strings.ToUpper(string(r.Effort))
 	} else if b := r.EffectiveBudget(); b > 0 {
-		tc.ThinkingBudget = genai.Ptr(int32(b))
+		tc.ThinkingBudget = ptr(int32(b))
 	}
 	return tc
 }
@@ -178,7 +177,7 @@ func thinkingConfig(r *provider.Reasoning, model string) *genai.ThinkingConfig {
 // contents maps the conversation. Tool results become functionResponse
 // parts named after the call they answer; assistant turns keep their
 // thought signatures byte for byte.
-func (a *Adapter) contents(req *provider.Request, model string) ([]*genai.Content, error) {
+func (a *Adapter) contents(req *provider.Request, model string) ([]*content, error) {
 	conv := req.Conversation()
 	calls := map[string]*provider.ToolCall{}
 	for _, m := range conv {
@@ -188,28 +187,28 @@ func (a *Adapter) contents(req *provider.Request, model string) ([]*genai.Conten
 			}
 		}
 	}
-	out := make([]*genai.Content, 0, len(conv))
+	out := make([]*content, 0, len(conv))
 	for i, m := range conv {
-		c := &genai.Content{Role: genai.RoleUser}
+		c := &content{Role: roleUser}
 		if m.Role == provider.RoleAssistant {
-			c.Role = genai.RoleModel
+			c.Role = roleModel
 		}
 		firstCall := true // of this turn: the one whose signature Gemini 3 checks
 		for j, p := range m.Parts {
 			switch p.Type {
 			case provider.PartText:
 				if p.Text != "" || len(signature(p.Meta)) > 0 {
-					c.Parts = append(c.Parts, &genai.Part{Text: p.Text, ThoughtSignature: signature(p.Meta)})
+					c.Parts = append(c.Parts, &part{Text: p.Text, ThoughtSignature: signature(p.Meta)})
 				}
 			case provider.PartReasoning:
 				if sig := signature(p.Meta); len(sig) > 0 {
-					c.Parts = append(c.Parts, &genai.Part{Text: p.Text, Thought: true, ThoughtSignature: sig})
+					c.Parts = append(c.Parts, &part{Text: p.Text, Thought: true, ThoughtSignature: sig})
 				}
 			case provider.PartImage:
 				if p.Image.URL != "" {
 					return nil, a.base.BadRequest(model, fmt.Sprintf("messages[%d].parts[%d]: Gemini takes images inline: send the image's bytes, not a URL", i, j))
 				}
-				c.Parts = append(c.Parts, &genai.Part{InlineData: &genai.Blob{MIMEType: p.Image.MediaType, Data: p.Image.Data}})
+				c.Parts = append(c.Parts, &part{InlineData: &blob{MIMEType: p.Image.MediaType, Data: p.Image.Data}})
 			case provider.PartToolCall:
 				args := map[string]any{}
 				if len(p.ToolCall.Arguments) > 0 {
@@ -217,7 +216,7 @@ func (a *Adapter) contents(req *provider.Request, model string) ([]*genai.Conten
 						return nil, a.base.BadRequest(model, fmt.Sprintf("messages[%d].parts[%d]: tool call arguments: %v", i, j, err))
 					}
 				}
-				fc := &genai.FunctionCall{Name: p.ToolCall.Name, Args: args}
+				fc := &functionCall{Name: p.ToolCall.Name, Args: args}
 				if _, synthetic := p.ToolCall.Meta[MetaSyntheticID]; !synthetic {
 					fc.ID = p.ToolCall.ID
 				}
@@ -226,11 +225,11 @@ func (a *Adapter) contents(req *provider.Request, model string) ([]*genai.Conten
 					sig = skipSignature
 				}
 				firstCall = false
-				c.Parts = append(c.Parts, &genai.Part{FunctionCall: fc, ThoughtSignature: sig})
+				c.Parts = append(c.Parts, &part{FunctionCall: fc, ThoughtSignature: sig})
 			case provider.PartToolResult:
 				tr := p.ToolResult
 				name := tr.Name
-				fr := &genai.FunctionResponse{}
+				fr := &functionResponse{}
 				if call, ok := calls[tr.CallID]; ok {
 					if name == "" {
 						name = call.Name
@@ -248,7 +247,7 @@ func (a *Adapter) contents(req *provider.Request, model string) ([]*genai.Conten
 				} else {
 					fr.Response = map[string]any{"result": tr.Content}
 				}
-				c.Parts = append(c.Parts, &genai.Part{FunctionResponse: fr})
+				c.Parts = append(c.Parts, &part{FunctionResponse: fr})
 			}
 		}
 		if len(c.Parts) == 0 {
@@ -258,3 +257,5 @@ func (a *Adapter) contents(req *provider.Request, model string) ([]*genai.Conten
 	}
 	return out, nil
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -3,13 +3,10 @@ package gemini
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"iter"
 	"sync"
 	"time"
-
-	"google.golang.org/genai"
 
 	"github.com/cortexbuild/cortexbuild/provider"
 )
@@ -23,14 +20,14 @@ func (a *Adapter) Stream(ctx context.Context, req *provider.Request) (provider.S
 	if err != nil {
 		return nil, err
 	}
-	next, stop := iter.Pull2(guarded(a.client.Models.GenerateContentStream(at.ctx, at.model, at.contents, at.config)))
+	next, stop := iter.Pull2(a.client.stream(at.ctx, at.model, at.body))
 	return &stream{a: a, at: at, next: next, stop: stop, start: a.base.Now()}, nil
 }
 
 type stream struct {
 	a     *Adapter
 	at    *attempt
-	next  func() (*genai.GenerateContentResponse, error, bool)
+	next  func() (*generateResponse, error, bool)
 	stop  func()
 	start time.Time
 
@@ -150,34 +147,4 @@ func (s *stream) Close() error {
 		}
 	})
 	return nil
-}
-
-// errMalformed is a response the SDK could not decode: it type-asserts
-// the JSON it is sent, and panics on a field of the wrong type.
-type errMalformed struct{ cause any }
-
-func (e *errMalformed) Error() string {
-	return fmt.Sprintf("malformed response: %v", e.cause)
-}
-
-// guarded turns a panic of the SDK while it decodes a response into an
-// *errMalformed; a panic of the consumer (inside yield) goes on.
-func guarded(seq iter.Seq2[*genai.GenerateContentResponse, error]) iter.Seq2[*genai.GenerateContentResponse, error] {
-	return func(yield func(*genai.GenerateContentResponse, error) bool) {
-		inYield := false
-		defer func() {
-			if r := recover(); r != nil {
-				if inYield {
-					panic(r)
-				}
-				yield(nil, &errMalformed{r})
-			}
-		}()
-		seq(func(r *genai.GenerateContentResponse, err error) bool {
-			inYield = true
-			ok := yield(r, err)
-			inYield = false
-			return ok
-		})
-	}
 }

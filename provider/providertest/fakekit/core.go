@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 )
 
@@ -23,7 +22,7 @@ type Spec[Reply, Recorded any] struct {
 
 // Core is the shared state of a fake server: FIFO queues of Reply per
 // Route, the recorded requests of type Recorded, the open connections and,
-// once started, the httptest server. The zero value is not usable; create
+// once started, the HTTP server. The zero value is not usable; create
 // one with [New]. All methods are safe for concurrent use.
 type Core[Route ~string, Reply, Recorded any] struct {
 	spec Spec[Reply, Recorded]
@@ -36,7 +35,11 @@ type Core[Route ~string, Reply, Recorded any] struct {
 
 	done      chan struct{}
 	closeOnce sync.Once
-	ts        *httptest.Server
+	closed    bool // guarded by mu: the server is closing; idle connections are closed
+	srv       *http.Server
+	listener  net.Listener
+	url       string
+	client    *http.Client
 }
 
 // New returns an unstarted Core.
@@ -61,30 +64,22 @@ func (c *Core[Route, Reply, Recorded]) Start(h http.Handler) {
 			panic(fmt.Sprintf("%s: cannot listen on loopback: %v", c.spec.Name, err))
 		}
 	}
-	ts := httptest.NewUnstartedServer(h)
-	ts.Listener.Close()
-	ts.Listener = l
-	ts.Config.ConnState = c.ConnState
-	ts.Start()
-	c.ts = ts
+	c.srv = &http.Server{Handler: h, ConnState: c.ConnState}
+	c.listener, c.url = l, "http://"+l.Addr().String()
+	c.client = &http.Client{Transport: &http.Transport{}}
+	go func() { _ = c.srv.Serve(l) }() // returns when Close closes the listener
 }
 
 // URL is the base URL of a started fake ("http://127.0.0.1:PORT"); "" for
 // an unstarted one.
 func (c *Core[Route, Reply, Recorded]) URL() string {
-	if c.ts == nil {
-		return ""
-	}
-	return c.ts.URL
+	return c.url
 }
 
 // Client is an *http.Client configured for the started fake (nil for an
 // unstarted one).
 func (c *Core[Route, Reply, Recorded]) Client() *http.Client {
-	if c.ts == nil {
-		return nil
-	}
-	return c.ts.Client()
+	return c.client
 }
 
 // Done is closed by [Core.Close]: a handler holding a reply selects on it
@@ -92,13 +87,29 @@ func (c *Core[Route, Reply, Recorded]) Client() *http.Client {
 func (c *Core[Route, Reply, Recorded]) Done() <-chan struct{} { return c.done }
 
 // Close releases every held reply (closes [Core.Done]), stops a started
-// fake and waits for its handlers to return. It is safe to call more than
-// once.
+// fake and waits for its handlers to return, as httptest.Server.Close
+// does: it stops listening, closes the idle connections at once and the
+// others when their request ends, and returns when none is left. It is
+// safe to call more than once.
 func (c *Core[Route, Reply, Recorded]) Close() {
 	c.closeOnce.Do(func() { close(c.done) })
-	if c.ts != nil {
-		c.ts.Close()
+	if c.srv == nil {
+		return
 	}
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		c.listener.Close()
+		c.srv.SetKeepAlivesEnabled(false)
+		for conn, st := range c.conns {
+			if st == http.StateIdle || st == http.StateNew {
+				conn.Close()
+			}
+		}
+	}
+	c.mu.Unlock()
+	c.client.CloseIdleConnections()
+	_ = c.waitFor(context.Background(), func() bool { return len(c.conns) == 0 })
 }
 
 // EnqueueRoute appends replies to the FIFO queue of route. It panics on a
@@ -225,6 +236,9 @@ func (c *Core[Route, Reply, Recorded]) ConnState(conn net.Conn, state http.ConnS
 		delete(c.conns, conn)
 	default:
 		c.conns[conn] = state
+		if c.closed && (state == http.StateIdle || state == http.StateNew) {
+			conn.Close() // ConnState is called again with StateClosed
+		}
 	}
 	c.notifyLocked()
 }
