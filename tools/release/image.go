@@ -67,7 +67,7 @@ func ImageLayoutName(version string) string {
 
 // ImageTag is the tag the image tarballs load as.
 func ImageTag(version string) (name.Tag, error) {
-	return name.NewTag(ImageRepo+":"+version, name.WithDefaultRegistry(""))
+	return name.NewTag(ImageRepo + ":" + version)
 }
 
 // imageFiles are the image's one layer: the binary, the CA bundle, a

@@ -108,6 +108,14 @@ func TestImageTarballs(t *testing.T) {
 			if len(c.Cmd) < 3 || c.Cmd[0] != "serve" || !slices.Contains(c.Cmd, "0.0.0.0:8787") || slices.Contains(c.Cmd, "--no-auth") {
 				t.Errorf("cmd %q, want serve on 0.0.0.0:8787 with keys", c.Cmd)
 			}
+			// Inside a container the address a request arrives on is not
+			// loopback: the loopback names a published port's clients send
+			// are allowed by name.
+			for _, h := range []string{"localhost", "127.0.0.1", "::1"} {
+				if i := slices.Index(c.Cmd, h); i < 1 || c.Cmd[i-1] != "--allow-host" {
+					t.Errorf("cmd %q lacks --allow-host %s", c.Cmd, h)
+				}
+			}
 			if c.User != "65532:65532" || c.WorkingDir != "/data" {
 				t.Errorf("user %q in %q, want 65532:65532 in /data", c.User, c.WorkingDir)
 			}
@@ -135,7 +143,7 @@ func TestImageTarballs(t *testing.T) {
 			if !bytes.Equal(data["usr/local/bin/cortexbuild"], releaseBinary(t, r, p)) {
 				t.Errorf("the image's binary is not the one in %s", ArchiveName(r.version, p))
 			}
-			checkBinary(t, ImageTarballName(r.version, p), p, data["usr/local/bin/cortexbuild"], r.version)
+			checkBinary(t, ImageTarballName(r.version, p), p, data["usr/local/bin/cortexbuild"])
 			if !bytes.Contains(data["etc/ssl/certs/ca-certificates.crt"], []byte("-----BEGIN CERTIFICATE-----")) {
 				t.Error("etc/ssl/certs/ca-certificates.crt holds no certificate")
 			}
