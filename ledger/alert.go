@@ -119,6 +119,28 @@ func alertNotifiedSQL(table string) string {
 	return `UPDATE ` + table + ` SET notified_at = $3 WHERE project = $1 AND id = $2 AND notified_at IS NULL`
 }
 
+// alertRows are the rows of a query of alertColumns, as both database
+// drivers return them.
+type alertRows interface {
+	Next() bool
+	Scan(...any) error
+	Err() error
+}
+
+// scanAlerts reads every alert of rows (an empty list, not nil, when
+// there is none).
+func scanAlerts(rows alertRows) ([]Alert, error) {
+	out := []Alert{}
+	for rows.Next() {
+		a, err := scanAlert(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
 func scanAlert(sc interface{ Scan(...any) error }) (Alert, error) {
 	var a Alert
 	var crossed, notified int64

@@ -974,15 +974,8 @@ func (p *Postgres) Alerts(ctx context.Context, limit int) ([]Alert, error) {
 		return nil, p.read("alerts", err)
 	}
 	defer rows.Close()
-	out := []Alert{}
-	for rows.Next() {
-		a, err := scanAlert(rows)
-		if err != nil {
-			return nil, p.read("alerts", err)
-		}
-		out = append(out, a)
-	}
-	return out, p.read("alerts", rows.Err())
+	out, err := scanAlerts(rows)
+	return out, p.read("alerts", err)
 }
 
 // ClaimAlerts implements [Store]. The alerts are locked as they are
@@ -1014,14 +1007,8 @@ func (p *Postgres) ClaimAlerts(ctx context.Context, hold time.Duration, max int)
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			a, err := scanAlert(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, a)
-		}
-		return rows.Err()
+		out, err = scanAlerts(rows)
+		return err
 	})
 	if err != nil {
 		return nil, err

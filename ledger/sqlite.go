@@ -1205,15 +1205,8 @@ func (s *SQLite) Alerts(ctx context.Context, limit int) ([]Alert, error) {
 		return nil, sqliteErr("alerts", err)
 	}
 	defer rows.Close()
-	out := []Alert{}
-	for rows.Next() {
-		a, err := scanAlert(rows)
-		if err != nil {
-			return nil, sqliteErr("alerts", err)
-		}
-		out = append(out, a)
-	}
-	return out, sqliteErr("alerts", rows.Err())
+	out, err := scanAlerts(rows)
+	return out, sqliteErr("alerts", err)
 }
 
 // ClaimAlerts implements [Store]. When no alert waits, it only reads.
@@ -1243,14 +1236,8 @@ func (s *SQLite) ClaimAlerts(ctx context.Context, hold time.Duration, max int) (
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			a, err := scanAlert(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, a)
-		}
-		return rows.Err()
+		out, err = scanAlerts(rows)
+		return err
 	})
 	if err != nil {
 		return nil, err
