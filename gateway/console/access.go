@@ -134,24 +134,24 @@ func (c *Console) accessPage(w http.ResponseWriter, r *http.Request, s *session)
 	c.mu.Lock()
 	d.Created, s.created = s.created, nil
 	c.mu.Unlock()
-	p := c.page(r, s, "access", "Access keys", d)
+	p := c.page(r, s, "access", "Access keys", accessView(d))
 	if err != nil {
 		c.opts.Logger.Error("console: key store unreadable", "error", err)
 		p.Error = "The key store could not be read: " + err.Error()
 	}
-	c.render(w, http.StatusOK, "access", p)
+	c.render(w, http.StatusOK, p)
 }
 
 // accessError shows the access keys page with an error and the form as
 // it was sent.
 func (c *Console) accessError(w http.ResponseWriter, r *http.Request, s *session, status int, form keyForm, msg string) {
 	d, err := c.accessData(r.Context(), s, form)
-	p := c.page(r, s, "access", "Access keys", d)
+	p := c.page(r, s, "access", "Access keys", accessView(d))
 	p.Error = msg
 	if err != nil {
 		p.Error += " The key store could not be read: " + err.Error()
 	}
-	c.render(w, status, "access", p)
+	c.render(w, status, p)
 }
 
 // splitModels reads a comma- or space-separated list of model names.

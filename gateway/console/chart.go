@@ -3,7 +3,6 @@ package console
 import (
 	"fmt"
 	"html"
-	"html/template"
 	"math"
 	"strings"
 
@@ -73,7 +72,7 @@ func barHeight(v, top provider.Money, plot float64) float64 {
 // forbids), every label escaped. Bars are scaled to the data; each bar's
 // limit is drawn as a red mark when it fits ([chartScale]), and a note
 // names the limits above the chart.
-func barChart(title string, bars []bar) template.HTML {
+func barChart(title string, bars []bar) markup {
 	top, far := chartScale(bars)
 	var sb strings.Builder
 	fmt.Fprintf(&sb, `<svg class="chart" role="img" aria-label="%s" viewBox="0 0 %d %d" width="%d" height="%d" xmlns="http://www.w3.org/2000/svg">`,
@@ -117,5 +116,5 @@ func barChart(title string, bars []bar) template.HTML {
 	}
 	fmt.Fprintf(&sb, `<text class="note" x="%d" y="%d" font-size="10" fill="#666">%s</text>`, chartX, chartHeight-8, html.EscapeString(note))
 	sb.WriteString(`</svg>`)
-	return template.HTML(sb.String()) // every interpolated text above is escaped
+	return markup(sb.String()) // every interpolated text above is escaped
 }

@@ -8,7 +8,8 @@
 // control (pause and resume of tasks and the project, consent per
 // provider).
 //
-// Pages are rendered on the server with html/template; the CSS, the little
+// Pages are written on the server by Go functions that escape every value
+// (html.go, views.go); the CSS, the little
 // JavaScript there is and the charts (inline SVG) are embedded in the
 // binary, nothing is loaded from elsewhere.
 //
@@ -32,7 +33,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
-	"html/template"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -145,9 +145,8 @@ type Options struct {
 // Console is the web console: an http.Handler for everything under
 // [Prefix].
 type Console struct {
-	opts  Options
-	mux   *http.ServeMux
-	pages map[string]*template.Template
+	opts Options
+	mux  *http.ServeMux
 
 	mu       sync.Mutex
 	sessions map[string]*session // by SHA-256 of the token
@@ -165,9 +164,6 @@ type session struct {
 	// until the access keys page has shown it once.
 	created *createdKey
 }
-
-//go:embed templates/*.html
-var templateFS embed.FS
 
 //go:embed static
 var staticFS embed.FS
@@ -204,14 +200,7 @@ func New(opts Options) (*Console, error) {
 	if km, ok := opts.Keys.(KeyManager); ok && opts.KeyStore == nil {
 		opts.KeyStore = km
 	}
-	c := &Console{opts: opts, mux: http.NewServeMux(), sessions: map[string]*session{}, last: map[string]Health{}, tasks: map[string]bool{}, pages: map[string]*template.Template{}}
-	for _, p := range []string{"login", "overview", "access", "keys", "health", "spend", "control"} {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+p+".html")
-		if err != nil {
-			return nil, err
-		}
-		c.pages[p] = t
-	}
+	c := &Console{opts: opts, mux: http.NewServeMux(), sessions: map[string]*session{}, last: map[string]Health{}, tasks: map[string]bool{}}
 	static, err := fs.Sub(staticFS, "static")
 	if err != nil {
 		return nil, err
@@ -447,7 +436,7 @@ func (c *Console) renderLogin(w http.ResponseWriter, r *http.Request, status int
 	}
 	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: tok, Path: Prefix, HttpOnly: true, Secure: r.TLS != nil,
 		SameSite: http.SameSiteStrictMode, MaxAge: 900})
-	c.render(w, status, "login", page{Title: "Log in", Project: c.opts.Project, CSRF: tok, Error: msg})
+	c.render(w, status, page{Title: "Log in", Project: c.opts.Project, CSRF: tok, Error: msg, body: loginView})
 }
 
 // login exchanges a virtual key for a session.

@@ -682,3 +682,61 @@ func TestConsoleFailsClosedOnAnOpenKeyFile(t *testing.T) {
 	}
 	fx.browser(t).loggedIn()
 }
+
+// Every value a page shows is escaped, in text and in attributes, on every
+// page; and no page carries a formatting error ("%!").
+func TestEveryValueShownIsEscaped(t *testing.T) {
+	const evil = `"'><x-evil onload=alert(1)>`
+	const escaped = `&#34;&#39;&gt;&lt;x-evil onload=alert(1)&gt;`
+	ctx := context.Background()
+	fx := newFixtureWith(t, false, func(o *console.Options) {
+		o.Alerts = func(context.Context) ([]console.Alert, error) {
+			return []console.Alert{{Scope: "task:" + evil, Threshold: 80, Spent: provider.Dollar, Limit: provider.Dollar, At: time.Unix(0, 0)}}, nil
+		}
+		o.Health = func(context.Context, string) console.Health {
+			return console.Health{Status: "unhealthy", Kind: evil, Error: evil, Reason: evil}
+		}
+	})
+	_, k, err := fx.keys.Create(gateway.KeySpec{Name: evil, Project: "demo", Agent: evil, Task: evil, Models: []string{evil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fx.store.SetBudget(ctx, ledger.TaskScope(evil), provider.Dollar); err != nil {
+		t.Fatal(err)
+	}
+	if err := fx.store.Pause(ctx, ledger.TaskScope(evil), evil); err != nil {
+		t.Fatal(err)
+	}
+	if err := fx.state.Pause(ctx, evil); err != nil {
+		t.Fatal(err)
+	}
+	if err := fx.store.RecordAttempt(ctx, ledger.AttemptRow{InvocationID: evil, Key: k.ID, Agent: evil, Task: evil, Provider: evil, Model: evil,
+		Outcome: evil, Cost: provider.Dollar / 10, Time: fx.now}); err != nil {
+		t.Fatal(err)
+	}
+	b := fx.browser(t).loggedIn()
+	if w := b.do(http.MethodPost, "/console/health", url.Values{"csrf": {b.csrf}}); w.Code != http.StatusSeeOther {
+		t.Fatalf("check all = %d", w.Code)
+	}
+	pages := map[string]string{}
+	for _, p := range []string{"/console/", "/console/access", "/console/spend", "/console/control", "/console/health", "/console/keys"} {
+		pages[p] = b.do(http.MethodGet, p, nil).Body.String()
+	}
+	pages["key test"] = b.do(http.MethodPost, "/console/keys/claude/test", url.Values{"csrf": {b.csrf}}).Body.String()
+	pages["login"] = fx.browser(t).do(http.MethodGet, "/console/login", nil).Body.String()
+	for p, body := range pages {
+		if strings.Contains(body, "<x-evil") || strings.Contains(body, `"'>`) {
+			t.Errorf("%s shows a value unescaped:\n%s", p, body)
+		}
+		if strings.Contains(body, "%!") {
+			t.Errorf("%s has a formatting error:\n%s", p, body)
+		}
+		if p != "login" && p != "/console/keys" && !strings.Contains(body, escaped) {
+			t.Errorf("%s does not show the value, escaped:\n%s", p, body)
+		}
+	}
+	// The revoke button's confirmation names the key, in an attribute.
+	if !strings.Contains(pages["/console/access"], `data-confirm="Revoke cbk_`+k.ID+`_… (`+escaped+`)?`) {
+		t.Errorf("the revoke confirmation:\n%s", pages["/console/access"])
+	}
+}

@@ -184,9 +184,9 @@ func (c *Console) overviewData(ctx context.Context) (overviewData, error) {
 
 func (c *Console) overviewPage(w http.ResponseWriter, r *http.Request, s *session) {
 	d, err := c.overviewData(r.Context())
-	p := c.page(r, s, "overview", "Overview", d)
+	p := c.page(r, s, "overview", "Overview", overviewView(d))
 	if err != nil {
 		p.Error = "Part of the overview could not be read: " + err.Error()
 	}
-	c.render(w, http.StatusOK, "overview", p)
+	c.render(w, http.StatusOK, p)
 }

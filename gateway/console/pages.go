@@ -1,12 +1,11 @@
 package console
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"html/template"
+	"io"
 	"maps"
 	"net/http"
 	"os"
@@ -23,7 +22,7 @@ import (
 	"github.com/cortexbuild/cortexbuild/provider"
 )
 
-// page is what every template gets.
+// page is what every page is written from (views.go).
 type page struct {
 	Title   string
 	Nav     string
@@ -32,7 +31,8 @@ type page struct {
 	NoAuth  bool
 	Flash   string
 	Error   string
-	Data    any
+	// body writes the page's content, inside [layout].
+	body func(*hw, page)
 }
 
 // flashes are the messages a redirect may ask for, by code: nothing from
@@ -50,34 +50,17 @@ var flashes = map[string]string{
 	"key-revoked":    "Key revoked: calls with it are refused from now on.",
 }
 
-var funcs = template.FuncMap{
-	"ms": func(d time.Duration) int64 { return d.Milliseconds() },
-	"when": func(t time.Time) string {
-		if t.IsZero() {
-			return "-"
-		}
-		return t.UTC().Format("2006-01-02 15:04:05Z")
-	},
-	"headroom": headroomText,
-	"breaker":  breakerText,
-	"under":    func(s string) string { return strings.ReplaceAll(s, "_", " ") },
-}
-
-func (c *Console) render(w http.ResponseWriter, status int, name string, p page) {
-	var buf bytes.Buffer
-	if err := c.pages[name].ExecuteTemplate(&buf, "layout.html", p); err != nil {
-		c.opts.Logger.Error("console: template", "page", name, "error", err)
-		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
-		return
-	}
+func (c *Console) render(w http.ResponseWriter, status int, p page) {
+	var b hw
+	layout(&b, p)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	_, _ = io.WriteString(w, b.String())
 }
 
-func (c *Console) page(r *http.Request, s *session, nav, title string, data any) page {
+func (c *Console) page(r *http.Request, s *session, nav, title string, body func(*hw, page)) page {
 	return page{Title: title, Nav: nav, Project: c.opts.Project, CSRF: s.csrf, NoAuth: c.opts.NoAuth,
-		Flash: flashes[r.URL.Query().Get("m")], Data: data}
+		Flash: flashes[r.URL.Query().Get("m")], body: body}
 }
 
 func redirect(w http.ResponseWriter, r *http.Request, path, msg string) {
@@ -177,7 +160,7 @@ func (c *Console) keysData(tested string, h *Health) keysData {
 }
 
 func (c *Console) keysPage(w http.ResponseWriter, r *http.Request, s *session) {
-	c.render(w, http.StatusOK, "keys", c.page(r, s, "keys", "Provider keys", c.keysData("", nil)))
+	c.render(w, http.StatusOK, c.page(r, s, "keys", "Provider keys", keysView(c.keysData("", nil))))
 }
 
 // configured returns the schema of a configured provider, or false.
@@ -211,9 +194,9 @@ func (c *Console) saveKeys(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 		if err := c.opts.Secrets.Set(name, field.Name, v); err != nil {
 			c.opts.Logger.Error("console: saving credentials failed", "provider", name, "error", err)
-			p := c.page(r, s, "keys", "Provider keys", c.keysData("", nil))
+			p := c.page(r, s, "keys", "Provider keys", keysView(c.keysData("", nil)))
 			p.Error = "Could not save: " + err.Error()
-			c.render(w, http.StatusInternalServerError, "keys", p)
+			c.render(w, http.StatusInternalServerError, p)
 			return
 		}
 		changed = append(changed, field.Name)
@@ -247,7 +230,7 @@ func (c *Console) testKeys(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	h := c.check(r.Context(), name)
-	c.render(w, http.StatusOK, "keys", c.page(r, s, "keys", "Provider keys", c.keysData(name, &h)))
+	c.render(w, http.StatusOK, c.page(r, s, "keys", "Provider keys", keysView(c.keysData(name, &h))))
 }
 
 // --- health ---
@@ -282,7 +265,7 @@ func (c *Console) healthRows(ctx context.Context) []healthRow {
 }
 
 func (c *Console) healthPage(w http.ResponseWriter, r *http.Request, s *session) {
-	c.render(w, http.StatusOK, "health", c.page(r, s, "health", "Health", c.healthRows(r.Context())))
+	c.render(w, http.StatusOK, c.page(r, s, "health", "Health", healthView(c.healthRows(r.Context()))))
 }
 
 // checkAll checks every provider at once, then shows the page.
@@ -360,11 +343,11 @@ type spendData struct {
 	Keys       []spendRow
 	Tasks      []spendRow
 	Months     []spendRow
-	Chart      template.HTML
-	AgentChart template.HTML
+	Chart      markup
+	AgentChart markup
 	// DayChart has one bar per day of the last [days], in the console's
 	// time zone.
-	DayChart    template.HTML
+	DayChart    markup
 	Invocations []invocationView
 	// Unpriced counts the attempts charged their reservation because the
 	// catalog lists neither model; UnpricedModels names them.
@@ -575,11 +558,11 @@ func recent(rows []ledger.AttemptRow, n int) []invocationView {
 
 func (c *Console) spendPage(w http.ResponseWriter, r *http.Request, s *session) {
 	d, err := c.spendData(r.Context())
-	p := c.page(r, s, "spend", "Spend", d)
+	p := c.page(r, s, "spend", "Spend", spendView(d))
 	if err != nil {
 		p.Error = "The ledger could not be read: " + err.Error()
 	}
-	c.render(w, http.StatusOK, "spend", p)
+	c.render(w, http.StatusOK, p)
 }
 
 // --- control ---
@@ -663,18 +646,18 @@ func (c *Console) taskStates(ctx context.Context, budgets []ledger.Budget) ([]ta
 
 func (c *Console) controlPage(w http.ResponseWriter, r *http.Request, s *session) {
 	d, err := c.controlData(r.Context())
-	p := c.page(r, s, "control", "Control", d)
+	p := c.page(r, s, "control", "Control", controlView(d))
 	if err != nil {
 		p.Error = err.Error()
 	}
-	c.render(w, http.StatusOK, "control", p)
+	c.render(w, http.StatusOK, p)
 }
 
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, err error) {
 	d, _ := c.controlData(r.Context())
-	p := c.page(r, s, "control", "Control", d)
+	p := c.page(r, s, "control", "Control", controlView(d))
 	p.Error = err.Error()
-	c.render(w, http.StatusInternalServerError, "control", p)
+	c.render(w, http.StatusInternalServerError, p)
 }
 
 func (c *Console) actor(s *session) string {
