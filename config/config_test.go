@@ -3,9 +3,11 @@ package config
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -286,8 +288,61 @@ func TestWriteStarterNeverOverwrites(t *testing.T) {
 	if err != nil || found != path {
 		t.Errorf("Find from a subdirectory = %q, %v", found, err)
 	}
-	if _, err := Find(t.TempDir()); err == nil {
+	if _, err := Find(t.TempDir(), os.TempDir()); err == nil {
 		t.Error("Find in an empty tree succeeded")
+	}
+}
+
+// Find does not enter a ceiling directory from below, spelled as the path
+// or through a symbolic link, and always searches where it starts.
+func TestFindStopsBelowACeiling(t *testing.T) {
+	root := t.TempDir()
+	path := filepath.Join(root, Dir, FileName)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := filepath.Join(root, "a")
+	sub := filepath.Join(a, "b")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	type findCase struct {
+		from     string
+		ceilings []string
+		found    bool
+	}
+	cases := []findCase{
+		{sub, nil, true},
+		{sub, []string{root}, false},
+		{sub, []string{a}, false},
+		{sub, []string{filepath.Join(root, "nowhere"), a}, false},
+		{sub, []string{sub}, true},   // the start is searched, and its parents
+		{a, []string{sub}, true},     // a ceiling below the start does nothing
+		{root, []string{root}, true}, // the start is always searched
+	}
+	if link := filepath.Join(t.TempDir(), "link"); os.Symlink(a, link) == nil {
+		cases = append(cases, findCase{sub, []string{link}, false})
+	}
+	for _, tc := range cases {
+		got, err := Find(tc.from, tc.ceilings...)
+		switch {
+		case tc.found && (err != nil || got != path):
+			t.Errorf("Find(%s, %v) = %q, %v; want %s", tc.from, tc.ceilings, got, err, path)
+		case !tc.found && !errors.Is(err, ErrNotFound):
+			t.Errorf("Find(%s, %v) = %q, %v; want ErrNotFound", tc.from, tc.ceilings, got, err)
+		}
+	}
+	_, err := Find(sub, a)
+	if want := "or its parents below " + a + " (" + CeilingEnv + ")"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v does not say %q", err, want)
+	}
+	sep := string(filepath.ListSeparator)
+	y := filepath.Join(root, "x", "..", "y") + string(filepath.Separator)
+	if got := Ceilings("relative" + sep + sep + y + sep + root); !slices.Equal(got, []string{filepath.Join(root, "y"), root}) {
+		t.Errorf("Ceilings = %q", got)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"iter"
 	"maps"
 	"net"
 	"net/url"
@@ -26,26 +27,83 @@ import (
 // the directory or any parent.
 var ErrNotFound = errors.New("no " + Dir + "/" + FileName + " found")
 
+// CeilingEnv names the environment variable that bounds the upward search
+// for a project, like git's GIT_CEILING_DIRECTORIES: a list of absolute
+// directories, separated like PATH, that the search does not enter from
+// below. The directory it starts in is always searched.
+const CeilingEnv = "CORTEXBUILD_CEILING_DIRECTORIES"
+
+// Ceilings parses a [CeilingEnv] value; empty and relative entries are
+// ignored.
+func Ceilings(v string) []string {
+	var cs []string
+	for _, c := range filepath.SplitList(v) {
+		if filepath.IsAbs(c) {
+			cs = append(cs, filepath.Clean(c))
+		}
+	}
+	return cs
+}
+
+// Upward yields dir, an absolute path, then its parents, nearest first,
+// up to the root or to the first of ceilings, which is not yielded. A
+// ceiling matches a parent spelled the same or, symbolic links resolved,
+// the same directory.
+func Upward(dir string, ceilings []string) iter.Seq[string] {
+	stop := map[string]bool{}
+	for _, c := range ceilings {
+		stop[filepath.Clean(c)] = true
+		if real, err := filepath.EvalSymlinks(c); err == nil {
+			stop[real] = true
+		}
+	}
+	stopAt := func(d string) bool {
+		if len(stop) == 0 {
+			return false
+		}
+		if stop[d] {
+			return true
+		}
+		real, err := filepath.EvalSymlinks(d)
+		return err == nil && stop[real]
+	}
+	return func(yield func(string) bool) {
+		for d := filepath.Clean(dir); ; {
+			if !yield(d) {
+				return
+			}
+			parent := filepath.Dir(d)
+			if parent == d || stopAt(parent) {
+				return
+			}
+			d = parent
+		}
+	}
+}
+
 // Find returns the configuration file for a project: dir/.cortexbuild/
-// llm-config.yaml, or the same in the nearest parent directory that has one.
-func Find(dir string) (string, error) {
+// llm-config.yaml, or the same in the nearest parent directory that has one,
+// not searching a ceiling (see [CeilingEnv]) or above it.
+func Find(dir string, ceilings ...string) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", err
 	}
-	for d := abs; ; {
+	last := abs
+	for d := range Upward(abs, ceilings) {
 		p := filepath.Join(d, Dir, FileName)
 		if _, err := os.Stat(p); err == nil {
 			return p, nil
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			return "", err
 		}
-		parent := filepath.Dir(d)
-		if parent == d {
-			return "", fmt.Errorf("%w in %s or its parents: run 'cortexbuild init' to create one", ErrNotFound, abs)
-		}
-		d = parent
+		last = d
 	}
+	where := "or its parents"
+	if parent := filepath.Dir(last); parent != last {
+		where = fmt.Sprintf("or its parents below %s (%s)", parent, CeilingEnv)
+	}
+	return "", fmt.Errorf("%w in %s %s: run 'cortexbuild init' to create one", ErrNotFound, abs, where)
 }
 
 // Load reads, decodes and validates the file at path against the adapter

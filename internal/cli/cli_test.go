@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,6 +28,16 @@ func run(t *testing.T, dir string, vars map[string]string, args ...string) (int,
 // example the locality gate's resolver and dialer).
 func runWith(t *testing.T, hook func(*env), dir string, vars map[string]string, args ...string) (int, string, string) {
 	t.Helper()
+	// The search for a project does not enter the temporary directory
+	// that holds the tests' t.TempDir()s: a .cortexbuild/ or .git left
+	// there or above by anything else is never a test's project.
+	if _, ok := vars[config.CeilingEnv]; !ok {
+		vars = maps.Clone(vars)
+		if vars == nil {
+			vars = map[string]string{}
+		}
+		vars[config.CeilingEnv] = os.TempDir()
+	}
 	var out, errb bytes.Buffer
 	e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, wd: dir, registry: builtin.Registry(),
 		getenv:    func(k string) string { return vars[k] },

@@ -123,7 +123,7 @@ when any check fails.`,
 			} else {
 				d.add("store", checkWarn, "not checked: the configuration is invalid", "fix the configuration first")
 			}
-			d.renderedFiles(projectDir(e.wd), orchestration)
+			d.renderedFiles(projectDir(e.wd, e.ceilings()), orchestration)
 
 			rep.Checks = d.checks
 			failed := 0

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cortexbuild/cortexbuild/config"
 	"github.com/cortexbuild/cortexbuild/render"
 )
 
@@ -196,5 +197,39 @@ func TestRenderCommandRefusesLinkOutOfProject(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "AGENTS.md")); err == nil {
 		t.Error("a refused render wrote AGENTS.md")
+	}
+}
+
+// CORTEXBUILD_CEILING_DIRECTORIES keeps the search for a project, the
+// configuration's and render's, below it: a project above is not found.
+func TestProjectSearchStopsBelowACeiling(t *testing.T) {
+	above := writeConfig(t, "budgets:\n  task: \"1\"\n")
+	dir := filepath.Join(above, "work")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		ceiling, project string
+	}{
+		{"", above},
+		{above, dir},
+		{filepath.Join(above, "elsewhere") + string(filepath.ListSeparator) + above, dir},
+	} {
+		vars := map[string]string{config.CeilingEnv: tc.ceiling}
+		code, out, errs := run(t, dir, vars, "render", "--dry-run", "--json")
+		var rep renderReport
+		if code != ExitOK || json.Unmarshal([]byte(out), &rep) != nil || rep.Dir != tc.project {
+			t.Errorf("ceiling %q: render --dry-run = %d, dir %q, want %q\n%s", tc.ceiling, code, rep.Dir, tc.project, errs)
+		}
+		code, out, errs = run(t, dir, vars, "config", "validate")
+		if tc.project == above && (code != ExitOK || !strings.Contains(out, "valid")) {
+			t.Errorf("ceiling %q: validate = %d %q %q, want the configuration above", tc.ceiling, code, out, errs)
+		}
+		if tc.project == dir && (code != ExitConfig || !strings.Contains(errs, "or its parents below "+above+" ("+config.CeilingEnv+")")) {
+			t.Errorf("ceiling %q: validate = %d %q, want no configuration found", tc.ceiling, code, errs)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("a dry run left %v behind", entries)
 	}
 }

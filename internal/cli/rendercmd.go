@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cortexbuild/cortexbuild/config"
 	"github.com/cortexbuild/cortexbuild/render"
 )
 
@@ -79,7 +80,7 @@ invalid, or a host's critic model is unset, inherit or the planner's.`,
 				targets = t
 			}
 			if dir == "" {
-				dir = projectDir(e.wd)
+				dir = projectDir(e.wd, e.ceilings())
 			}
 			plan, err := render.NewPlan(render.Options{Dir: dir, Targets: targets, Clean: clean, Force: force})
 			var serr *render.SourceError
@@ -141,23 +142,21 @@ invalid, or a host's critic model is unset, inherit or the planner's.`,
 	f.BoolVar(&clean, "clean", false, "remove the files render generated for the targets (only those, and only if not edited by hand)")
 	f.BoolVar(&force, "force", false, "overwrite or delete files render did not write, or that were edited by hand since")
 	f.BoolVar(&asJSON, "json", false, "print the plan as JSON")
-	f.StringVar(&dir, "dir", "", "project directory (default: the nearest directory up from here holding .cortexbuild/ or .git, else this one)")
+	f.StringVar(&dir, "dir", "", "project directory (default: the nearest directory up from here, below $"+config.CeilingEnv+", holding .cortexbuild/ or .git, else this one)")
 	return cmd
 }
 
-// projectDir is the nearest directory at or above wd that holds
-// .cortexbuild or .git, or wd itself.
-func projectDir(wd string) string {
-	for d := wd; ; d = filepath.Dir(d) {
+// projectDir is the nearest directory at or above wd, and below any of
+// ceilings, that holds .cortexbuild or .git, or wd itself.
+func projectDir(wd string, ceilings []string) string {
+	for d := range config.Upward(wd, ceilings) {
 		for _, marker := range []string{render.SourceDir, ".git"} {
 			if _, err := os.Stat(filepath.Join(d, marker)); err == nil {
 				return d
 			}
 		}
-		if d == filepath.Dir(d) {
-			return wd
-		}
 	}
+	return wd
 }
 
 func report(p *render.Plan, mode string) renderReport {

@@ -159,13 +159,17 @@ directory or a parent); 'cortexbuild init' writes a commented starter.
 	return root
 }
 
+// ceilings are the directories the search for a project does not enter
+// from below ([config.CeilingEnv]).
+func (e *env) ceilings() []string { return config.Ceilings(e.getenv(config.CeilingEnv)) }
+
 // loadConfig returns the project's configuration: the --config file, the
 // file found from the working directory, or the defaults when there is
 // none and required is false.
 func (e *env) loadConfig(required bool) (*config.File, error) {
 	path := e.configPath
 	if path == "" {
-		p, err := config.Find(e.wd)
+		p, err := config.Find(e.wd, e.ceilings()...)
 		if errors.Is(err, config.ErrNotFound) && !required {
 			return config.Default(), nil
 		}

@@ -8,7 +8,7 @@ import (
 	"os/exec"
 	"syscall"
 
-	"golang.org/x/sys/unix"
+	"github.com/cortexbuild/cortexbuild/internal/testenv"
 )
 
 // inNetns is set in the environment of the test binary re-run in its own
@@ -49,21 +49,8 @@ func isolate() (code int, ok bool) {
 // loopbackOnly brings up lo in this (new) namespace and checks that it is
 // the only interface: nothing here can reach another machine.
 func loopbackOnly() error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
+	if err := testenv.LoopbackUp(); err != nil {
 		return err
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("lo: %w", err)
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("bringing lo up: %w", err)
 	}
 	ifs, err := net.Interfaces()
 	if err != nil {

@@ -24,7 +24,6 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"golang.org/x/sys/unix"
 
 	"github.com/cortexbuild/cortexbuild/internal/testenv"
 )
@@ -213,7 +212,7 @@ func TestImageServes(t *testing.T) {
 		}
 		return
 	}
-	if err := loopbackUp(); err != nil {
+	if err := testenv.LoopbackUp(); err != nil {
 		t.Fatal(err)
 	}
 	img := loadImage(t, r, Platform{"linux", runtime.GOARCH})
@@ -391,25 +390,4 @@ func unpack(t *testing.T, img v1.Image, root string) {
 		}
 		rc.Close()
 	}
-}
-
-// loopbackUp brings up lo in this (new) network namespace.
-func loopbackUp() error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("lo: %w", err)
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("bringing lo up: %w", err)
-	}
-	return nil
 }
