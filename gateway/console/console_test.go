@@ -723,6 +723,13 @@ func TestEveryValueShownIsEscaped(t *testing.T) {
 		pages[p] = b.do(http.MethodGet, p, nil).Body.String()
 	}
 	pages["key test"] = b.do(http.MethodPost, "/console/keys/claude/test", url.Values{"csrf": {b.csrf}}).Body.String()
+	// A refused form is shown again with what was typed, in attributes.
+	refused := b.do(http.MethodPost, "/console/access", url.Values{"csrf": {b.csrf}, "name": {evil}, "agent": {evil}, "models": {evil},
+		"budget": {evil}, "rpm": {"1"}})
+	if refused.Code != http.StatusBadRequest || !strings.Contains(refused.Body.String(), `id="k-name" name="name" maxlength="100" value="`+escaped+`"`) {
+		t.Errorf("the refused form = %d:\n%s", refused.Code, refused.Body)
+	}
+	pages["refused form"] = refused.Body.String()
 	pages["login"] = fx.browser(t).do(http.MethodGet, "/console/login", nil).Body.String()
 	for p, body := range pages {
 		if strings.Contains(body, "<x-evil") || strings.Contains(body, `"'>`) {
