@@ -1,6 +1,7 @@
 package console
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -24,7 +25,10 @@ func TestHelpers(t *testing.T) {
 	if under("not_checked") != "not checked" || orAny("") != "any" || orAny("critic") != "critic" {
 		t.Error("under / orAny")
 	}
-	if got := toggle(true, "Resume", "Pause"); got != `<input type="hidden" name="action" value="resume"><button type="submit">Resume</button>` {
-		t.Errorf("toggle = %s", got)
+	var b hw
+	toggleForm(&b, page{CSRF: "tok"}, "/console/control/task", "task", "T1", true, "Resume", "Pause")
+	if got := b.String(); !strings.Contains(got, `<input type="hidden" name="csrf" value="tok"><input type="hidden" name="task" value="T1">`) ||
+		!strings.Contains(got, `<input type="hidden" name="action" value="resume"><button type="submit">Resume</button>`) {
+		t.Errorf("toggleForm = %s", got)
 	}
 }

@@ -621,12 +621,8 @@ func controlView(d controlData) func(*hw, page) {
 			} else {
 				b.raw("active")
 			}
-			b.f(`</td>
-      <td><form method="post" action="/console/control/task">
-        %v<input type="hidden" name="task" value="%v">
-        %v
-      </form></td></tr>
-`, csrfField(p), t.ID, toggle(t.Paused, "Resume", "Pause"))
+			b.raw("</td>\n")
+			toggleForm(b, p, "/console/control/task", "task", t.ID, t.Paused, "Resume", "Pause")
 		}
 		if len(d.Tasks) == 0 {
 			emptyRow(b, 3, "no task has a budget or spend yet")
@@ -652,23 +648,21 @@ func controlView(d controlData) func(*hw, page) {
 			} else {
 				b.raw("none")
 			}
-			b.f(`</td>
-      <td><form method="post" action="/console/control/consent">
-        %v<input type="hidden" name="provider" value="%v">
-        %v
-      </form></td></tr>
-`, csrfField(p), c.Provider, toggle(c.Granted, "Revoke", "Grant"))
+			b.raw("</td>\n")
+			toggleForm(b, p, "/console/control/consent", "provider", c.Provider, c.Granted, "Revoke", "Grant")
 		}
 		b.raw("  </table>\n</section>\n")
 	}
 }
 
-// toggle is the hidden action and the button of a form that undoes a
-// state when on (undo) or sets it (do); the action is the label in lower
-// case.
-func toggle(on bool, undo, do string) markup {
+// toggleForm writes the last cell of a row: a form that undoes a state
+// when on (its button says undo) or sets it (do), for the thing a hidden
+// field names; the action sent is the button's label in lower case.
+func toggleForm(b *hw, p page, path, field, value string, on bool, undo, do string) {
 	label := either(on, undo, do)
-	var b hw
-	b.f(`<input type="hidden" name="action" value="%v"><button type="submit">%v</button>`, strings.ToLower(label), label)
-	return markup(b.String())
+	b.f(`      <td><form method="post" action="%v">
+        %v<input type="hidden" name="%v" value="%v">
+        <input type="hidden" name="action" value="%v"><button type="submit">%v</button>
+      </form></td></tr>
+`, path, csrfField(p), field, value, strings.ToLower(label), label)
 }
