@@ -430,6 +430,39 @@ func PublicID(id string) string {
 // key is checked like a new one and written for every process sharing the
 // file (each sees it on its next check). A revoked key is not changed.
 func (s *KeyStore) Update(id string, change func(*Key) error) (Key, error) {
+	return s.modify(id, func(k *Key) (bool, error) {
+		if k.RevokedAt != nil {
+			return false, fmt.Errorf("key %s was revoked: create another with 'cortexbuild serve keys create'", k.ID)
+		}
+		old := *k
+		if err := change(k); err != nil {
+			return false, err
+		}
+		if k.ID != old.ID || k.Project != old.Project || k.Role != old.Role || !k.CreatedAt.Equal(old.CreatedAt) || k.RevokedAt != old.RevokedAt {
+			return false, errors.New("a key's id, project, role and dates cannot be changed")
+		}
+		return true, k.Check()
+	})
+}
+
+// Revoke revokes the key with id (its hint "cbk_<id>_…" is accepted too)
+// and returns it. Revoking a revoked key changes nothing.
+func (s *KeyStore) Revoke(id string) (Key, error) {
+	return s.modify(id, func(k *Key) (bool, error) {
+		if k.RevokedAt != nil {
+			return false, nil
+		}
+		now := s.now().UTC().Truncate(time.Second)
+		k.RevokedAt = &now
+		return true, nil
+	})
+}
+
+// modify runs fn on a copy of the key with id (or its hint), holding the
+// store's lock after reading the file again, and writes the keys for
+// every process sharing the file when fn reports a change. It returns
+// the key as fn left it.
+func (s *KeyStore) modify(id string, fn func(*Key) (changed bool, err error)) (Key, error) {
 	id = PublicID(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -441,53 +474,19 @@ func (s *KeyStore) Update(id string, change func(*Key) error) (Key, error) {
 	if i < 0 {
 		return Key{}, fmt.Errorf("%w %q", ErrNoSuchKey, id)
 	}
-	if keys[i].RevokedAt != nil {
-		return Key{}, fmt.Errorf("key %s was revoked: create another with 'cortexbuild serve keys create'", id)
-	}
 	k := keys[i].Key
 	k.Models, k.Agents = slices.Clone(k.Models), slices.Clone(k.Agents)
-	if err := change(&k); err != nil {
+	changed, err := fn(&k)
+	if err != nil {
 		return Key{}, err
 	}
-	old := keys[i].Key
-	if k.ID != old.ID || k.Project != old.Project || k.Role != old.Role || !k.CreatedAt.Equal(old.CreatedAt) || k.RevokedAt != old.RevokedAt {
-		return Key{}, errors.New("a key's id, project, role and dates cannot be changed")
-	}
-	if err := k.Check(); err != nil {
-		return Key{}, err
-	}
-	keys[i].Key = k
-	if err := s.write(keys); err != nil {
-		return Key{}, err
-	}
-	return k, nil
-}
-
-// Revoke revokes the key with id (its hint "cbk_<id>_…" is accepted too)
-// and returns it. Revoking a revoked key changes nothing.
-func (s *KeyStore) Revoke(id string) (Key, error) {
-	id = PublicID(id)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.refresh(); err != nil {
-		return Key{}, err
-	}
-	keys := slices.Clone(s.keys)
-	for i := range keys {
-		if keys[i].ID != id {
-			continue
-		}
-		if keys[i].RevokedAt != nil {
-			return keys[i].Key, nil
-		}
-		now := s.now().UTC().Truncate(time.Second)
-		keys[i].RevokedAt = &now
+	if changed {
+		keys[i].Key = k
 		if err := s.write(keys); err != nil {
 			return Key{}, err
 		}
-		return keys[i].Key, nil
 	}
-	return Key{}, fmt.Errorf("%w %q", ErrNoSuchKey, id)
+	return k, nil
 }
 
 // Check returns the key a token belongs to. The token's public part finds

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"slices"
@@ -45,12 +44,7 @@ func TestAccessKeysCreateShowOnceRevoke(t *testing.T) {
 	})
 	b := fx.browser(t).loggedIn()
 	var bodies []string
-	keep := func(w *httptest.ResponseRecorder) *httptest.ResponseRecorder {
-		var hdr strings.Builder
-		_ = w.Header().Write(&hdr)
-		bodies = append(bodies, hdr.String()+w.Body.String())
-		return w
-	}
+	keep := keeper(&bodies)
 	page := keep(b.do(http.MethodGet, "/console/access", nil)).Body.String()
 	admin := keyID(fx.key)
 	row := squash(regexp.MustCompile(`(?s)<tr id="k-` + admin + `">.*?</tr>`).FindString(page))

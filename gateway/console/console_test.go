@@ -378,16 +378,23 @@ func TestNoAuthOnlyOnLoopbackHosts(t *testing.T) {
 	}
 }
 
+// keeper returns a function that appends each response's headers and body
+// to bodies (for checking later that no page or header shows a secret)
+// and returns the response.
+func keeper(bodies *[]string) func(*httptest.ResponseRecorder) *httptest.ResponseRecorder {
+	return func(w *httptest.ResponseRecorder) *httptest.ResponseRecorder {
+		var hdr strings.Builder
+		_ = w.Header().Write(&hdr)
+		*bodies = append(*bodies, hdr.String()+w.Body.String())
+		return w
+	}
+}
+
 func TestProviderKeysAreWriteOnly(t *testing.T) {
 	fx := newFixture(t, false)
 	b := fx.browser(t).loggedIn()
 	var bodies []string
-	keep := func(w *httptest.ResponseRecorder) *httptest.ResponseRecorder {
-		var hdr strings.Builder
-		_ = w.Header().Write(&hdr)
-		bodies = append(bodies, hdr.String()+w.Body.String())
-		return w
-	}
+	keep := keeper(&bodies)
 	page := keep(b.do(http.MethodGet, "/console/keys", nil)).Body.String()
 	for _, want := range []string{`id="p-claude"`, `name="cred.api_key"`, `type="password"`, "not set", "${MY_ANTHROPIC_KEY}", "gemini"} {
 		if !strings.Contains(page, want) {

@@ -50,6 +50,15 @@ type Site struct {
 // ends.
 type SiteMaker func(t *testing.T) Site
 
+// needOlderVersions skips the test when the site cannot be created at an
+// older schema version (its maker sets no CreateAt or no Exec), saying so.
+func needOlderVersions(t *testing.T, site Site) {
+	t.Helper()
+	if site.CreateAt == nil || site.Exec == nil {
+		t.Skipf("site %s cannot be created at an older schema version: its SiteMaker sets no CreateAt or no Exec", site.ID)
+	}
+}
+
 func openSite(t *testing.T, site Site, opts ...ledger.Option) ledger.Store {
 	t.Helper()
 	s, err := site.Open(t.Context(), opts...)

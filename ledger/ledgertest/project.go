@@ -205,9 +205,7 @@ func testTwoProjects(t *testing.T, site Site) {
 }
 
 func testAdoption(t *testing.T, site Site) {
-	if site.CreateAt == nil || site.Exec == nil {
-		t.Skip("the site cannot be created at an older version")
-	}
+	needOlderVersions(t, site)
 	ctx := t.Context()
 	if err := site.CreateAt(ctx, 3); err != nil {
 		t.Fatal(err)
