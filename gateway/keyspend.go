@@ -35,19 +35,6 @@ func (k Key) LimitsText() string {
 	return strings.Join(parts, ", ")
 }
 
-// PeriodStart returns when the period of a key's budget that holds now
-// began (the zero time for total), in loc.
-func PeriodStart(period string, now time.Time, loc *time.Location) time.Time {
-	now = now.In(loc)
-	switch period {
-	case ledger.PeriodDay:
-		return time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, loc)
-	case ledger.PeriodTotal:
-		return time.Time{}
-	}
-	return time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, loc)
-}
-
 // KeySpend returns what each key spent in the period of its budget (the
 // month for a key without one), from the ledger rows, by key id.
 func KeySpend(ctx context.Context, st ledger.Store, keys []Key, now time.Time, loc *time.Location) (map[string]provider.Money, error) {
@@ -56,7 +43,7 @@ func KeySpend(ctx context.Context, st ledger.Store, keys []Key, now time.Time, l
 	for _, k := range keys {
 		p := k.BudgetPeriod()
 		if byPeriod[p] == nil {
-			rep, err := st.Spend(ctx, ledger.Filter{By: ledger.ByKey, From: PeriodStart(p, now, loc)})
+			rep, err := st.Spend(ctx, ledger.Filter{By: ledger.ByKey, From: ledger.PeriodStart(p, now.In(loc))})
 			if err != nil {
 				return nil, err
 			}

@@ -206,3 +206,32 @@ func TestPgErrClassification(t *testing.T) {
 		}
 	}
 }
+
+// A key budget's period starts where KeyScope's scope for it starts: the
+// instant before belongs to the previous period's scope (none for total).
+func TestPeriodStartIsWhereTheKeyScopeChanges(t *testing.T) {
+	zone := time.FixedZone("UTC-5", -5*3600)
+	for _, at := range []time.Time{
+		time.Date(2026, 3, 1, 0, 0, 0, 0, zone),
+		time.Date(2026, 3, 31, 23, 59, 59, 0, zone),
+		time.Date(2026, 12, 31, 22, 0, 0, 0, zone), // already 2027 in UTC
+	} {
+		for _, period := range Periods {
+			start := PeriodStart(period, at)
+			now, _ := KeyScope("k1", period, at)
+			atStart, _ := KeyScope("k1", period, start.In(zone))
+			if atStart != now {
+				t.Errorf("%s %v: the scope at its start %v is %s, at it %s", period, at, start, atStart, now)
+			}
+			if period == PeriodTotal {
+				if !start.IsZero() {
+					t.Errorf("total starts at %v", start)
+				}
+				continue
+			}
+			if before, _ := KeyScope("k1", period, start.Add(-time.Nanosecond).In(zone)); before == now {
+				t.Errorf("%s %v: the instant before its start %v is in the same scope %s", period, at, start, now)
+			}
+		}
+	}
+}

@@ -52,6 +52,20 @@ func KeyScope(id, period string, t time.Time) (Scope, error) {
 	return sc, sc.Validate()
 }
 
+// PeriodStart returns when the period of a key's budget (day, month or
+// total) that contains t began, in t's location, as [KeyScope] counts
+// periods: midnight of t's day, the first of t's month, or the zero time
+// for total.
+func PeriodStart(period string, t time.Time) time.Time {
+	switch period {
+	case PeriodDay:
+		return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, t.Location())
+	case PeriodTotal:
+		return time.Time{}
+	}
+	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, t.Location())
+}
+
 var keyID = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
 // ValidKeyID reports whether id is a well-formed virtual key id for a key
