@@ -114,29 +114,43 @@ func (s *Stream) Recv() (provider.Chunk, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	last := &s.attempts[len(s.attempts)-1]
 	switch {
 	case err != nil && !errors.Is(err, io.EOF):
-		last.Outcome, last.Error = provider.KindOf(err).String(), err.Error()
-		var pe *provider.Error
-		if errors.As(err, &pe) && pe.Usage != nil {
-			last.Usage, last.Cost, last.Estimated, last.Unpriced = *pe.Usage, pe.Cost, pe.Usage.Estimated, pe.Unpriced
-		}
-		s.finishLocked(false, nil)
+		s.failLocked(err)
 	case c.Final && c.Result != nil:
+		last := &s.attempts[len(s.attempts)-1]
 		last.Usage, last.Cost, last.Latency, last.Estimated, last.Unpriced = c.Result.Usage, c.Result.Cost, c.Result.Latency, c.Result.Usage.Estimated, c.Result.Unpriced
 		s.finishLocked(true, c.Result)
 	}
 	return c, err
 }
 
+// failLocked records err, which ended the stream, on the last attempt with
+// the usage it carries, and settles.
+func (s *Stream) failLocked(err error) {
+	last := &s.attempts[len(s.attempts)-1]
+	last.Outcome, last.Error = provider.KindOf(err).String(), err.Error()
+	var pe *provider.Error
+	if errors.As(err, &pe) && pe.Usage != nil {
+		last.Usage, last.Cost, last.Estimated, last.Unpriced = *pe.Usage, pe.Cost, pe.Usage.Estimated, pe.Unpriced
+	}
+	s.finishLocked(false, nil)
+}
+
 // Close releases the connection. A stream closed before its end settles
-// what the last attempt reported so far.
+// what the provider can bill for it: the error the closed stream ends
+// with carries it.
 func (s *Stream) Close() error {
 	err := s.inner.Close()
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.settled {
+		// A closed stream's Recv returns its end at once.
+		if _, end := s.inner.Recv(); end != nil && !errors.Is(end, io.EOF) {
+			s.failLocked(end)
+		}
+	}
 	s.finishLocked(false, nil)
-	s.mu.Unlock()
 	return err
 }
 

@@ -550,6 +550,25 @@ func (c *Catalog) Limits(ns, model string) (provider.ModelLimits, error) {
 	return provider.ModelLimits{ContextWindow: m.ContextWindow, MaxOutputTokens: m.MaxOutputTokens, Vision: m.Vision}, nil
 }
 
+// BoundPrompt returns [BoundRequestTokens] of req with namespace ns's
+// token factor (none for a namespace the catalog does not list).
+func (c *Catalog) BoundPrompt(ns string, req *provider.Request) int64 {
+	return BoundRequestTokens(req, c.factor(ns))
+}
+
+// BoundText returns [BoundTokens] of text with namespace ns's token factor
+// (none for a namespace the catalog does not list).
+func (c *Catalog) BoundText(ns, text string) int64 {
+	return BoundTokens(text, c.factor(ns))
+}
+
+func (c *Catalog) factor(ns string) *Factor {
+	if n := c.Namespaces[ns]; n != nil {
+		return n.TokenFactor
+	}
+	return nil
+}
+
 // Date is a calendar date (YYYY-MM-DD) in UTC.
 type Date struct{ time.Time }
 

@@ -58,7 +58,9 @@ type TierMapper interface {
 // the final chunk (Chunk.Final, carrying the assembled Result) it returns
 // io.EOF. A failure midway is an [*Error] whose Usage holds what was billed.
 // Close may be called at any time, more than once, and releases the
-// connection.
+// connection. After Close, Recv returns at once the error that ended the
+// stream: for a stream closed before its end, a [KindCanceled] *Error whose
+// Usage holds what the provider can bill for the answer so far.
 type Stream interface {
 	Recv() (Chunk, error)
 	Close() error
@@ -154,6 +156,13 @@ type Pricer interface {
 	// Limits returns what the catalog knows of model's size and inputs; an
 	// error when the model is unknown, zero limits for a local namespace.
 	Limits(ns, model string) (ModelLimits, error)
+	// BoundPrompt returns the upper bound of req's prompt tokens that
+	// Estimate prices, in namespace ns's tokenizer.
+	BoundPrompt(ns string, req *Request) int64
+	// BoundText returns an upper bound of the tokens namespace ns's
+	// tokenizer counts for text, by the rule Estimate bounds a prompt's
+	// texts with.
+	BoundText(ns, text string) int64
 }
 
 // ModelLimits describes a model's context window, output limit and inputs.

@@ -42,8 +42,10 @@ type Usage struct {
 	CacheWriteTokens     int64 `json:"cache_write_tokens"`
 	CacheWriteLongTokens int64 `json:"cache_write_long_tokens,omitempty"`
 	ReasoningTokens      int64 `json:"reasoning_tokens,omitempty"`
-	// Estimated is true when the provider reported no usage and the counts
-	// come from the offline tokenizer.
+	// Estimated is true when the counts, or some of them, come from the
+	// offline tokenizer or a limit rather than the provider's report: it
+	// reported no usage, or a stream ended before the provider reported
+	// its final counts and they were bounded from what it had sent.
 	Estimated bool `json:"estimated"`
 }
 

@@ -24,6 +24,9 @@ type attempt struct {
 	cancel    context.CancelFunc
 	raw       *http.Response
 	opts      []option.RequestOption
+	// thinks says the request asks the model to think: Claude bills
+	// thinking it streams only a summary of, or redacts.
+	thinks bool
 }
 
 // messagesPath is the Messages endpoint, relative to the base URL as the
@@ -44,6 +47,7 @@ func (a *Adapter) begin(ctx context.Context, req *provider.Request, stream bool)
 		return nil, a.base.BadRequest(at.model, err.Error())
 	}
 	p.Stream = stream
+	at.thinks = p.Thinking != nil
 	at.body, at.encodeErr = p.encode()
 	at.ctx, at.cancel = a.base.Attempt(ctx, req)
 	at.opts = make([]option.RequestOption, 0, 2+len(bs))

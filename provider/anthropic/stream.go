@@ -22,7 +22,7 @@ func (a *Adapter) Stream(ctx context.Context, req *provider.Request) (provider.S
 	if err != nil {
 		return nil, err
 	}
-	s := &stream{a: a, ctx: at.ctx, cancel: at.cancel, model: at.model, start: a.base.Now(), blocks: map[int64]*block{}}
+	s := &stream{a: a, req: req, ctx: at.ctx, cancel: at.cancel, model: at.model, start: a.base.Now(), blocks: map[int64]*block{}}
 	// As Messages.NewStreaming does: the response comes back unread, or
 	// the error on the first Recv.
 	var resp *http.Response
@@ -31,6 +31,9 @@ func (a *Adapter) Stream(ctx context.Context, req *provider.Request) (provider.S
 		err = a.client.Post(at.ctx, messagesPath, at.body, &resp, at.opts...)
 	}
 	s.sdk = ssestream.NewStream[wireEvent](ssestream.NewDecoder(resp), err)
+	if err == nil {
+		s.recv.Start(at.thinks)
+	}
 	s.raw = at.raw
 	if s.raw != nil {
 		a.observe(s.raw.Header, 0)
@@ -50,6 +53,7 @@ type block struct {
 
 type stream struct {
 	a      *Adapter
+	req    *provider.Request
 	sdk    *ssestream.Stream[wireEvent]
 	raw    *http.Response
 	ctx    context.Context
@@ -62,6 +66,7 @@ type stream struct {
 	tools     int
 	usage     provider.Usage
 	gotUsage  bool
+	recv      adapterkit.Received // what an early end bills
 	respModel string
 	stop      string
 	started   bool // the first chunk went out
@@ -122,24 +127,29 @@ func (s *stream) requestID() string {
 	return s.raw.Header.Get("request-id")
 }
 
-// fail ends the stream with err, attaching the usage billed so far and
-// releasing the connection.
+// fail ends the stream with err, attaching what the provider can bill for
+// it and releasing the connection.
 func (s *stream) fail(err error) error {
 	if pe, ok := err.(*provider.Error); ok {
-		if s.gotUsage {
-			u := s.usage
-			var priced bool
-			pe.Usage = &u
-			pe.Cost, priced = s.a.base.Price(u, adapterkit.PriceRef{NS: Namespace, Model: s.respModel}, adapterkit.PriceRef{NS: Namespace, Model: s.model})
-			pe.Unpriced = !priced
-		}
-		if pe.Diagnostic.RequestID == "" {
-			pe.Diagnostic.RequestID = s.requestID()
-		}
+		s.bill(pe)
 	}
 	s.err = err
 	s.Close()
 	return err
+}
+
+// bill attaches to pe, the error that ended the stream, the usage the
+// provider can bill for it ([adapterkit.Base.Billed]) and its price.
+func (s *stream) bill(pe *provider.Error) {
+	if u := s.a.base.Billed(pe.Kind, &s.recv, s.req, Namespace, s.model); u != nil {
+		var priced bool
+		pe.Usage = u
+		pe.Cost, priced = s.a.base.Price(*u, adapterkit.PriceRef{NS: Namespace, Model: s.respModel}, adapterkit.PriceRef{NS: Namespace, Model: s.model})
+		pe.Unpriced = !priced
+	}
+	if pe.Diagnostic.RequestID == "" {
+		pe.Diagnostic.RequestID = s.requestID()
+	}
 }
 
 func (s *stream) handle(ev *wireEvent) (provider.Chunk, bool, error) {
@@ -149,11 +159,13 @@ func (s *stream) handle(ev *wireEvent) (provider.Chunk, bool, error) {
 		s.respModel = m.Model
 		s.usage = m.Usage.usage()
 		s.gotUsage = true
+		s.recv.Report(s.usage, false)
 	case "content_block_start":
 		cb := ev.ContentBlock
 		b := &block{kind: cb.Type, id: cb.ID, name: cb.Name, signature: cb.Signature, data: cb.Data}
 		s.blocks[ev.Index] = b
 		s.order = append(s.order, ev.Index)
+		s.recv.Output(cb.Name + cb.Text + cb.Thinking)
 		switch cb.Type {
 		case "tool_use":
 			b.toolIndex = s.tools
@@ -176,6 +188,7 @@ func (s *stream) handle(ev *wireEvent) (provider.Chunk, bool, error) {
 			return provider.Chunk{}, false, s.protocolError("content_block_delta for a block that never started")
 		}
 		d := ev.Delta
+		s.recv.Output(d.Text + d.PartialJSON + d.Thinking)
 		switch d.Type {
 		case "text_delta":
 			b.text.WriteString(d.Text)
@@ -213,6 +226,7 @@ func (s *stream) handle(ev *wireEvent) (provider.Chunk, bool, error) {
 			s.usage.ReasoningTokens = t
 		}
 		s.gotUsage = true
+		s.recv.Report(s.usage, true)
 	case "message_stop":
 		res, err := s.result()
 		if err != nil {
@@ -275,7 +289,9 @@ func (s *stream) Close() error {
 		err = s.sdk.Close()
 		s.cancel()
 		if s.err == nil && !s.done {
-			s.err = s.a.base.Canceled(s.model)
+			pe := s.a.base.Canceled(s.model)
+			s.bill(pe)
+			s.err = pe
 		}
 	})
 	return err

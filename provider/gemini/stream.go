@@ -5,10 +5,13 @@ import (
 	"errors"
 	"io"
 	"iter"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/cortexbuild/cortexbuild/provider"
+	"github.com/cortexbuild/cortexbuild/provider/adapterkit"
 )
 
 // Stream starts req and returns its chunks. Each server chunk's text is a
@@ -20,18 +23,35 @@ func (a *Adapter) Stream(ctx context.Context, req *provider.Request) (provider.S
 	if err != nil {
 		return nil, err
 	}
-	next, stop := iter.Pull2(a.client.stream(at.ctx, at.model, at.body))
-	return &stream{a: a, at: at, next: next, stop: stop, start: a.base.Now()}, nil
+	s := &stream{a: a, req: req, at: at, start: a.base.Now()}
+	// A thinking model bills thinking it does not stream, or streams only
+	// a summary of.
+	opened := func() { s.recv.Start(thinks(at.model)) }
+	s.next, s.stop = iter.Pull2(a.client.stream(at.ctx, at.model, at.body, opened))
+	return s, nil
+}
+
+// thinks reports whether model may think before it answers: every model
+// but those named as earlier than Gemini 2.5.
+func thinks(model string) bool {
+	rest, ok := strings.CutPrefix(strings.TrimPrefix(model, "models/"), "gemini-")
+	version, _, _ := strings.Cut(rest, "-")
+	major, minor, _ := strings.Cut(version, ".")
+	ma, err := strconv.Atoi(major)
+	mi, _ := strconv.Atoi(minor)
+	return !ok || err != nil || ma > 2 || ma == 2 && mi >= 5
 }
 
 type stream struct {
 	a     *Adapter
+	req   *provider.Request
 	at    *attempt
 	next  func() (*generateResponse, error, bool)
 	stop  func()
 	start time.Time
 
 	acc       accumulator
+	recv      adapterkit.Received // what an early end bills
 	pending   []provider.Chunk
 	started   bool // the first chunk went out
 	done      bool
@@ -71,19 +91,26 @@ func (s *stream) Recv() (provider.Chunk, error) {
 			return provider.Chunk{}, s.fail(s.a.classify(s.at.ctx, err, s.at.model))
 		}
 		textBefore, callsBefore, partsBefore := s.acc.text.Len(), len(s.acc.calls), len(s.acc.parts)
-		if err := s.acc.add(resp); err != nil {
+		err = s.acc.add(resp)
+		if u := s.acc.usage; u != nil {
+			s.recv.Report(usageOf(u), s.acc.finish != "")
+		}
+		if err != nil {
 			return provider.Chunk{}, s.fail(s.a.blocked(s.at.model, err))
 		}
 		for _, p := range s.acc.parts[partsBefore:] {
 			if p.Type == provider.PartReasoning && (p.Text != "" || len(p.Meta) > 0) {
+				s.recv.Output(p.Text)
 				s.pending = append(s.pending, provider.Chunk{Reasoning: p.Text, ReasoningMeta: p.Meta})
 			}
 		}
 		if t := s.acc.text.String()[textBefore:]; t != "" {
+			s.recv.Output(t)
 			s.pending = append(s.pending, provider.Chunk{Text: t})
 		}
 		for i := callsBefore; i < len(s.acc.calls); i++ {
 			c := s.acc.calls[i]
+			s.recv.Output(c.Name + string(c.Arguments))
 			s.pending = append(s.pending, provider.Chunk{ToolCall: &provider.ToolCallDelta{Index: i, ID: c.ID, Name: c.Name, Arguments: string(c.Arguments)}})
 		}
 	}
@@ -122,17 +149,26 @@ func (s *stream) end() (provider.Chunk, error) {
 	return provider.Chunk{Final: true, Result: res}, nil
 }
 
-// fail ends the stream with err, attaching the usage reported so far.
+// fail ends the stream with err, attaching what the provider can bill for
+// it.
 func (s *stream) fail(err error) error {
-	if pe, ok := err.(*provider.Error); ok && s.acc.usage != nil {
-		if res, rerr := s.a.result(&s.acc, s.at.model); rerr == nil {
-			u := res.Usage
-			pe.Usage, pe.Cost, pe.Unpriced = &u, res.Cost, res.Unpriced
-		}
+	if pe, ok := err.(*provider.Error); ok {
+		s.bill(pe)
 	}
 	s.err = err
 	s.Close()
 	return err
+}
+
+// bill attaches to pe, the error that ended the stream, the usage the
+// provider can bill for it ([adapterkit.Base.Billed]) and its price.
+func (s *stream) bill(pe *provider.Error) {
+	if u := s.a.base.Billed(pe.Kind, &s.recv, s.req, Namespace, s.at.model); u != nil {
+		var priced bool
+		pe.Usage = u
+		pe.Cost, priced = s.a.base.Price(*u, adapterkit.PriceRef{NS: Namespace, Model: s.acc.model}, adapterkit.PriceRef{NS: Namespace, Model: s.at.model})
+		pe.Unpriced = !priced
+	}
 }
 
 // Close stops the stream and releases the connection; it is safe to call
@@ -143,7 +179,9 @@ func (s *stream) Close() error {
 		s.at.cancel()
 		if s.err == nil && !s.done {
 			s.pending = nil
-			s.err = s.a.base.Canceled(s.at.model)
+			pe := s.a.base.Canceled(s.at.model)
+			s.bill(pe)
+			s.err = pe
 		}
 	})
 	return nil

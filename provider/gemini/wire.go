@@ -275,8 +275,9 @@ func (c *client) generate(ctx context.Context, model string, req *generateReques
 
 // stream is models.streamGenerateContent as server-sent events: each
 // event's data is a response chunk, or an error. It ends when the server
-// closes the stream; the body is closed when the loop ends.
-func (c *client) stream(ctx context.Context, model string, req *generateRequest) iter.Seq2[*generateResponse, error] {
+// closes the stream; the body is closed when the loop ends. opened is
+// called once the server answered 200.
+func (c *client) stream(ctx context.Context, model string, req *generateRequest, opened func()) iter.Seq2[*generateResponse, error] {
 	return func(yield func(*generateResponse, error) bool) {
 		resp, err := c.do(ctx, http.MethodPost, modelPath(model)+":streamGenerateContent?"+streamGenerateContentQuerySSE, req)
 		if err != nil {
@@ -284,6 +285,7 @@ func (c *client) stream(ctx context.Context, model string, req *generateRequest)
 			return
 		}
 		defer resp.Body.Close()
+		opened()
 		sc := bufio.NewScanner(resp.Body)
 		sc.Buffer(make([]byte, 0, 4096), maxStreamEvent)
 		var data []byte

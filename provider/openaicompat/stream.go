@@ -11,6 +11,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/cortexbuild/cortexbuild/provider"
+	"github.com/cortexbuild/cortexbuild/provider/adapterkit"
 )
 
 // Stream starts req and returns its chunks. A failed HTTP status surfaces
@@ -28,6 +29,11 @@ func (a *Adapter) Stream(ctx context.Context, req *provider.Request) (provider.S
 	s.events = ssestream.NewStream[wireChunk](ssestream.NewDecoder(resp), err)
 	if at.raw != nil && at.raw.StatusCode < 400 {
 		a.observe(at.raw.Header, 0)
+	}
+	if err == nil {
+		// A reasoning model bills reasoning that Chat Completions never
+		// streams.
+		s.recv.Start(a.ModelCapabilities(at.model).Has(provider.CapReasoning))
 	}
 	return s, nil
 }
@@ -59,6 +65,7 @@ type stream struct {
 	finish    string
 	respModel string
 	usage     *provider.Usage
+	recv      adapterkit.Received // what an early end bills
 	pending   []provider.Chunk
 	started   bool // the first chunk went out
 	done      bool
@@ -131,7 +138,8 @@ func (s *stream) handle(c *chunk) {
 	if c.Model != "" {
 		s.respModel = c.Model
 	}
-	if u, ok := c.Usage.usage(); ok {
+	u, reported := c.Usage.usage()
+	if reported {
 		s.usage = &u
 	}
 	for _, ch := range c.Choices {
@@ -139,6 +147,7 @@ func (s *stream) handle(c *chunk) {
 			continue // one answer per request; n > 1 is never asked for
 		}
 		d := ch.Delta
+		s.recv.Output(d.Content)
 		if d.Content != "" {
 			s.text.WriteString(d.Content)
 			s.pending = append(s.pending, provider.Chunk{Text: d.Content})
@@ -159,11 +168,16 @@ func (s *stream) handle(c *chunk) {
 				cl.name, delta.Name = tc.Function.Name, tc.Function.Name
 			}
 			cl.args.WriteString(tc.Function.Arguments)
+			s.recv.Output(tc.Function.Name + tc.Function.Arguments)
 			s.pending = append(s.pending, provider.Chunk{ToolCall: delta})
 		}
 		if ch.FinishReason != "" {
 			s.finish = ch.FinishReason
 		}
+	}
+	if reported {
+		// The usage chunk follows the finish reason: its counts are final.
+		s.recv.Report(u, s.finish != "")
 	}
 }
 
@@ -199,29 +213,30 @@ func (s *stream) result() (*provider.Result, error) {
 	return res, nil
 }
 
-// fail ends the stream with err, attaching what was billed (reported, or
-// estimated from the output so far) and releasing the connection.
+// fail ends the stream with err, attaching what the provider can bill for
+// it and releasing the connection.
 func (s *stream) fail(err error) error {
 	if pe, ok := err.(*provider.Error); ok {
-		if s.usage != nil {
-			u := *s.usage
-			pe.Usage = &u
-		} else if s.text.Len() > 0 || len(s.calls) > 0 {
-			u := estimateUsage(s.req, &provider.Result{Content: s.text.String()})
-			pe.Usage = &u
-		}
-		if pe.Usage != nil {
-			var priced bool
-			pe.Cost, priced = s.a.cost(s.respModel, s.at.model, *pe.Usage)
-			pe.Unpriced = !priced
-		}
-		if pe.Diagnostic.RequestID == "" {
-			pe.Diagnostic.RequestID = s.requestID()
-		}
+		s.bill(pe)
 	}
 	s.err = err
 	s.Close()
 	return err
+}
+
+// bill attaches to pe, the error that ended the stream, the usage the
+// provider can bill for it ([adapterkit.Base.Billed]) and its price.
+func (s *stream) bill(pe *provider.Error) {
+	ns, id := s.a.profile.priceRef(s.a.baseURL, s.at.model)
+	if u := s.a.base.Billed(pe.Kind, &s.recv, s.req, ns, id); u != nil {
+		var priced bool
+		pe.Usage = u
+		pe.Cost, priced = s.a.cost(s.respModel, s.at.model, *u)
+		pe.Unpriced = !priced
+	}
+	if pe.Diagnostic.RequestID == "" {
+		pe.Diagnostic.RequestID = s.requestID()
+	}
 }
 
 // Close releases the connection; it is safe to call more than once.
@@ -232,7 +247,9 @@ func (s *stream) Close() error {
 		s.at.cancel()
 		if s.err == nil && !s.done {
 			s.pending = nil
-			s.err = s.a.base.Canceled(s.at.model)
+			pe := s.a.base.Canceled(s.at.model)
+			s.bill(pe)
+			s.err = pe
 		}
 	})
 	return err

@@ -45,6 +45,7 @@ func Run(t *testing.T, newEnv NewEnv) {
 		{"StreamToolCalls", streamToolCalls},
 		{"StreamEarlyCloseReleasesConnection", streamEarlyClose},
 		{"StreamContextCancel", streamContextCancel},
+		{"StreamCutBeforeEndBillsReceived", streamCutBeforeEnd},
 		{"ErrorKinds", errorKinds},
 		{"StreamErrorBeforeFirstChunk", streamErrorBeforeFirstChunk},
 		{"MidStreamError", midStreamError},
@@ -384,6 +385,101 @@ func streamContextCancel(t *testing.T, e *Env) {
 	s.Close()
 	waitIdle(t, e)
 	waitGoroutines(t, baseline)
+}
+
+// cutWords are one-token words of o200k (a space and a common word): an
+// answer of n of them is n tokens, so the text a fake streams agrees with
+// the output count it reports, as a real provider's does.
+var cutWords = strings.Fields("the of and to in is was for on that with as by at from this be are it an or have not but were which had their one all been has more can its who also")
+
+// cutOutput is the output count of the answer cut before its end.
+const cutOutput = 4000
+
+// cutReply is an answer of cutOutput one-token words (each fake streams
+// it as many text deltas) that reports cutOutput output tokens at its end.
+func cutReply() (Reply, string) {
+	var b strings.Builder
+	for i := range cutOutput {
+		b.WriteString(" " + cutWords[i%len(cutWords)])
+	}
+	text := strings.TrimPrefix(b.String(), " ")
+	return Reply{Text: text, Usage: provider.Usage{InputTokens: 30, OutputTokens: cutOutput}}, text
+}
+
+// streamCutBeforeEnd streams an answer of N text deltas that reports its
+// output count only at its end, and leaves one delta before the end (the
+// caller closes the stream, or cancels its context): the stream ends
+// canceled, billed at least an upper bound of the text it received, never
+// the few tokens the provider reported before the answer, and marked
+// estimated.
+func streamCutBeforeEnd(t *testing.T, e *Env) {
+	reply, text := cutReply()
+	req := &provider.Request{Prompt: "write a long answer", MaxTokens: 8192}
+	// A first read counts the fake's deltas.
+	e.Fake.Script(reply)
+	s, err := e.Adapter.Stream(ctx(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, res, n, err := drain(s)
+	if err != nil || got != text || res.Usage.OutputTokens != cutOutput {
+		t.Fatalf("the whole answer: %d chunks, err %v, text intact %v, usage %+v", n, err, got == text, res)
+	}
+	n-- // the final chunk
+	for _, how := range []string{"close", "cancel"} {
+		t.Run(how, func(t *testing.T) {
+			e.Fake.Script(reply)
+			c, cancel := context.WithCancel(ctx(t))
+			defer cancel()
+			s, err := e.Adapter.Stream(c, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var received strings.Builder
+			for i := range n - 1 {
+				ch, err := s.Recv()
+				if err != nil || ch.Final {
+					t.Fatalf("chunk %d of %d: final %v, %v", i+1, n, ch.Final, err)
+				}
+				received.WriteString(ch.Text)
+			}
+			if how == "close" {
+				s.Close()
+			} else {
+				cancel()
+			}
+			_, err = s.Recv()
+			s.Close()
+			var pe *provider.Error
+			if !errors.As(err, &pe) || pe.Kind != provider.KindCanceled {
+				t.Fatalf("after %d of %d deltas, Recv = %v; want canceled", n-1, n, err)
+			}
+			if pe.Usage == nil {
+				t.Fatalf("a stream left %d deltas into %d carries no usage: the provider bills what it generated", n-1, n)
+			}
+			u := *pe.Usage
+			// Each word received is a token at least; with prices, the
+			// bound is the catalog's, capped at the output limit sent.
+			floor := int64(len(strings.Fields(received.String())))
+			if e.Pricer != nil {
+				floor = max(floor, min(e.Pricer.BoundText(e.Namespace, received.String()), int64(req.MaxTokens)))
+			}
+			if u.OutputTokens < floor {
+				t.Errorf("left %d deltas into %d (%d words of %d): billed %d output tokens, want at least %d, the bound of the text received (the provider reports %d at the end)",
+					n-1, n, len(strings.Fields(received.String())), cutOutput, u.OutputTokens, floor, cutOutput)
+			}
+			if !u.Estimated {
+				t.Errorf("usage %+v bounded from the text received is not marked estimated", u)
+			}
+			if e.Pricer != nil {
+				want, err := e.Pricer.Cost(e.Namespace, e.Model, u, time.Time{})
+				if err != nil || pe.Cost != want || want == 0 {
+					t.Errorf("cost %s for %+v; want %s (%v)", pe.Cost, u, want, err)
+				}
+			}
+			waitIdle(t, e)
+		})
+	}
 }
 
 // faultKinds are the kinds a protocol can produce; fakes report which ones
