@@ -40,6 +40,7 @@ func (a *Adapter) legacyStream(ctx context.Context, req *provider.Request) (prov
 	at.raw = lat.raw
 	if at.raw != nil && at.raw.StatusCode < 400 {
 		a.observe(at.raw.Header, 0)
+		s.recv.Start(a.ModelCapabilities(at.model).Has(provider.CapReasoning))
 	}
 	return s, nil
 }
