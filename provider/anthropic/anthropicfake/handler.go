@@ -303,14 +303,26 @@ func (s *Server) writeStream(w http.ResponseWriter, r *http.Request, reqID strin
 		return
 	}
 	evs := res.streamEvents()
-	errAt, cutAt := -1, -1
+	errAt, cutAt, stallAt := -1, -1, -1
 	if me := reply.MidStreamError; me != nil {
 		errAt = min(me.AfterEvents, len(evs))
 	}
 	if reply.CutAfterEvents > 0 {
 		cutAt = min(reply.CutAfterEvents, len(evs))
 	}
+	if reply.StallAfterEvents > 0 {
+		stallAt = min(reply.StallAfterEvents, len(evs))
+	}
 	for i := 0; ; i++ {
+		if i == stallAt {
+			select {
+			case <-reply.Stall:
+			case <-r.Context().Done():
+				return
+			case <-s.kit.Done():
+				panic(http.ErrAbortHandler)
+			}
+		}
 		if i == errAt {
 			me := reply.MidStreamError
 			data := marshal(errorBody{Type: "error", Error: errorDetail{Type: me.Type, Message: cmpOr(me.Message, defaultMessages[me.Type])}})

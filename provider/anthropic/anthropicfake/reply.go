@@ -11,7 +11,8 @@ import (
 // reply (see [Echo]).
 //
 // A Reply is either a success (the content fields) or a fault (Status,
-// ErrorType or RawBody set); stream faults (MidStreamError, CutAfterEvents)
+// ErrorType or RawBody set); stream faults (MidStreamError, CutAfterEvents,
+// StallAfterEvents)
 // are applied on top of a success. Hold delays either kind.
 type Reply struct {
 	// ID is the message id; empty means a generated "msg_01…" id.
@@ -70,6 +71,14 @@ type Reply struct {
 	// events of a streaming response (no message_stop, no terminating
 	// chunk). For a non-streaming request it cuts the body in half.
 	CutAfterEvents int
+	// StallAfterEvents > 0 pauses a streaming response after that many
+	// events (pings included) until Stall is closed (or receives), the
+	// client goes away or the server is closed: a model still generating,
+	// or a server that stops sending mid-stream. With Stall nil the pause
+	// lasts until the client gives up.
+	StallAfterEvents int
+	// Stall releases a stall (see StallAfterEvents).
+	Stall <-chan struct{}
 	// CutAfterBytes > 0 writes the full Content-Length header but only that
 	// many bytes of a non-streaming (or RawBody) response, then closes the
 	// connection abruptly.
@@ -173,7 +182,7 @@ func (r *Reply) validate() error {
 	if r.Status != 0 && (r.Status < 100 || r.Status > 999) {
 		return fmt.Errorf("invalid Status %d", r.Status)
 	}
-	if r.CutAfterEvents < 0 || r.CutAfterBytes < 0 {
+	if r.CutAfterEvents < 0 || r.CutAfterBytes < 0 || r.StallAfterEvents < 0 {
 		return fmt.Errorf("negative cut")
 	}
 	if r.MidStreamError != nil && r.MidStreamError.AfterEvents < 0 {
