@@ -23,7 +23,7 @@ func (boundPricer) Limits(string, string) (provider.ModelLimits, error) {
 	return provider.ModelLimits{}, nil
 }
 func (boundPricer) BoundPrompt(string, *provider.Request) int64 { return 500 }
-func (boundPricer) BoundText(_, text string) int64             { return int64(len(text)) }
+func (boundPricer) BoundText(_, text string) int64              { return int64(len(text)) }
 
 // TestBilledEarlyEnd pins the rule a stream that ends before its end is
 // billed by: the larger of the output reported and the bound of the output
