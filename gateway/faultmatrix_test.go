@@ -315,7 +315,7 @@ func gmFaults() []gmFault {
 			},
 			want: map[gmMode]gmWant{
 				gmUnary:  {served: "P", rows: "P:network P:ok"},
-				gmStream: {err: &gmUpstream, inStream: true, rows: "P:network"},
+				gmStream: {err: &gmUpstream, inStream: true, rows: "P:network", billed: true},
 			},
 		},
 		{name: "malformed JSON in a 200 body: truncated document", script: malformed(false), want: map[gmMode]gmWant{gmUnary: serverThenFailover, gmStream: serverThenFailover}},
