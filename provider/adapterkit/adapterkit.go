@@ -3,7 +3,8 @@
 // by tier, per-attempt deadlines, pricing through the catalog, the
 // classification of failures that never reached the provider (deadline,
 // cancellation, transport), retry-after headers, descriptions of non-JSON
-// error pages, and redaction of the adapter's credential.
+// error pages, redaction of the adapter's credential, and the usage a
+// stream that ends before its end is billed ([Received], [Base.Billed]).
 //
 // It imports only the standard library and provider.
 package adapterkit

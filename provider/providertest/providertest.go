@@ -9,7 +9,8 @@
 // output (a schema-matching answer, or a refusal before sending where the
 // model cannot), image inputs, tools and tool results,
 // streaming text and tool calls, usage after a stream, early cancel without
-// leaks, every error kind the protocol can produce (with retry-after),
+// leaks, a stream left one delta before its end billed at least the bound
+// of the output it received, every error kind the protocol can produce (with retry-after),
 // mid-stream errors, truncated streams, answers larger than the response
 // cap, health, rate-limit status, and cost estimates that bound the billed
 // cost from above, also on adversarial prompts ([AdversarialTexts]) billed
