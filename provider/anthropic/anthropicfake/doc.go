@@ -21,8 +21,10 @@
 // [PermissionError], [NotFound], [ModelNotFound], [Conflict],
 // [RequestTooLarge], [RateLimited], [SpendLimitReached], [APIError],
 // [BadGateway] (an HTML proxy page), [TimeoutError], [Overloaded], plus the
-// stream faults [OverloadedMidStream] and [CutStream] and a gate
-// (Reply.Hold) that delays the first byte until a channel is closed.
+// stream faults [OverloadedMidStream] and [CutStream], a gate (Reply.Hold)
+// that delays the first byte until a channel is closed, and a pause
+// mid-stream (Reply.StallAfterEvents) until a channel is closed or the
+// client goes.
 // count_tokens and models have queues of their own ([Server.EnqueueRoute]).
 // [Server.Requests] records every request (headers, auth included, and
 // body) and [Server.WaitRequests] waits for the n-th to arrive;
