@@ -279,6 +279,10 @@ func TestKeyModelsCheckWhatIsServed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cheapOnly, _, err := w.keys.Create(gateway.KeySpec{Name: "cheap-only", Project: "demo", Models: []string{"cheap"}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	agentsOnly, _, err := w.keys.Create(gateway.KeySpec{Name: "agents-only", Project: "demo", Agents: []string{"builder"}})
 	if err != nil {
 		t.Fatal(err)
@@ -307,6 +311,8 @@ func TestKeyModelsCheckWhatIsServed(t *testing.T) {
 			{"persona of the allowed agent", builderOnly, "builder", system("builder"), "", ""},
 			{"agent header re-tiering a family name", haikuOnly, "claude-haiku-4-5", "Be brief.", "planner", "served as agent planner"},
 			{"the family name as itself", haikuOnly, "claude-haiku-4-5", "Be brief.", "", ""},
+			{"agent header on an allowed tier name", cheapOnly, "cheap", "Be brief.", "planner", "served as agent planner, tier fast_cheap"},
+			{"the tier name as itself", cheapOnly, "cheap", "Be brief.", "", ""},
 			{"allowed agents, persona of another", agentsOnly, "builder", system("planner"), "", "calls as agent planner"},
 		} {
 			hdr := bearer(c.key)
