@@ -96,15 +96,19 @@ type Options struct {
 	// MaxBodyBytes bounds a request body; larger ones get a 413. Default
 	// 32 MiB.
 	MaxBodyBytes int64
-	// MaxInFlight bounds the API requests served at once; one more gets
-	// the protocol's overloaded error with retry-after: 1 at once, so that
-	// an overload costs refusals, not unbounded memory and queueing.
-	// Default [DefaultMaxInFlight].
+	// MaxInFlight bounds the API requests served at once (from when the
+	// body is in: a request whose body is still being read holds only its
+	// key's slot); one more gets the protocol's overloaded error with
+	// retry-after: 1 at once, so that an overload costs refusals, not
+	// unbounded memory and queueing. Without auth it also bounds the
+	// requests being read and served together. Default
+	// [DefaultMaxInFlight].
 	MaxInFlight int
 	// MaxInFlightPerKey bounds the API requests one virtual key has in
-	// flight at once, so that one client cannot hold every slot of
-	// MaxInFlight; one more gets the overloaded error with retry-after: 1.
-	// Default [DefaultMaxInFlightPerKey].
+	// flight at once, their bodies being read or being served, so that one
+	// client cannot hold every slot of MaxInFlight; one more gets the
+	// overloaded error with retry-after: 1. Default
+	// [DefaultMaxInFlightPerKey].
 	MaxInFlightPerKey int
 	// HeaderTimeout bounds how long a client may take to send a request's
 	// headers ([Gateway.Listen] sets it on the server). Default
@@ -358,11 +362,10 @@ func (g *Gateway) method(p protocol, m string, h http.HandlerFunc) http.HandlerF
 			limit = g.opts.MaxInFlight
 		}
 		if !g.perKey.take(id, limit) {
-			f := fail(classOverloaded, "this key has %d requests in flight, its limit (gateway.max_in_flight_per_key): retry shortly", limit)
-			if key == nil {
-				f = g.overloaded()
+			f := g.overloaded()
+			if key != nil {
+				f.msg = fmt.Sprintf("this key has %d requests in flight, its limit (gateway.max_in_flight_per_key): retry shortly", limit)
 			}
-			f.retryAfter = time.Second
 			p.writeError(w, r, f)
 			return
 		}
@@ -399,9 +402,7 @@ func (s *servingSlot) take() *failure {
 		s.held = true
 		return nil
 	default:
-		f := s.g.overloaded()
-		f.retryAfter = time.Second
-		return f
+		return s.g.overloaded()
 	}
 }
 
@@ -412,9 +413,12 @@ func (s *servingSlot) release() {
 	}
 }
 
-// overloaded is the refusal of a request over gateway.max_in_flight.
+// overloaded is the refusal of a request over gateway.max_in_flight, to
+// be retried in a second.
 func (g *Gateway) overloaded() *failure {
-	return fail(classOverloaded, "the gateway is serving %d requests, its limit (gateway.max_in_flight): retry shortly", cap(g.slots))
+	f := fail(classOverloaded, "the gateway is serving %d requests, its limit (gateway.max_in_flight): retry shortly", cap(g.slots))
+	f.retryAfter = time.Second
+	return f
 }
 
 // authenticate checks the client's key: Authorization: Bearer or
