@@ -248,6 +248,7 @@ func TestRepeatedCallIDRestoresStateOnce(t *testing.T) {
 	}
 	reqs := w.anth.Requests()
 	up := reqs[len(reqs)-1].Body
+	t.Logf("200 turns naming one call: %d bytes from the client, %d upstream", len(mustJSONBody(t, turns(ids...))), len(up))
 	if n := bytes.Count(up, []byte(`"type":"thinking"`)); n != 1 || len(up) > 100<<10 {
 		t.Errorf("200 turns naming one answer's call: %d thinking blocks, %d bytes upstream; want 1 block, under 100 KiB", n, len(up))
 	}
@@ -329,4 +330,13 @@ func TestKeyModelsCheckWhatIsServed(t *testing.T) {
 			}
 		}
 	}
+}
+
+func mustJSONBody(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
