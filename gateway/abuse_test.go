@@ -164,6 +164,16 @@ func TestStalledBodiesHoldNoServingSlot(t *testing.T) {
 	if e := openAIErr(t, err); e.StatusCode != 503 || !strings.Contains(e.Message, "gateway.max_in_flight_per_key") {
 		t.Errorf("a stalling key's second request = %d %q; want 503 naming max_in_flight_per_key", e.StatusCode, e.Message)
 	}
+
+	// Without keys, bodies being read and requests served are bounded
+	// together by gateway.max_in_flight.
+	open := newWorld(t, withGateway(func(o *gateway.Options) { o.NoAuth, o.Keys, o.MaxInFlight = true, nil, 1 }))
+	rawHeaders(t, open, "")
+	waitInFlight(t, open, 1)
+	_, err = open.openai("").Chat.Completions.New(ctxT(t), openai.ChatCompletionNewParams{Model: "builder", Messages: userMsg("hi")})
+	if e := openAIErr(t, err); e.StatusCode != 503 || !strings.Contains(e.Message, "gateway.max_in_flight)") {
+		t.Errorf("without auth, a request while a body stalls at max_in_flight 1 = %d %q; want 503 naming max_in_flight", e.StatusCode, e.Message)
+	}
 }
 
 // A key's --tpm counts the calls it has in flight: each reserves its
