@@ -719,7 +719,7 @@ func message(id string, res *provider.Result) anthropicMessage {
 func (g *Gateway) messages(w http.ResponseWriter, r *http.Request) {
 	p := protoAnthropic
 	ctx := r.Context()
-	id := newID()
+	id := requestID(r)
 	idHeaders(w.Header(), id)
 	mr, call, ok := admit(g, w, r, p, id, func(b []byte) (*messagesRequest, error) {
 		mr, err := decodeMessages(b, false)

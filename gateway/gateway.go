@@ -19,6 +19,7 @@ import (
 
 	"github.com/cortexbuild/cortexbuild/internal/agentmark"
 	"github.com/cortexbuild/cortexbuild/orchestrator"
+	"github.com/cortexbuild/cortexbuild/pricing"
 	"github.com/cortexbuild/cortexbuild/provider"
 )
 
@@ -95,15 +96,19 @@ type Options struct {
 	// MaxBodyBytes bounds a request body; larger ones get a 413. Default
 	// 32 MiB.
 	MaxBodyBytes int64
-	// MaxInFlight bounds the API requests served at once; one more gets
-	// the protocol's overloaded error with retry-after: 1 at once, so that
-	// an overload costs refusals, not unbounded memory and queueing.
-	// Default [DefaultMaxInFlight].
+	// MaxInFlight bounds the API requests served at once (from when the
+	// body is in: a request whose body is still being read holds only its
+	// key's slot); one more gets the protocol's overloaded error with
+	// retry-after: 1 at once, so that an overload costs refusals, not
+	// unbounded memory and queueing. Without auth it also bounds the
+	// requests being read and served together. Default
+	// [DefaultMaxInFlight].
 	MaxInFlight int
 	// MaxInFlightPerKey bounds the API requests one virtual key has in
-	// flight at once, so that one client cannot hold every slot of
-	// MaxInFlight; one more gets the overloaded error with retry-after: 1.
-	// Default [DefaultMaxInFlightPerKey].
+	// flight at once, their bodies being read or being served, so that one
+	// client cannot hold every slot of MaxInFlight; one more gets the
+	// overloaded error with retry-after: 1. Default
+	// [DefaultMaxInFlightPerKey].
 	MaxInFlightPerKey int
 	// HeaderTimeout bounds how long a client may take to send a request's
 	// headers ([Gateway.Listen] sets it on the server). Default
@@ -224,7 +229,7 @@ func New(opts Options) (*Gateway, error) {
 	}
 	sortPatterns(patterns)
 	g := &Gateway{opts: opts, mux: http.NewServeMux(), started: opts.Now(), slots: make(chan struct{}, opts.MaxInFlight),
-		perKey: &keySlots{limit: opts.MaxInFlightPerKey, n: map[string]int{}}, exact: exact, patterns: patterns,
+		perKey: &keySlots{n: map[string]int{}}, exact: exact, patterns: patterns,
 		turns: newTurnState(opts.TurnStateTTL, opts.TurnStateBytes, opts.Now), rates: newKeyRates(opts.Now)}
 	g.mux.HandleFunc("/v1/chat/completions", g.method(protoOpenAI, http.MethodPost, g.chatCompletions))
 	g.mux.HandleFunc("/v1/responses", g.method(protoOpenAI, http.MethodPost, g.responses))
@@ -270,6 +275,12 @@ func (g *Gateway) NoAuth() bool { return g.opts.NoAuth }
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := g.opts.Now()
 	rec := &recorder{ResponseWriter: w}
+	// Every answer, a refusal before any call included, names the request
+	// by the id its invocation (if any) will have, in the headers both SDK
+	// families read.
+	id := newID()
+	requestIDHeaders(rec.Header(), id)
+	r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
 	if f := g.guard(r); f != nil {
 		protocolOf(r).writeError(rec, r, f)
 	} else {
@@ -334,17 +345,10 @@ func (g *Gateway) method(p protocol, m string, h http.HandlerFunc) http.HandlerF
 			p.writeError(w, r, fail(classMethod, "%s %s is not allowed: use %s", r.Method, r.URL.Path, m))
 			return
 		}
-		select {
-		case g.slots <- struct{}{}:
-			defer func() { <-g.slots }()
-		default:
-			f := fail(classOverloaded, "the gateway is serving %d requests, its limit (gateway.max_in_flight): retry shortly", cap(g.slots))
-			f.retryAfter = time.Second
-			p.writeError(w, r, f)
-			return
-		}
 		// Authenticate before reading anything more, and hold one of the
-		// key's own slots too.
+		// key's own slots: a key's requests, their bodies being read or
+		// being served, are bounded by gateway.max_in_flight_per_key (all
+		// of a gateway's without keys by gateway.max_in_flight).
 		key, af := g.authenticate(r)
 		if af == nil {
 			af = adminOnly(key)
@@ -353,17 +357,68 @@ func (g *Gateway) method(p protocol, m string, h http.HandlerFunc) http.HandlerF
 			p.writeError(w, r, af)
 			return
 		}
-		if key != nil {
-			if !g.perKey.take(key.ID) {
-				f := fail(classOverloaded, "this key has %d requests in flight, its limit (gateway.max_in_flight_per_key): retry shortly", g.opts.MaxInFlightPerKey)
-				f.retryAfter = time.Second
+		id, limit := keyID(key), g.opts.MaxInFlightPerKey
+		if key == nil {
+			limit = g.opts.MaxInFlight
+		}
+		if !g.perKey.take(id, limit) {
+			f := g.overloaded()
+			if key != nil {
+				f.msg = fmt.Sprintf("this key has %d requests in flight, its limit (gateway.max_in_flight_per_key): retry shortly", limit)
+			}
+			p.writeError(w, r, f)
+			return
+		}
+		defer g.perKey.give(id)
+		// A route with a body takes its gateway.max_in_flight slot once
+		// the body is in (decodeCall), so that clients stalling their
+		// bodies hold none; one without takes it now.
+		slot := &servingSlot{g: g}
+		defer slot.release()
+		if m == http.MethodGet {
+			if f := slot.take(); f != nil {
 				p.writeError(w, r, f)
 				return
 			}
-			defer g.perKey.give(key.ID)
 		}
-		h(w, withKey(r, key))
+		h(w, withKey(r, key, slot))
 	}
+}
+
+// servingSlot is a request's hold on one of the gateway.max_in_flight
+// slots.
+type servingSlot struct {
+	g    *Gateway
+	held bool
+}
+
+// take takes a slot, or answers the overloaded refusal.
+func (s *servingSlot) take() *failure {
+	if s.held {
+		return nil
+	}
+	select {
+	case s.g.slots <- struct{}{}:
+		s.held = true
+		return nil
+	default:
+		return s.g.overloaded()
+	}
+}
+
+func (s *servingSlot) release() {
+	if s.held {
+		<-s.g.slots
+		s.held = false
+	}
+}
+
+// overloaded is the refusal of a request over gateway.max_in_flight, to
+// be retried in a second.
+func (g *Gateway) overloaded() *failure {
+	f := fail(classOverloaded, "the gateway is serving %d requests, its limit (gateway.max_in_flight): retry shortly", cap(g.slots))
+	f.retryAfter = time.Second
+	return f
 }
 
 // authenticate checks the client's key: Authorization: Bearer or
@@ -372,8 +427,8 @@ func (g *Gateway) authenticate(r *http.Request) (*Key, *failure) {
 	if g.opts.NoAuth {
 		return nil, nil
 	}
-	if k, ok := r.Context().Value(authedKey{}).(*Key); ok && k != nil {
-		return k, nil
+	if a, ok := r.Context().Value(authedKey{}).(*authed); ok && a.key != nil {
+		return a.key, nil
 	}
 	var tokens []string
 	if h := r.Header.Get("Authorization"); h != "" {
@@ -427,13 +482,14 @@ func (g *Gateway) authenticate(r *http.Request) (*Key, *failure) {
 func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *failure) {
 	limit := g.opts.MaxBodyBytes
 	tooLarge := fail(classTooLarge, "the request body is larger than the gateway's limit of %d bytes (gateway.max_body_bytes)", limit)
-	if r.ContentLength > limit {
-		return nil, tooLarge
-	}
 	rc := http.NewResponseController(w)
 	// A writer without deadlines (not a real connection) reads unbounded.
 	if rc.SetReadDeadline(time.Now().Add(g.opts.BodyTimeout)) == nil {
 		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	}
+	if r.ContentLength > limit {
+		discard(w, r, 2*limit)
+		return nil, tooLarge
 	}
 	body, err := readAll(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
 	if err != nil && bodyTimedOut(err) {
@@ -443,11 +499,27 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *fai
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
+			discard(w, r, limit) // the first limit bytes are read
 			return nil, tooLarge
 		}
 		return nil, fail(classBadRequest, "the request body could not be read: %v", err)
 	}
 	return body, nil
+}
+
+// discard reads and drops the rest of the body of a request refused for
+// its size, at most n more bytes (within the body timeout), and closes the
+// connection after the answer: a client that sends its whole body before
+// reading the answer (curl, Python's http.client) then reads the 413
+// instead of a connection reset. The gateway reads at most twice
+// gateway.max_body_bytes of a body in all; one announcing more is answered
+// at once.
+func discard(w http.ResponseWriter, r *http.Request, n int64) {
+	w.Header().Set("Connection", "close")
+	if r.ContentLength > n {
+		return
+	}
+	_, _ = io.CopyN(io.Discard, r.Body, n)
 }
 
 // readAll is io.ReadAll growing its buffer by doubling up to the
@@ -534,10 +606,11 @@ func (g *Gateway) callFor(r *http.Request, key *Key, model string, req provider.
 		}
 		task = key.Task
 	}
-	req.Tier = t.Tier
-	if t.family && agent != "" {
-		req.Tier = "" // the agent's own
+	served := t.servedAs(agent)
+	if f := g.modelsServed(key, served, marked != ""); f != nil {
+		return orchestrator.Call{}, f
 	}
+	req.Tier = served.Tier
 	if t.Model != "" {
 		req.Model = t.Model
 	}
@@ -674,6 +747,9 @@ func decodeCall[T interface{ common() *decoded }](g *Gateway, w http.ResponseWri
 	if f != nil {
 		return fail(f)
 	}
+	if f := takeSlot(r); f != nil {
+		return fail(f)
+	}
 	v, err := decode(body)
 	if err != nil {
 		return fail(classify(r.Context(), err))
@@ -683,7 +759,9 @@ func decodeCall[T interface{ common() *decoded }](g *Gateway, w http.ResponseWri
 		return fail(f)
 	}
 	d.key = keyID(key)
-	g.turns.restore(d.key, &d.req)
+	if added, ok := g.turns.restore(d.key, &d.req, g.opts.MaxBodyBytes-int64(len(body))); !ok {
+		return fail(&failure{class: classBadRequest, msg: fmt.Sprintf("the provider state the gateway keeps for this conversation's earlier turns (thinking blocks, signatures: %d bytes) would take the %d-byte request over the gateway's limit of %d bytes (gateway.max_body_bytes): send fewer turns, or start a new conversation", added, len(body), g.opts.MaxBodyBytes)})
+	}
 	call, f := g.callFor(r, key, d.model, d.req)
 	if f != nil {
 		return fail(f)
@@ -701,19 +779,20 @@ func admit[T interface{ common() *decoded }](g *Gateway, w http.ResponseWriter, 
 	if !ok {
 		return v, call, false
 	}
-	if key, _ := g.authenticate(r); key != nil {
-		if f := g.rates.admit(key); f != nil {
-			p.writeError(w, r, f)
-			var zero T
-			return zero, call, false
-		}
-	}
 	d := v.common()
 	adjusted, f := g.prepare(r.Context(), &call, id, d.modelMax)
 	if adjusted {
 		w.Header().Set(HeaderAdjusted, "max_tokens="+strconv.Itoa(call.Request.MaxTokens))
 	}
 	d.req.MaxTokens = call.Request.MaxTokens
+	if f == nil {
+		// Once the output limit is known: the key's token rate reserves
+		// the call's estimate, its prompt's bound and that limit.
+		key, _ := g.authenticate(r)
+		f = g.rates.admit(key, call.InvocationID, func() int64 {
+			return pricing.BoundRequestTokens(&call.Request, nil) + int64(call.Request.MaxTokens)
+		})
+	}
 	if f != nil {
 		p.writeError(w, r, f)
 		var zero T
@@ -760,12 +839,31 @@ func newID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// requestIDKey carries a request's id (see [requestID]) in its context.
+type requestIDKey struct{}
+
+// requestID is the id [Gateway.ServeHTTP] gave r: the tail of its
+// invocation and response ids.
+func requestID(r *http.Request) string {
+	if id, ok := r.Context().Value(requestIDKey{}).(string); ok {
+		return id
+	}
+	return newID()
+}
+
+// requestIDHeaders names the request in its answer, for support: as the
+// request id both SDK families read (request-id: Anthropic's,
+// x-request-id: OpenAI's).
+func requestIDHeaders(h http.Header, id string) {
+	h.Set("Request-Id", "inv_"+id)
+	h.Set("X-Request-Id", "inv_"+id)
+}
+
 // idHeaders names the call in the response, for support: the invocation
 // id as CortexBuild's header and as the request id both SDKs read.
 func idHeaders(h http.Header, id string) {
 	h.Set(HeaderInvocation, "inv_"+id)
-	h.Set("Request-Id", "inv_"+id)
-	h.Set("X-Request-Id", "inv_"+id)
+	requestIDHeaders(h, id)
 }
 
 // servedHeaders says who served the call.

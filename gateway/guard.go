@@ -119,16 +119,15 @@ func jsonBody(r *http.Request) *failure {
 
 // keySlots counts the requests each key has in flight.
 type keySlots struct {
-	mu    sync.Mutex
-	limit int
-	n     map[string]int
+	mu sync.Mutex
+	n  map[string]int
 }
 
-// take takes a slot for key id; false when it has its limit in flight.
-func (s *keySlots) take(id string) bool {
+// take takes a slot for key id; false when it has limit in flight.
+func (s *keySlots) take(id string, limit int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.n[id] >= s.limit {
+	if s.n[id] >= limit {
 		return false
 	}
 	s.n[id]++
@@ -143,12 +142,28 @@ func (s *keySlots) give(id string) {
 	}
 }
 
-// authedKey carries a request's authenticated key in its context.
+// authedKey carries a request's *authed in its context.
 type authedKey struct{}
 
-// withKey returns r with key (nil without auth) noted as authenticated.
-func withKey(r *http.Request, key *Key) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), authedKey{}, key))
+// authed is what the gateway holds for an authenticated API request.
+type authed struct {
+	key  *Key // nil without auth
+	slot *servingSlot
+}
+
+// withKey returns r with key (nil without auth) noted as authenticated,
+// and the serving slot it takes once its body is in.
+func withKey(r *http.Request, key *Key, slot *servingSlot) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), authedKey{}, &authed{key: key, slot: slot}))
+}
+
+// takeSlot takes the gateway.max_in_flight slot of an authenticated
+// request (nil when it has one, or is not an API request).
+func takeSlot(r *http.Request) *failure {
+	if a, ok := r.Context().Value(authedKey{}).(*authed); ok && a.slot != nil {
+		return a.slot.take()
+	}
+	return nil
 }
 
 // bodyTimedOut reports whether err is the body read deadline passing.

@@ -13,20 +13,25 @@ const rateWindow = time.Minute
 
 // keyRates enforces the requests and tokens per minute of each key (its
 // RPM and TPM), in this process: a sliding window of the last minute. A
-// request is counted when it is admitted; its tokens when its answer says
-// how many it used, so a call admitted under the token limit may take the
-// key above it, and the key's next calls wait until the minute has
-// room again.
+// request is counted when it is admitted. Its tokens are counted at once
+// as its estimate (the prompt's bound and the output limit), reserved
+// while it is in flight, so that concurrent calls see each other; when
+// the answer says how many it used, the reservation gives way to that
+// figure. A call admitted under the token limit may take the key above
+// it, and the key's next calls wait until the minute has room again.
 type keyRates struct {
 	now func() time.Time
 	mu  sync.Mutex
 	by  map[string]*keyWindow
+	// held are the reservations of the calls in flight, by invocation id.
+	held map[string]held
 }
 
 type keyWindow struct {
 	requests []time.Time // admitted, oldest first
 	tokens   []spent     // used, oldest first
 	total    int64       // the sum of tokens
+	reserved int64       // the estimates of the key's calls in flight
 }
 
 type spent struct {
@@ -34,8 +39,14 @@ type spent struct {
 	n  int64
 }
 
+// held is the token reservation of a call in flight.
+type held struct {
+	key string
+	n   int64
+}
+
 func newKeyRates(now func() time.Time) *keyRates {
-	return &keyRates{now: now, by: map[string]*keyWindow{}}
+	return &keyRates{now: now, by: map[string]*keyWindow{}, held: map[string]held{}}
 }
 
 // drop forgets what is older than the window at now.
@@ -54,9 +65,10 @@ func (w *keyWindow) drop(now time.Time) {
 	w.tokens = w.tokens[j:]
 }
 
-// admit counts a request of key k, or refuses it with a 429 saying which
-// limit and when the minute has room again.
-func (r *keyRates) admit(k *Key) *failure {
+// admit counts a request of key k, the call inv, or refuses it with a 429
+// saying which limit and when the minute has room again. With a token
+// limit, the call's estimate (from estimate) is reserved until [settle].
+func (r *keyRates) admit(k *Key, inv string, estimate func() int64) *failure {
 	if k == nil || (k.RPM <= 0 && k.TPM <= 0) {
 		return nil
 	}
@@ -76,8 +88,10 @@ func (r *keyRates) admit(k *Key) *failure {
 		f.typ, f.retryAfter = "requests", wait
 		return f
 	}
-	if k.TPM > 0 && w.total >= k.TPM {
-		left, wait := w.total, time.Duration(0)
+	if k.TPM > 0 && w.total+w.reserved >= k.TPM {
+		// Room comes when enough of the oldest tokens leave the window, or,
+		// when the calls in flight hold the rest, as they end.
+		left, wait := w.total+w.reserved, time.Second
 		for _, s := range w.tokens {
 			left -= s.n
 			if left < k.TPM {
@@ -85,30 +99,48 @@ func (r *keyRates) admit(k *Key) *failure {
 				break
 			}
 		}
-		f := fail(classRateLimit, "this API key's limit of %d tokens per minute is reached (its tpm; 'cortexbuild serve keys update %s --tpm N' changes it): %d used in the last minute; retry in %s", k.TPM, k.ID, w.total, roundUp(wait))
+		f := fail(classRateLimit, "this API key's limit of %d tokens per minute is reached (its tpm; 'cortexbuild serve keys update %s --tpm N' changes it): %d used in the last minute and %d reserved by its calls in flight; retry in %s", k.TPM, k.ID, w.total, w.reserved, roundUp(wait))
 		f.typ, f.retryAfter = "tokens", wait
 		return f
 	}
 	w.requests = append(w.requests, now)
+	if k.TPM > 0 {
+		n := max(estimate(), 1)
+		w.reserved += n
+		r.held[inv] = held{key: k.ID, n: n}
+	}
 	return nil
 }
 
-// used counts the tokens of an answer to key id (input and output).
-func (r *keyRates) used(id string, u provider.Usage) {
-	n := u.InputTokens + u.OutputTokens
-	if id == "" || n <= 0 {
-		return
-	}
+// settle ends the reservation of call inv of key id, counting u's tokens
+// (input and output) in its place; the reservation itself when used is
+// false (an answer that never said). Later calls for inv count nothing.
+func (r *keyRates) settle(id, inv string, u provider.Usage, used bool) {
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	h, reserved := r.held[inv]
+	if reserved {
+		delete(r.held, inv)
+	}
 	w := r.by[id]
-	if w == nil {
+	if id == "" || w == nil {
 		return // the key has no rate limits
 	}
+	n := u.InputTokens + u.OutputTokens
+	if reserved {
+		w.reserved -= h.n
+		if !used {
+			n = h.n
+		}
+	} else if !used {
+		return
+	}
 	w.drop(now)
-	w.tokens = append(w.tokens, spent{at: now, n: n})
-	w.total += n
+	if n > 0 {
+		w.tokens = append(w.tokens, spent{at: now, n: n})
+		w.total += n
+	}
 }
 
 // roundUp writes d rounded up to the second, at least 1s.

@@ -33,6 +33,16 @@ type Target struct {
 	persona bool
 }
 
+// servedAs is what a call to t made as agent ("" for none) is served
+// as: a family's tier gives way to the agent's own.
+func (t Target) servedAs(agent string) Target {
+	s := Target{Agent: agent, Tier: t.Tier, Model: t.Model, Provider: t.Provider}
+	if t.family && agent != "" {
+		s.Tier = "" // the agent's own
+	}
+	return s
+}
+
 // describe says what t routes to, for the model listing.
 func (t Target) describe() string {
 	var parts []string

@@ -687,7 +687,7 @@ func completion(id string, created int64, res *provider.Result, tools *toolMap) 
 func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	p := protoOpenAI
 	ctx := r.Context()
-	id := newID()
+	id := requestID(r)
 	idHeaders(w.Header(), id)
 	cr, call, ok := admit(g, w, r, p, id, decodeChat)
 	if !ok {

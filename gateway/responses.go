@@ -802,7 +802,7 @@ func (rr *responsesRequest) responseOf(id string, created int64, res *provider.R
 func (g *Gateway) responses(w http.ResponseWriter, r *http.Request) {
 	p := protoOpenAI
 	ctx := r.Context()
-	id := newID()
+	id := requestID(r)
 	idHeaders(w.Header(), id)
 	rr, call, ok := admit(g, w, r, p, id, decodeResponses)
 	if !ok {

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 
@@ -72,4 +73,29 @@ func agentsScope(key *Key, name string, t Target, header string) *failure {
 		return fail(classPermission, "this key calls only as the agents %s, on their own tiers and providers; model %q routes to %s: send the agent's name as the model", allowed, name, t.describe())
 	}
 	return nil
+}
+
+// modelsServed refuses a call of a key with allowed models that is served
+// as something none of those names is served as when sent alone: a
+// persona's line (persona) or X-CortexBuild-Agent can make an allowed name
+// serve as another agent, or on an agent's own tier instead of the name's
+// family tier. served is what the call is served as.
+func (g *Gateway) modelsServed(key *Key, served Target, persona bool) *failure {
+	if key == nil || len(key.Models) == 0 {
+		return nil
+	}
+	for _, name := range key.Models {
+		t, ok := g.resolve(name)
+		if !ok {
+			continue
+		}
+		if t.servedAs(cmp.Or(key.Agent, t.Agent)) == served {
+			return nil
+		}
+	}
+	why := HeaderAgent + " names the agent"
+	if persona {
+		why = "the system prompt is the agent's persona (" + agentmark.Line(served.Agent) + ")"
+	}
+	return fail(classPermission, "this key may send only the models %s; this request is served as %s, as none of them is: %s; use a key without allowed models for a host that spawns agents", strings.Join(key.Models, ", "), served.describe(), why)
 }

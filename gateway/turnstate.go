@@ -98,26 +98,38 @@ func (s *turnState) keep(key string, res *provider.Result) {
 	}
 }
 
-// restore gives each assistant turn of req that the client sent back
-// without its provider state the state kept for it: each tool call's
+// restore gives the assistant turns of req that the client sent back
+// without their provider state the state kept for them: each tool call's
 // metadata, and the turn's reasoning parts when none of the client's
-// carries a signature.
-func (s *turnState) restore(key string, req *provider.Request) {
+// carries a signature. An answer's state is restored once, into the first
+// turn naming one of its calls: a request naming a call in many turns is
+// not amplified. When the state would add more than room bytes, req is
+// left as it was and restore returns how many it would add, and false.
+func (s *turnState) restore(key string, req *provider.Request, room int64) (int64, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.ids) == 0 {
-		return
+		return 0, true
 	}
 	now := s.now()
+	type restoring struct {
+		i     int // the message
+		e     *turnEntry
+		parts []provider.Part
+	}
+	var plan []restoring
+	var added int64
+	done := map[*turnEntry]bool{}
 	for i := range req.Messages {
 		m := &req.Messages[i]
 		if m.Role != provider.RoleAssistant {
 			continue
 		}
 		e := s.entryLocked(key, m, now)
-		if e == nil {
+		if e == nil || done[e] {
 			continue
 		}
+		done[e] = true
 		signed := false
 		for _, p := range m.Parts {
 			if p.Type == provider.PartReasoning && len(p.Meta) > 0 {
@@ -127,6 +139,9 @@ func (s *turnState) restore(key string, req *provider.Request) {
 		parts := make([]provider.Part, 0, len(m.Parts)+len(e.reasoning))
 		if !signed {
 			parts = append(parts, e.reasoning...)
+			for _, p := range e.reasoning {
+				added += int64(len(p.Text) + metaSize(p.Meta))
+			}
 		}
 		for _, p := range m.Parts {
 			switch {
@@ -136,11 +151,19 @@ func (s *turnState) restore(key string, req *provider.Request) {
 				tc := *p.ToolCall
 				tc.Meta = e.calls[tc.ID]
 				p.ToolCall = &tc
+				added += int64(metaSize(tc.Meta))
 			}
 			parts = append(parts, p)
 		}
-		m.Parts = parts
+		plan = append(plan, restoring{i: i, e: e, parts: parts})
 	}
+	if added > room {
+		return added, false
+	}
+	for _, r := range plan {
+		req.Messages[r.i].Parts = r.parts
+	}
+	return added, true
 }
 
 // entryLocked finds the kept state of an assistant turn by its tool calls.
@@ -198,11 +221,13 @@ func keyID(k *Key) string {
 // provider state for the conversation's next turn.
 func (g *Gateway) invoke(ctx context.Context, call orchestrator.Call, key string) (*orchestrator.Outcome, error) {
 	out, err := g.opts.Orchestrator.Invoke(ctx, call)
-	if err == nil {
-		g.turns.keep(key, out.Result)
-		g.rates.used(call.Key, out.Usage)
+	if err != nil {
+		g.rates.settle(call.Key, call.InvocationID, provider.Usage{}, true) // nothing served
+		return out, err
 	}
-	return out, err
+	g.turns.keep(key, out.Result)
+	g.rates.settle(call.Key, call.InvocationID, out.Usage, true)
+	return out, nil
 }
 
 // stream opens call's stream for the client with key; its final answer's
@@ -210,11 +235,15 @@ func (g *Gateway) invoke(ctx context.Context, call orchestrator.Call, key string
 func (g *Gateway) stream(ctx context.Context, call orchestrator.Call, key string) (*keptStream, error) {
 	s, err := g.opts.Orchestrator.Stream(ctx, call)
 	if err != nil {
+		g.rates.settle(call.Key, call.InvocationID, provider.Usage{}, true) // nothing served
 		return nil, err
 	}
 	return &keptStream{Stream: s, keep: func(res *provider.Result) {
 		g.turns.keep(key, res)
-		g.rates.used(call.Key, res.Usage)
+		g.rates.settle(call.Key, call.InvocationID, res.Usage, true)
+	}, end: func() {
+		// A stream that ended before its final answer keeps its estimate.
+		g.rates.settle(call.Key, call.InvocationID, provider.Usage{}, false)
 	}}, nil
 }
 
@@ -222,6 +251,7 @@ func (g *Gateway) stream(ctx context.Context, call orchestrator.Call, key string
 type keptStream struct {
 	*orchestrator.Stream
 	keep func(*provider.Result)
+	end  func()
 }
 
 func (s *keptStream) Recv() (provider.Chunk, error) {
@@ -230,4 +260,9 @@ func (s *keptStream) Recv() (provider.Chunk, error) {
 		s.keep(c.Result)
 	}
 	return c, err
+}
+
+func (s *keptStream) Close() error {
+	s.end()
+	return s.Stream.Close()
 }

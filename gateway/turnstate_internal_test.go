@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,7 @@ func sentBack(id string) *provider.Request {
 
 func restored(s *turnState, key, id string) bool {
 	req := sentBack(id)
-	s.restore(key, req)
+	s.restore(key, req, math.MaxInt64)
 	return len(req.Messages[1].Parts[0].ToolCall.Meta) > 0
 }
 

@@ -32,7 +32,7 @@ func (l *keyLimitFlags) add(fs *pflag.FlagSet, update bool) {
 	fs.StringVar(&l.budget, "budget", "", "what the key's calls may cost per period, in USD (e.g. 5.00)"+none)
 	fs.StringVar(&l.period, "period", "", "the budget's period: day, month (the default) or total")
 	fs.IntVar(&l.rpm, "rpm", 0, "model calls per minute the key may make, in each gateway process (0: no limit)")
-	fs.Int64Var(&l.tpm, "tpm", 0, "tokens (input and output) per minute the key may use, in each gateway process (0: no limit)")
+	fs.Int64Var(&l.tpm, "tpm", 0, "tokens (input and output) per minute the key may use, in each gateway process, a call in flight counting its estimate until its answer says (0: no limit)")
 	fs.StringVar(&l.expires, "expires", "", "when the key stops working: a duration (720h), a date (2027-01-31, at 00:00 UTC) or an RFC 3339 time"+none)
 	fs.StringSliceVar(&l.agents, "agents", nil, "allow the key to call only as these agents (comma-separated), each on its own tier and providers"+none)
 }

@@ -398,7 +398,7 @@ func (e *env) serveKeysCmd() *cobra.Command {
 	}
 	create.Flags().StringVar(&name, "name", "", "a label for the key (who or what uses it)")
 	create.Flags().StringVar(&role, "role", string(gateway.RoleCall), "call: model calls (the /v1/ routes) only; admin: the web console only (provider keys, consent, pause)")
-	create.Flags().StringSliceVar(&models, "models", nil, "allow the key only these model names (comma-separated, as 'GET /v1/models' lists them)")
+	create.Flags().StringSliceVar(&models, "models", nil, "allow the key only these model names (comma-separated, as 'GET /v1/models' lists them), served as each is when sent alone: a persona's line or X-CortexBuild-Agent serving another agent is refused")
 	create.Flags().StringVar(&agent, "agent", "", "bind the key to this agent: its calls are made as it, and no other")
 	create.Flags().StringVar(&task, "task", "", "bind the key to this task: its calls count against it, and no other")
 	create.Flags().BoolVar(&asJSON, "json", false, "print the key and its description as JSON")
