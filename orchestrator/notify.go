@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"time"
 )
 
@@ -63,7 +65,8 @@ type WebhookNotifier struct {
 	Client *http.Client // nil: a client with a 10 s timeout
 }
 
-// Notify posts n; a non-2xx answer is an error.
+// Notify posts n; a non-2xx answer is an error. The error never repeats
+// the URL, whose path often carries the webhook's token.
 func (w WebhookNotifier) Notify(ctx context.Context, n Notification) error {
 	body, err := json.Marshal(n)
 	if err != nil {
@@ -71,7 +74,7 @@ func (w WebhookNotifier) Notify(ctx context.Context, n Notification) error {
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return fmt.Errorf("webhook: %w", withoutURL(err))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	c := w.Client
@@ -80,13 +83,22 @@ func (w WebhookNotifier) Notify(ctx context.Context, n Notification) error {
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return fmt.Errorf("webhook: %w", err)
+		return fmt.Errorf("webhook: %w", withoutURL(err))
 	}
 	resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("webhook: %s answered %s", w.URL, resp.Status)
+		return fmt.Errorf("webhook: %s answered %s", req.URL.Host, resp.Status)
 	}
 	return nil
+}
+
+// withoutURL unwraps a *url.Error, which repeats the URL.
+func withoutURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }
 
 // Notifiers fans a notification out to several sinks; every sink is tried

@@ -395,7 +395,25 @@ func (e *env) engineWith(ctx context.Context, f *config.File, task string, withS
 	if withStore {
 		closer = e.watchAlerts(ctx, o, st, closer)
 	}
-	return o, closer, nil
+	return o, e.drainNotifications(ctx, o, closer), nil
+}
+
+// notifyDrain bounds how long a command that ends waits for the
+// notifications it queued to be sent; what is left is dropped, each with a
+// log line.
+const notifyDrain = 5 * time.Second
+
+// drainNotifications returns a closer that sends what the orchestrator
+// still has queued to notify (within notifyDrain), then runs next.
+func (e *env) drainNotifications(ctx context.Context, o *orchestrator.Orchestrator, next func()) func() {
+	return func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), notifyDrain)
+		defer cancel()
+		if err := o.Drain(dctx); err != nil {
+			fmt.Fprintf(e.stderr, "cortexbuild: notifications not sent within %s were dropped\n", notifyDrain)
+		}
+		next()
+	}
 }
 
 // alertPoll is how often a command that makes calls looks for budget
@@ -477,7 +495,8 @@ func (e *env) buildEngine(f *config.File, st ledger.Store, c *cache.Cache, obs o
 		caching[name] = a.Cache
 	}
 	failsOpen := f.Store.LoopbackFailsOpen == nil || *f.Store.LoopbackFailsOpen
-	sinks := orchestrator.Notifiers{orchestrator.LogNotifier{Logger: slog.New(slog.NewTextHandler(e.stderr, nil))}}
+	logger := slog.New(slog.NewTextHandler(e.stderr, nil))
+	sinks := orchestrator.Notifiers{orchestrator.LogNotifier{Logger: logger}}
 	if u := f.Notifications.WebhookURL; !u.IsZero() {
 		raw, err := u.Resolve(e.lookupEnv)
 		if err != nil {
@@ -500,6 +519,7 @@ func (e *env) buildEngine(f *config.File, st ledger.Store, c *cache.Cache, obs o
 		MaxRetryAfter:   f.Routing.MaxRetryAfter,
 		Gate:            gateCheck{g},
 		Notifier:        sinks,
+		Notify:          orchestrator.NotifySettings{Logger: logger},
 		Observer:        obs,
 		State:           &orchestrator.FileState{Path: filepath.Join(e.stateDir(f), "project-state.json"), Recheck: e.recheck},
 		Ledger:          st,
