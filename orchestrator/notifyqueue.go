@@ -211,5 +211,7 @@ func (q *notifyQueue) dropped(n Notification, reason string) {
 // after their last attempt) or until ctx ends; then those still waiting are
 // dropped, each with a log line, and ctx's error is returned. A command
 // drains before it exits, within a bound, so that what it notified is
-// delivered; notifications made after Drain are queued and sent as before.
+// delivered. Notifications made after a Drain that returned nil are queued
+// and sent as before; after one that ran out of time, those queued before
+// its sender has stopped are dropped too.
 func (o *Orchestrator) Drain(ctx context.Context) error { return o.notes.drain(ctx) }
