@@ -87,9 +87,38 @@ func (w WebhookNotifier) Notify(ctx context.Context, n Notification) error {
 	}
 	resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("webhook: %s answered %s", req.URL.Host, resp.Status)
+		return &webhookStatusError{host: req.URL.Host, status: resp.Status, code: resp.StatusCode}
 	}
 	return nil
+}
+
+// webhookStatusError is a webhook's non-2xx answer.
+type webhookStatusError struct {
+	host, status string
+	code         int
+}
+
+func (e *webhookStatusError) Error() string {
+	return fmt.Sprintf("webhook: %s answered %s", e.host, e.status)
+}
+
+// Permanent reports whether the webhook would answer the same again: a 4xx
+// other than 408 (timeout), 425 (too early) and 429 (too many requests).
+func (e *webhookStatusError) Permanent() bool {
+	switch e.code {
+	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests:
+		return false
+	}
+	return e.code/100 == 4
+}
+
+// permanent reports whether a sink's error says that trying again would
+// fail the same way: the error, or one it wraps, has a Permanent method
+// that says so (a webhook's 4xx, a refusal of the locality gate for want
+// of consent or under local-only).
+func permanent(err error) bool {
+	var p interface{ Permanent() bool }
+	return errors.As(err, &p) && p.Permanent()
 }
 
 // withoutURL unwraps a *url.Error, which repeats the URL.

@@ -16,7 +16,10 @@ type NotifySettings struct {
 	// being sent; one more is dropped, and the drop is logged. Default 256.
 	Queue int
 	// Attempts is how often a sink is tried for one notification before it
-	// is dropped (logged). Default 4.
+	// is dropped (logged). Default 4. A failure that says it is permanent
+	// (a webhook's 4xx other than 408, 425 and 429, a refusal of the
+	// locality gate for want of consent or under local-only) is dropped at
+	// once.
 	Attempts int
 	// Backoff returns the wait before retry n (1-based). Default
 	// DefaultNotifyBackoff.
@@ -154,7 +157,8 @@ func (q *notifyQueue) run(abort context.Context, idle chan struct{}) {
 	}
 }
 
-// send tries the sink up to Attempts times, backing off between tries.
+// send tries the sink up to Attempts times, backing off between tries; a
+// permanent failure is not tried again.
 func (q *notifyQueue) send(abort context.Context, n Notification) {
 	for try := 1; ; try++ {
 		ctx, cancel := context.WithTimeout(abort, q.s.Timeout)
@@ -165,6 +169,9 @@ func (q *notifyQueue) send(abort context.Context, n Notification) {
 			return
 		case abort.Err() != nil:
 			q.dropped(n, "not sent before the process stopped")
+			return
+		case permanent(err):
+			q.dropped(n, fmt.Sprintf("refused, not retried: %v", err))
 			return
 		case try >= q.s.Attempts:
 			q.dropped(n, fmt.Sprintf("failed %d times, last: %v", try, err))
