@@ -264,7 +264,7 @@ func (e *env) openCache(ctx context.Context, f *config.File) (*cache.Cache, erro
 		if err != nil {
 			return nil, withCode(ExitConfig, err)
 		}
-		r, err := cache.OpenRedis(ctx, u, cache.RedisOptions{Dialer: e.gate(f).ServiceDial(svcCache)})
+		r, err := cache.OpenRedis(ctx, u, cache.RedisOptions{Dialer: e.gate(f).ServiceDial(svcCache), Logger: e.logger(f)})
 		if r := refusedAt(f.Cache.URL.Pos(), err); r != nil {
 			return nil, r
 		}
@@ -369,13 +369,10 @@ func (e *env) engineWith(ctx context.Context, f *config.File, task string, withS
 			closer()
 			return nil, func() {}, withCode(ExitFailure, fmt.Errorf("budgets: %w", err))
 		}
-		if c, err = e.openCache(ctx, f); err != nil {
-			closer()
-			return nil, func() {}, err
-		}
 	}
 	// A command that makes calls also gets the logs, traces and metrics
 	// the configuration asks for; they are flushed and stopped with it.
+	// They are opened before the cache, which logs where they do.
 	var obs observe.Observer
 	if withStore {
 		tel, err := e.openTelemetry(ctx, f)
@@ -386,6 +383,10 @@ func (e *env) engineWith(ctx context.Context, f *config.File, task string, withS
 		closeStore := closer
 		closer = func() { closeStore(); tel.close() }
 		obs = tel.observer
+		if c, err = e.openCache(ctx, f); err != nil {
+			closer()
+			return nil, func() {}, err
+		}
 	}
 	o, err := e.buildEngine(f, st, c, obs)
 	if err != nil {
@@ -495,8 +496,7 @@ func (e *env) buildEngine(f *config.File, st ledger.Store, c *cache.Cache, obs o
 		caching[name] = a.Cache
 	}
 	failsOpen := f.Store.LoopbackFailsOpen == nil || *f.Store.LoopbackFailsOpen
-	logger := slog.New(slog.NewTextHandler(e.stderr, nil))
-	sinks := orchestrator.Notifiers{orchestrator.LogNotifier{Logger: logger}}
+	sinks := orchestrator.Notifiers{orchestrator.LogNotifier{Logger: slog.New(slog.NewTextHandler(e.stderr, nil))}}
 	if u := f.Notifications.WebhookURL; !u.IsZero() {
 		raw, err := u.Resolve(e.lookupEnv)
 		if err != nil {
@@ -519,7 +519,7 @@ func (e *env) buildEngine(f *config.File, st ledger.Store, c *cache.Cache, obs o
 		MaxRetryAfter:   f.Routing.MaxRetryAfter,
 		Gate:            gateCheck{g},
 		Notifier:        sinks,
-		Notify:          orchestrator.NotifySettings{Logger: logger},
+		Notify:          orchestrator.NotifySettings{Logger: e.logger(f)},
 		Observer:        obs,
 		State:           &orchestrator.FileState{Path: filepath.Join(e.stateDir(f), "project-state.json"), Recheck: e.recheck},
 		Ledger:          st,
