@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
+	"sync"
 	"time"
 )
 
@@ -28,7 +30,25 @@ type RedisOptions struct {
 	// path) and resolves the name itself. For rediss:// the TLS handshake
 	// runs over its connections. nil: a net.Dialer dials.
 	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Cooldown is how long Redis is skipped after a command fails to get an
+	// answer (a timeout, a refused or broken connection): meanwhile every
+	// lookup is a miss and nothing is stored, without a connection
+	// attempt. Default DefaultRedisCooldown.
+	Cooldown time.Duration
+	// Logger hears, once each time Redis starts being skipped, a warning
+	// saying why and for how long, and when it answers again. Default
+	// slog.Default().
+	Logger *slog.Logger
+	// Now is the clock of the cool-down. Default time.Now.
+	Now func() time.Time
 }
+
+// DefaultRedisCooldown is how long Redis is skipped after a failure.
+const DefaultRedisCooldown = 30 * time.Second
+
+// ErrRedisSkipped is the error of a lookup or a write made while Redis is
+// skipped after a failure ([RedisOptions.Cooldown]).
+var ErrRedisSkipped = errors.New("cache: Redis is skipped after a failure")
 
 // Redis is the shared back end: each entry is a JSON value under
 // Prefix+<key hex>, written with SET … PX ttl so that Redis expires it. It
@@ -36,6 +56,56 @@ type RedisOptions struct {
 type Redis struct {
 	c      *respClient
 	prefix string
+	addr   string
+	brk    redisBreaker
+}
+
+// redisBreaker skips Redis for a cool-down after a command got no answer,
+// so that a hung server costs one timeout per cool-down, not two per call.
+// After the cool-down one command probes it; the others still skip it
+// until that command has its answer.
+type redisBreaker struct {
+	cooldown time.Duration
+	log      *slog.Logger
+	now      func() time.Time
+
+	mu      sync.Mutex
+	until   time.Time // open until then; zero: closed
+	probing bool
+}
+
+// allow reports whether a command may go to Redis now.
+func (b *redisBreaker) allow() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.until.IsZero():
+		return true
+	case b.probing || b.now().Before(b.until):
+		return false
+	}
+	b.probing = true
+	return true
+}
+
+// done records how a command went: failed says it got no answer.
+func (b *redisBreaker) done(failed error, addr string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	wasOpen := !b.until.IsZero()
+	b.probing = false
+	if failed == nil {
+		if wasOpen {
+			b.until = time.Time{}
+			b.log.Info("cache: Redis answers again; the cache is back", "addr", addr)
+		}
+		return
+	}
+	b.until = b.now().Add(b.cooldown)
+	if !wasOpen {
+		b.log.Warn("cache: Redis did not answer; calls go to the providers uncached while it is skipped",
+			"addr", addr, "skipped_for", b.cooldown.String(), "error", failed.Error())
+	}
 }
 
 // OpenRedis connects to the Redis server at rawURL
@@ -62,11 +132,43 @@ func OpenRedis(ctx context.Context, rawURL string, opts RedisOptions) (*Redis, e
 		c.close()
 		return nil, fmt.Errorf("cache: Redis at %s (%s) is unreachable: %w", cfg.addr, shown, err)
 	}
-	r := &Redis{c: c, prefix: opts.Prefix}
+	r := &Redis{c: c, prefix: opts.Prefix, addr: cfg.addr, brk: redisBreaker{cooldown: opts.Cooldown, log: opts.Logger, now: opts.Now}}
 	if r.prefix == "" {
 		r.prefix = DefaultRedisPrefix
 	}
+	if r.brk.cooldown <= 0 {
+		r.brk.cooldown = DefaultRedisCooldown
+	}
+	if r.brk.log == nil {
+		r.brk.log = slog.Default()
+	}
+	if r.brk.now == nil {
+		r.brk.now = time.Now
+	}
 	return r, nil
+}
+
+// do sends one command unless Redis is skipped after a failure. An answer,
+// even an error reply, keeps it in use; no answer (a timeout, a refused or
+// broken connection) skips it for the cool-down. The caller's own
+// cancellation counts for neither.
+func (r *Redis) do(ctx context.Context, args ...any) (any, error) {
+	if !r.brk.allow() {
+		return nil, ErrRedisSkipped
+	}
+	reply, err := r.c.do(ctx, args...)
+	var re redisError
+	switch {
+	case err == nil || errors.Is(err, errNil) || errors.As(err, &re):
+		r.brk.done(nil, r.addr)
+	case ctx.Err() != nil:
+		r.brk.mu.Lock()
+		r.brk.probing = false
+		r.brk.mu.Unlock()
+	default:
+		r.brk.done(err, r.addr)
+	}
+	return reply, err
 }
 
 // Close closes the connections.
@@ -88,7 +190,7 @@ type redisValue struct {
 // an error: never a hit.
 func (r *Redis) Get(ctx context.Context, key Key) (Entry, bool, error) {
 	rk := r.RedisKey(key)
-	reply, err := r.c.do(ctx, "GET", rk)
+	reply, err := r.do(ctx, "GET", rk)
 	if errors.Is(err, errNil) {
 		return Entry{}, false, nil
 	}
@@ -121,7 +223,7 @@ func (r *Redis) Put(ctx context.Context, key Key, e Entry, ttl time.Duration) er
 	}
 	ms := int64((ttl + time.Millisecond - 1) / time.Millisecond)
 	rk := r.RedisKey(key)
-	if _, err := r.c.do(ctx, "SET", rk, b, "PX", ms); err != nil {
+	if _, err := r.do(ctx, "SET", rk, b, "PX", ms); err != nil {
 		return fmt.Errorf("cache: Redis SET %s: %w", rk, err)
 	}
 	return nil

@@ -25,6 +25,9 @@ type respServer struct {
 	mu    sync.Mutex
 	pings int
 	cmds  []string // every command, its words joined by spaces
+	// hang, when set, makes every command but PING go unanswered until
+	// it is closed: a hung server.
+	hang chan struct{}
 }
 
 func (s *respServer) serve() {
@@ -57,6 +60,10 @@ func (s *respServer) conn(c net.Conn) {
 			s.mu.Unlock()
 			io.WriteString(c, "+PONG\r\n")
 		default:
+			if s.hang != nil {
+				<-s.hang
+				return
+			}
 			io.WriteString(c, "+OK\r\n")
 		}
 	}

@@ -41,15 +41,18 @@ type redisConfig struct {
 
 // parseRedisURL reads redis://[user:password@]host[:port][/db][?options],
 // rediss:// (TLS) and unix://[user:password@]/path[?db=n&options]. Options:
-// dial_timeout, read_timeout, write_timeout (durations; the longer of the
-// last two bounds a command), pool_size, skip_verify (rediss), and
+// dial_timeout (default 2 s), read_timeout, write_timeout (durations; the
+// longer of the last two bounds a command, default 1 s), pool_size, skip_verify (rediss), and
 // max_retries, accepted for compatibility (no command is retried).
 func parseRedisURL(raw string) (*redisConfig, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, err
 	}
-	c := &redisConfig{network: "tcp", dialTimeout: 5 * time.Second, ioTimeout: 3 * time.Second, poolSize: 10}
+	// Short: a cache lookup is on every cached call's path, and a Redis
+	// that answers at all answers in milliseconds.
+	c := &redisConfig{network: "tcp", dialTimeout: 2 * time.Second, ioTimeout: time.Second, poolSize: 10}
+	var rw time.Duration // read_timeout and write_timeout, the longer
 	if u.User != nil {
 		c.user = u.User.Username()
 		c.pass, _ = u.User.Password()
@@ -105,7 +108,7 @@ func parseRedisURL(raw string) (*redisConfig, error) {
 			if name == "dial_timeout" {
 				c.dialTimeout = d
 			} else {
-				c.ioTimeout = max(c.ioTimeout, d)
+				rw = max(rw, d)
 			}
 		case "pool_size":
 			if c.poolSize, err = strconv.Atoi(v); err != nil || c.poolSize < 1 {
@@ -126,6 +129,9 @@ func parseRedisURL(raw string) (*redisConfig, error) {
 		default:
 			return nil, fmt.Errorf("unknown option %q", name)
 		}
+	}
+	if rw > 0 {
+		c.ioTimeout = rw
 	}
 	return c, nil
 }

@@ -95,15 +95,24 @@ func TestHugeMaxTokensIsClampedAndPausesNothing(t *testing.T) {
 	if resp, _ := rawPost(t, w, bound, "/v1/messages", `{"model":"claude-sonnet-4-6","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`); resp.Header.Get(gateway.HeaderAdjusted) != "" {
 		t.Errorf("max_tokens 100 reported adjusted: %q", resp.Header.Get(gateway.HeaderAdjusted))
 	}
-	// Negative limits are refused, naming the field, in the caller's shape.
-	for _, c := range []struct{ path, body, field string }{
-		{"/v1/messages", `{"model":"claude-sonnet-4-6","max_tokens":-5,"messages":[{"role":"user","content":"hi"}]}`, "max_tokens"},
-		{"/v1/chat/completions", `{"model":"claude-sonnet-4-6","max_tokens":-5,"messages":[{"role":"user","content":"hi"}]}`, "max_completion_tokens"},
-		{"/v1/responses", `{"model":"claude-sonnet-4-6","max_output_tokens":-5,"input":"hi"}`, "max_output_tokens"},
+	// Negative limits, and 0 (which the OpenAI APIs refuse too; leaving
+	// the field out asks for the model's maximum), are refused, naming the
+	// field given, in the caller's shape.
+	for _, c := range []struct{ path, body, want string }{
+		{"/v1/messages", `{"model":"claude-sonnet-4-6","max_tokens":-5,"messages":[{"role":"user","content":"hi"}]}`, "max_tokens: must not be negative, got -5"},
+		{"/v1/chat/completions", `{"model":"claude-sonnet-4-6","max_tokens":-5,"messages":[{"role":"user","content":"hi"}]}`, "max_tokens: must be at least 1, got -5"},
+		{"/v1/chat/completions", `{"model":"claude-sonnet-4-6","max_tokens":0,"messages":[{"role":"user","content":"hi"}]}`, "max_tokens: must be at least 1, got 0: give the output token limit, or leave max_tokens out for the model's maximum"},
+		{"/v1/chat/completions", `{"model":"claude-sonnet-4-6","max_completion_tokens":0,"messages":[{"role":"user","content":"hi"}]}`, "max_completion_tokens: must be at least 1, got 0"},
+		{"/v1/responses", `{"model":"claude-sonnet-4-6","max_output_tokens":-5,"input":"hi"}`, "max_output_tokens: must be at least 1, got -5"},
+		{"/v1/responses", `{"model":"claude-sonnet-4-6","max_output_tokens":0,"input":"hi"}`, "max_output_tokens: must be at least 1, got 0"},
 	} {
+		before := len(w.anth.Requests())
 		resp, m := rawPost(t, w, bound, c.path, c.body)
-		if msg := jsonString(m, "error", "message"); resp.StatusCode != 400 || !strings.Contains(msg, c.field) || !strings.Contains(msg, "negative") {
-			t.Errorf("%s negative limit: %d %v", c.path, resp.StatusCode, m)
+		if msg := jsonString(m, "error", "message"); resp.StatusCode != 400 || !strings.Contains(msg, c.want) {
+			t.Errorf("%s %s: %d %v; want 400 %q", c.path, c.body, resp.StatusCode, m, c.want)
+		}
+		if n := len(w.anth.Requests()) - before; n != 0 {
+			t.Errorf("%s %s: the refused call reached the provider", c.path, c.body)
 		}
 	}
 }
@@ -195,7 +204,6 @@ func TestOutputLimitFollowsTheProtocol(t *testing.T) {
 	}
 	for _, c := range []struct{ path, body string }{
 		{"/v1/chat/completions", `{"model":"claude-sonnet-4-6","messages":[{"role":"user","content":"hi"}]}`},
-		{"/v1/chat/completions", `{"model":"claude-sonnet-4-6","max_completion_tokens":0,"messages":[{"role":"user","content":"hi"}]}`},
 		{"/v1/responses", `{"model":"claude-sonnet-4-6","input":"hi"}`},
 	} {
 		resp, m := rawPost(t, w, w.key, c.path, c.body)

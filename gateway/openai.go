@@ -58,12 +58,13 @@ func decodeChat(body []byte) (*chatRequest, error) {
 	if err := f.take("max_completion_tokens", &maxCompletion); err != nil {
 		return nil, err
 	}
+	limitField := "max_tokens"
 	if maxCompletion != nil {
-		maxTokens = maxCompletion
+		maxTokens, limitField = maxCompletion, "max_completion_tokens"
 	}
 	if maxTokens != nil {
-		if *maxTokens < 0 {
-			return nil, badField("max_completion_tokens", "must not be negative, got %d", *maxTokens)
+		if err := outputLimit(limitField, *maxTokens); err != nil {
+			return nil, err
 		}
 		cr.req.MaxTokens = *maxTokens
 	}
@@ -839,4 +840,13 @@ func toolDelta(d *provider.ToolCallDelta, args map[int]*strings.Builder) chatToo
 	}
 	b.WriteString(d.Arguments)
 	return tc
+}
+
+// outputLimit refuses an output limit below 1, as the OpenAI APIs do: 0
+// does not mean "no limit" (leaving the field out does).
+func outputLimit(field string, n int) error {
+	if n < 1 {
+		return badField(field, "must be at least 1, got %d: give the output token limit, or leave %s out for the model's maximum", n, field)
+	}
+	return nil
 }

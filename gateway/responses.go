@@ -71,8 +71,8 @@ func decodeResponses(body []byte) (*responsesRequest, error) {
 		return nil, err
 	}
 	if maxTokens != nil {
-		if *maxTokens < 0 {
-			return nil, badField("max_output_tokens", "must not be negative, got %d", *maxTokens)
+		if err := outputLimit("max_output_tokens", *maxTokens); err != nil {
+			return nil, err
 		}
 		rr.req.MaxTokens = *maxTokens
 	}

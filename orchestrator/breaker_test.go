@@ -61,6 +61,7 @@ func breakerOf(t *testing.T, w *world, prov string) orchestrator.BreakerState {
 }
 
 func (w *world) notesOf(event string) []orchestrator.Notification {
+	w.drain()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []orchestrator.Notification

@@ -579,6 +579,7 @@ func TestFaultMatrix(t *testing.T) {
 						got += ", project paused"
 					}
 					var events []string
+					w.drain()
 					for _, n := range w.notes {
 						events = append(events, n.Event)
 					}

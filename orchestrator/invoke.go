@@ -104,8 +104,10 @@ func (o *Orchestrator) onWait(prov string, d time.Duration, why string) {
 	}
 }
 
-func (o *Orchestrator) notify(ctx context.Context, level, event, prov, msg string) {
-	_ = o.s.Notifier.Notify(ctx, Notification{Level: level, Event: event, Project: o.s.Project, Provider: prov, Message: msg, At: o.s.Now()})
+// notify queues a notification: it never waits for a sink (see
+// NotifySettings).
+func (o *Orchestrator) notify(_ context.Context, level, event, prov, msg string) {
+	o.notes.add(Notification{Level: level, Event: event, Project: o.s.Project, Provider: prov, Message: msg, At: o.s.Now()})
 }
 
 // run is the one invocation loop shared by Invoke and Stream.

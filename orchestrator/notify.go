@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"time"
 )
 
@@ -63,7 +65,8 @@ type WebhookNotifier struct {
 	Client *http.Client // nil: a client with a 10 s timeout
 }
 
-// Notify posts n; a non-2xx answer is an error.
+// Notify posts n; a non-2xx answer is an error. The error never repeats
+// the URL, whose path often carries the webhook's token.
 func (w WebhookNotifier) Notify(ctx context.Context, n Notification) error {
 	body, err := json.Marshal(n)
 	if err != nil {
@@ -71,7 +74,7 @@ func (w WebhookNotifier) Notify(ctx context.Context, n Notification) error {
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return fmt.Errorf("webhook: %w", withoutURL(err))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	c := w.Client
@@ -80,13 +83,51 @@ func (w WebhookNotifier) Notify(ctx context.Context, n Notification) error {
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return fmt.Errorf("webhook: %w", err)
+		return fmt.Errorf("webhook: %w", withoutURL(err))
 	}
 	resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("webhook: %s answered %s", w.URL, resp.Status)
+		return &webhookStatusError{host: req.URL.Host, status: resp.Status, code: resp.StatusCode}
 	}
 	return nil
+}
+
+// webhookStatusError is a webhook's non-2xx answer.
+type webhookStatusError struct {
+	host, status string
+	code         int
+}
+
+func (e *webhookStatusError) Error() string {
+	return fmt.Sprintf("webhook: %s answered %s", e.host, e.status)
+}
+
+// Permanent reports whether the webhook would answer the same again: a 4xx
+// other than 408 (timeout), 425 (too early) and 429 (too many requests).
+func (e *webhookStatusError) Permanent() bool {
+	switch e.code {
+	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests:
+		return false
+	}
+	return e.code/100 == 4
+}
+
+// permanent reports whether a sink's error says that trying again would
+// fail the same way: the error, or one it wraps, has a Permanent method
+// that says so (a webhook's 4xx, a refusal of the locality gate for want
+// of consent or under local-only).
+func permanent(err error) bool {
+	var p interface{ Permanent() bool }
+	return errors.As(err, &p) && p.Permanent()
+}
+
+// withoutURL unwraps a *url.Error, which repeats the URL.
+func withoutURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }
 
 // Notifiers fans a notification out to several sinks; every sink is tried

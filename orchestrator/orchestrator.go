@@ -69,8 +69,12 @@ type Settings struct {
 	Gate Gate
 	// Notifier hears about pauses, exhausted quotas, outages and budget
 	// alerts (AnnounceAlerts); nil drops notifications and announces no
-	// alert.
+	// alert. The notifications of calls are queued and sent in the
+	// background (see NotifySettings and Drain): a call never waits for a
+	// sink; each sink of a Notifiers gets a queue of its own.
 	Notifier Notifier
+	// Notify configures the queues of the notifications of calls.
+	Notify NotifySettings
 	// Observer hears about every call, attempt and breaker change (structured
 	// logs, traces, metrics: see package observe); nil observes nothing and
 	// costs nothing.
@@ -133,7 +137,8 @@ type Orchestrator struct {
 	epsMu sync.Mutex                           // serialises updates
 	order []string
 
-	notifies bool // a notifier was given: budget alerts are announced
+	notifies bool         // a notifier was given: budget alerts are announced
+	notes    notifyQueues // the notifications of calls, sent in the background
 
 	mu        sync.Mutex
 	notBefore map[string]rateHold // per-provider rate-limit queue
@@ -193,6 +198,7 @@ func New(s Settings) (*Orchestrator, error) {
 	if o.s.Notifier == nil {
 		o.s.Notifier = discard{}
 	}
+	o.notes = newNotifyQueues(o.s.Notifier, o.s.Notify)
 	if o.s.Location == nil {
 		o.s.Location = time.UTC
 	}

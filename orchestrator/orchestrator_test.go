@@ -42,6 +42,13 @@ func (r recorder) Notify(_ context.Context, n orchestrator.Notification) error {
 	return nil
 }
 
+// drain waits for the notifications queued so far to reach the recorder.
+func (w *world) drain() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	w.o.Drain(ctx)
+}
+
 func newWorld(t *testing.T, mutate func(*orchestrator.Settings)) *world {
 	t.Helper()
 	for _, k := range []string{"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL"} {
@@ -225,6 +232,7 @@ func TestFailureTable(t *testing.T) {
 				if err == nil || !errors.Is(err, provider.KindQuotaExhausted) || len(err.Attempts) != 1 {
 					t.Fatalf("err = %v", err)
 				}
+				w.drain()
 				if len(w.notes) != 1 || w.notes[0].Event != "quota_exhausted" {
 					t.Errorf("notes = %+v", w.notes)
 				}
@@ -247,6 +255,7 @@ func TestFailureTable(t *testing.T) {
 				if _, paused, _ := w.state.Paused(context.Background()); !paused {
 					t.Fatal("project not paused")
 				}
+				w.drain()
 				if len(w.notes) != 1 || w.notes[0].Event != "project_paused" {
 					t.Errorf("notes = %+v", w.notes)
 				}
@@ -334,6 +343,7 @@ func TestNetworkFailures(t *testing.T) {
 		if as := out.Attempts; len(as) != 3 || as[0].Outcome != "network" || as[1].Outcome != "network" || as[2].Provider != "openai" {
 			t.Errorf("attempts = %s", path(as))
 		}
+		w.drain()
 		if len(w.notes) != 1 || w.notes[0].Event != "provider_unreachable" {
 			t.Errorf("notes = %+v", w.notes)
 		}

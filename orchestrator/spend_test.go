@@ -216,6 +216,7 @@ func TestOverBillingIsRecordedAndReported(t *testing.T) {
 	if b, _ := st.Budget(ctx, ledger.TaskScope("over")); b.Spent != cost {
 		t.Errorf("task spent $%s, want the full cost $%s", b.Spent, cost)
 	}
+	w.drain()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var found bool

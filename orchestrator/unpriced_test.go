@@ -103,6 +103,7 @@ func TestUnpricedAnswerIsChargedTheReservation(t *testing.T) {
 		if len(rows) != 2 || rows[0].Unpriced || !rows[1].Unpriced || rows[1].Cost != estimate || rep.Total.Unpriced != 1 || b.Spent != estimate || b.Held != 0 {
 			t.Errorf("stream %v: rows %+v, spend %+v, task %+v", stream, rows, rep.Total, b)
 		}
+		w.drain()
 		w.mu.Lock()
 		var said bool
 		for _, n := range w.notes {

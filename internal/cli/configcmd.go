@@ -1,13 +1,18 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
 
 	"github.com/cortexbuild/cortexbuild/config"
 	"github.com/cortexbuild/cortexbuild/internal/yamlx"
+	"github.com/cortexbuild/cortexbuild/orchestrator/locality"
 )
 
 func (e *env) configCmd() *cobra.Command {
@@ -76,6 +81,13 @@ It exits 3 when the file is invalid.`,
 						err = withCode(ExitConfig, all.Err())
 					}
 				}
+				if les := e.serviceLocality(cmd.Context(), f, skipEnv); len(les) > 0 {
+					var es yamlx.Errors
+					if errors.As(err, &es) {
+						les = append(es, les...)
+					}
+					err = withCode(ExitConfig, les.Err())
+				}
 			}
 			if err != nil {
 				var es yamlx.Errors
@@ -131,4 +143,61 @@ func (e *env) configSchemaCmd() *cobra.Command {
 			return err
 		},
 	}
+}
+
+// serviceLocality decides, as serve does when it starts, whether each
+// service the configuration connects to may be reached under
+// locality.mode: the notification webhook, the Redis cache and the
+// PostgreSQL store (the trace exporter is checked by the configuration's
+// own validation). Each refusal is an error at the key's file:line:column.
+// A value read from a variable that is not set is not known and not
+// checked; skipEnv checks literal values only.
+func (e *env) serviceLocality(ctx context.Context, f *config.File, skipEnv bool) yamlx.Errors {
+	if f.Locality.Mode != config.LocalityLocalOnly {
+		return nil
+	}
+	g := e.gate(f)
+	var errs yamlx.Errors
+	check := func(svc locality.Service, s config.Secret, hosts func(raw string) []string) {
+		if s.IsZero() || (skipEnv && s.EnvVar() != "") {
+			return
+		}
+		raw, err := s.Resolve(e.lookupEnv)
+		if err != nil {
+			return
+		}
+		for _, h := range hosts(raw) {
+			if _, err := g.CheckService(ctx, svc, h); err != nil {
+				errs = append(errs, s.Pos().Errorf("%v", err))
+				return
+			}
+		}
+	}
+	urlHost := func(raw string) []string {
+		u, err := url.Parse(raw)
+		if err != nil || u.Hostname() == "" || u.Scheme == "unix" {
+			return nil // a malformed URL is reported where it is used; a socket is local
+		}
+		return []string{u.Hostname()}
+	}
+	check(svcWebhook, f.Notifications.WebhookURL, urlHost)
+	if f.Cache.Backend == config.CacheRedis {
+		check(svcCache, f.Cache.URL, urlHost)
+	}
+	if f.Store.Backend == config.StorePostgres {
+		check(svcStore, f.Store.DSN, func(raw string) []string {
+			c, err := pgconn.ParseConfig(raw)
+			if err != nil {
+				return nil
+			}
+			var hosts []string
+			for _, h := range append([]*pgconn.FallbackConfig{{Host: c.Host}}, c.Fallbacks...) {
+				if !strings.HasPrefix(h.Host, "/") { // a unix socket's directory is local
+					hosts = append(hosts, h.Host)
+				}
+			}
+			return hosts
+		})
+	}
+	return errs
 }

@@ -264,7 +264,7 @@ func (e *env) openCache(ctx context.Context, f *config.File) (*cache.Cache, erro
 		if err != nil {
 			return nil, withCode(ExitConfig, err)
 		}
-		r, err := cache.OpenRedis(ctx, u, cache.RedisOptions{Dialer: e.gate(f).ServiceDial(svcCache)})
+		r, err := cache.OpenRedis(ctx, u, cache.RedisOptions{Dialer: e.gate(f).ServiceDial(svcCache), Logger: e.logger(f)})
 		if r := refusedAt(f.Cache.URL.Pos(), err); r != nil {
 			return nil, r
 		}
@@ -369,13 +369,10 @@ func (e *env) engineWith(ctx context.Context, f *config.File, task string, withS
 			closer()
 			return nil, func() {}, withCode(ExitFailure, fmt.Errorf("budgets: %w", err))
 		}
-		if c, err = e.openCache(ctx, f); err != nil {
-			closer()
-			return nil, func() {}, err
-		}
 	}
 	// A command that makes calls also gets the logs, traces and metrics
 	// the configuration asks for; they are flushed and stopped with it.
+	// They are opened before the cache, which logs where they do.
 	var obs observe.Observer
 	if withStore {
 		tel, err := e.openTelemetry(ctx, f)
@@ -386,6 +383,10 @@ func (e *env) engineWith(ctx context.Context, f *config.File, task string, withS
 		closeStore := closer
 		closer = func() { closeStore(); tel.close() }
 		obs = tel.observer
+		if c, err = e.openCache(ctx, f); err != nil {
+			closer()
+			return nil, func() {}, err
+		}
 	}
 	o, err := e.buildEngine(f, st, c, obs)
 	if err != nil {
@@ -395,7 +396,25 @@ func (e *env) engineWith(ctx context.Context, f *config.File, task string, withS
 	if withStore {
 		closer = e.watchAlerts(ctx, o, st, closer)
 	}
-	return o, closer, nil
+	return o, e.drainNotifications(ctx, o, closer), nil
+}
+
+// notifyDrain bounds how long a command that ends waits for the
+// notifications it queued to be sent; what is left is dropped, each with a
+// log line.
+const notifyDrain = 5 * time.Second
+
+// drainNotifications returns a closer that sends what the orchestrator
+// still has queued to notify (within notifyDrain), then runs next.
+func (e *env) drainNotifications(ctx context.Context, o *orchestrator.Orchestrator, next func()) func() {
+	return func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), notifyDrain)
+		defer cancel()
+		if err := o.Drain(dctx); err != nil {
+			fmt.Fprintf(e.stderr, "cortexbuild: notifications not sent within %s were dropped\n", notifyDrain)
+		}
+		next()
+	}
 }
 
 // alertPoll is how often a command that makes calls looks for budget
@@ -500,6 +519,7 @@ func (e *env) buildEngine(f *config.File, st ledger.Store, c *cache.Cache, obs o
 		MaxRetryAfter:   f.Routing.MaxRetryAfter,
 		Gate:            gateCheck{g},
 		Notifier:        sinks,
+		Notify:          orchestrator.NotifySettings{Logger: e.logger(f)},
 		Observer:        obs,
 		State:           &orchestrator.FileState{Path: filepath.Join(e.stateDir(f), "project-state.json"), Recheck: e.recheck},
 		Ledger:          st,

@@ -144,14 +144,17 @@ func TestDemoRunsOffline(t *testing.T) {
 	}
 }
 
-// --max-tokens: a negative value is a usage error naming the flag, before
-// anything is sent; one above the model's output limit is clamped to it,
-// said so, priced at it and sent as it.
+// --max-tokens: 0 or a negative value is a usage error naming the flag
+// and what to give, before anything is sent (leaving the flag out is what
+// asks for the agent's limit); one above the model's output limit is
+// clamped to it, said so, priced at it and sent as it.
 func TestInvokeMaxTokensFlag(t *testing.T) {
 	dir, srv := fakeProject(t, true)
-	code, _, errs := run(t, dir, keyEnv, "invoke", "--max-tokens", "-5", "hi")
-	if code != ExitUsage || !strings.Contains(errs, "--max-tokens must not be negative, got -5") || len(srv.Requests()) != 0 {
-		t.Fatalf("--max-tokens -5 = %d %q, %d requests", code, errs, len(srv.Requests()))
+	for _, n := range []string{"-5", "0"} {
+		code, _, errs := run(t, dir, keyEnv, "invoke", "--max-tokens", n, "hi")
+		if want := "--max-tokens must be at least 1, got " + n + ": give the output token limit, or leave the flag out for the agent's"; code != ExitUsage || !strings.Contains(errs, want) || len(srv.Requests()) != 0 {
+			t.Fatalf("--max-tokens %s = %d %q, %d requests; want exit 2 saying %q", n, code, errs, len(srv.Requests()), want)
+		}
 	}
 	srv.Enqueue(anthropicfake.TextReply("clamped"))
 	code, out, errs := run(t, dir, keyEnv, "invoke", "--agent", "builder", "--max-tokens", "99999999999", "hi")

@@ -48,8 +48,8 @@ every attempt. The prompt comes from the argument or, when absent, standard inpu
 			if prompt == "" {
 				return withCode(ExitUsage, errors.New("no prompt: pass it as an argument or on standard input"))
 			}
-			if maxTokens < 0 {
-				return withCode(ExitUsage, fmt.Errorf("--max-tokens must not be negative, got %d: give the output token limit, or leave it out for the agent's", maxTokens))
+			if cmd.Flags().Changed("max-tokens") && maxTokens < 1 {
+				return withCode(ExitUsage, fmt.Errorf("--max-tokens must be at least 1, got %d: give the output token limit, or leave the flag out for the agent's", maxTokens))
 			}
 			if err := checkAgent(f, "--agent", agent); err != nil {
 				return err

@@ -85,11 +85,12 @@ released and their attempts recorded. See docs/gateway.md.`,
 	return cmd
 }
 
-// serveLogger is where the gateway writes its own lines (a line per
-// request at debug, refusals at info, failures at warn): with
-// observability.logs set, at its level and format, beside the invocation
-// lines (stderr or logs.file); else at info as text on stderr.
-func (e *env) serveLogger(f *config.File) *slog.Logger {
+// logger is where the process writes its own lines (the gateway's: a line
+// per request at debug, refusals at info, failures at warn; dropped
+// notifications; the cache's Redis warnings): with observability.logs set
+// and opened, at its level and format, beside the invocation lines
+// (stderr or logs.file); else at info as text on stderr.
+func (e *env) logger(f *config.File) *slog.Logger {
 	if l := f.Observability.Logs; l.Level != "" && e.logOut != nil {
 		return slog.New(logHandler(e.logOut, l.Format, l.Level))
 	}
@@ -155,7 +156,7 @@ func (e *env) serve(parent context.Context, f *config.File, listen string, noAut
 		StrictParams:      f.Gateway.StrictParams,
 		CountTokens:       tokenCounter(f, cat),
 		Prepare:           taskBudgets(budgets, f),
-		Logger:            e.serveLogger(f),
+		Logger:            e.logger(f),
 	}
 	if !noAuth {
 		opts.Keys = keys

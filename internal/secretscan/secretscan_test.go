@@ -491,6 +491,13 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 		}
 		return nil
 	})
+	// Notifications are sent in the background: every one is in the logs
+	// and at the webhook once drained.
+	for _, o := range orchs {
+		if err := o.Drain(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 	out.add("logs", logs.String())
 	for _, s := range spans.Ended() {
 		out.add("traces", s.Name(), s.Status().Description)

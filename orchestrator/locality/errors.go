@@ -141,6 +141,18 @@ func (e *Error) Error() string {
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
 
+// Permanent reports whether trying again would be refused the same way
+// until the configuration or the consents change: no consent, local-only,
+// a redirect off the machine. A name that did not resolve or a consent
+// store that could not be read may clear by itself.
+func (e *Error) Permanent() bool {
+	switch e.Reason {
+	case ReasonNoConsent, ReasonLocalOnly, ReasonRedirect:
+		return true
+	}
+	return false
+}
+
 // Is makes errors.Is(err, ErrRefused) true, and errors.Is(err, r) for the
 // error's Reason r.
 func (e *Error) Is(target error) bool {
