@@ -113,6 +113,9 @@ type Provider struct {
 	// Capabilities the endpoint's models have beyond what the adapter and
 	// the price catalog know (a local vision or long-context model).
 	Capabilities []provider.Capability `yaml:"capabilities" desc:"Extra capabilities of this endpoint's models, e.g. [vision, long_context_200k] for a local model the price catalog does not describe."`
+	// AllowImageURLs lets image URLs go to a server that fetches them
+	// itself (Ollama, vLLM, LM Studio, a proxy).
+	AllowImageURLs bool `yaml:"allow_image_urls" desc:"Send images given by URL to this endpoint although it is not Anthropic's or OpenAI's own API: the server fetches each URL itself, from its network. Default false: such a call goes to another provider or is refused. Never under locality.mode: local-only."`
 }
 
 // Routing holds provider preference and failover settings.

@@ -131,6 +131,8 @@ func (c gateCheck) Check(ctx context.Context, prov, baseURL string) error {
 	return err
 }
 
+func (c gateCheck) CheckImageURLs() error { return c.g.CheckImageURLs() }
+
 // openLedger opens the project's store: SQLite under .cortexbuild/ by
 // default, PostgreSQL when configured.
 func (e *env) openLedger(ctx context.Context, f *config.File) (ledger.Store, error) {
@@ -539,7 +541,7 @@ func (e *env) buildEndpoint(f *config.File, name string, cat provider.Pricer, g 
 	if err != nil {
 		return orchestrator.Endpoint{}, credentialSum{}, fmt.Errorf("providers.%s: %w", name, err)
 	}
-	return orchestrator.Endpoint{Name: name, Adapter: a}, sumCredentials(s.Credentials), nil
+	return orchestrator.Endpoint{Name: name, Adapter: a, AllowImageURLs: p.AllowImageURLs}, sumCredentials(s.Credentials), nil
 }
 
 // renderedModeHelp explains why invoke refuses outside orchestration mode.
