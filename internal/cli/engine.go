@@ -233,7 +233,7 @@ func (e *env) openLedger(ctx context.Context, f *config.File) (ledger.Store, err
 // replay applies the journals killed processes left, and says on stderr
 // where the records it could not apply are kept.
 func (e *env) replay(ctx context.Context, st ledger.Store, f *config.File) error {
-	rep, err := ledger.ReplayJournals(ctx, st, e.journalDir(f))
+	rep, err := ledger.ReplayJournals(ctx, st, e.journalDir(f), e.replayOptions(f)...)
 	for _, k := range rep.KeptAside {
 		fmt.Fprintln(e.stderr, "cortexbuild:", k)
 	}
@@ -273,6 +273,9 @@ func (e *env) openFastLedger(ctx context.Context, f *config.File) (ledger.Store,
 	opts := []ledger.FastOption{ledger.FastOnError(func(err error) { fmt.Fprintln(e.stderr, "cortexbuild:", err) })}
 	if f.Store.JournalSync {
 		opts = append(opts, ledger.FastSync())
+	}
+	if p := e.rowPricer(f); p != nil {
+		opts = append(opts, ledger.FastPrices(p))
 	}
 	opts = append(opts, e.fastOpts...)
 	fast, err := ledger.NewFast(ctx, st, e.journalDir(f), opts...)
