@@ -42,7 +42,7 @@ type File struct {
 	permKnown bool
 
 	Version       int                  `yaml:"version" desc:"Format version of this file. Only 1 exists; 0 or absent means 1."`
-	Project       string               `yaml:"project" desc:"The project's id: what its budgets, spend, tasks, cache entries and gateway keys belong to, so that projects sharing a PostgreSQL ledger or a Redis cache stay apart. 1 to 100 lower-case letters, digits, '.', '_' and '-', starting with a letter or digit. Default: the project directory's name and a hash of its absolute, symlink-resolved path (e.g. my-service-3f9a1c2e)."`
+	Project       string               `yaml:"project" desc:"The project's id: what its budgets, spend, tasks, cache entries and gateway keys belong to, so that projects sharing a PostgreSQL ledger or a Redis cache stay apart. 1 to 100 lower-case letters, digits, '.', '_' and '-', starting with a letter or digit. Default: an id kept in .cortexbuild/project-id, written on first use: the project directory's name and 8 random hex digits (e.g. my-service-3f9a1c2e), or, for a project that already has a ledger, keys or a journal, the id older versions derived from its path. Required by serve with store.backend postgres or cache.backend redis."`
 	Orchestration *bool                `yaml:"orchestration" desc:"Turn on CortexBuild's own orchestration engine (calls providers directly). Default false: rendered mode, where host tools run the models. CORTEXBUILD_LLM=1 also turns it on."`
 	Providers     map[string]*Provider `yaml:"providers" desc:"Provider endpoints by instance name (used in routing and agent preferences)."`
 	Routing       Routing              `yaml:"routing" desc:"Provider preference and failover settings."`
@@ -113,6 +113,9 @@ type Provider struct {
 	// Capabilities the endpoint's models have beyond what the adapter and
 	// the price catalog know (a local vision or long-context model).
 	Capabilities []provider.Capability `yaml:"capabilities" desc:"Extra capabilities of this endpoint's models, e.g. [vision, long_context_200k] for a local model the price catalog does not describe."`
+	// AllowImageURLs lets image URLs go to a server that fetches them
+	// itself (Ollama, vLLM, LM Studio, a proxy).
+	AllowImageURLs bool `yaml:"allow_image_urls" desc:"Send images given by URL to this endpoint although it is not Anthropic's or OpenAI's own API: the server fetches each URL itself, from its network. Default false: such a call goes to another provider or is refused. Never under locality.mode: local-only."`
 }
 
 // Routing holds provider preference and failover settings.

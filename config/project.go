@@ -1,14 +1,36 @@
 package config
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"path/filepath"
+	"regexp"
 	"strings"
 )
 
 // projectPattern is the format of a project id (see ledger.ValidProject).
 const projectPattern = `^[a-z0-9][a-z0-9._-]{0,99}$`
+
+var projectRe = regexp.MustCompile(projectPattern)
+
+// ValidProjectID reports whether id is a well-formed project id.
+func ValidProjectID(id string) bool { return projectRe.MatchString(id) }
+
+// ProjectIDFile is the file in a project's state directory (.cortexbuild/)
+// that keeps the id of a project whose configuration sets no project:,
+// written on first use so that the id never changes afterwards.
+const ProjectIDFile = "project-id"
+
+// NewProjectID returns a fresh id for a project rooted at root: the
+// directory's name made readable (as [DeriveProjectID]) and 8 random hex
+// digits, so that two projects at the same path on two machines (every
+// container's /data) get different ids.
+func NewProjectID(root string) string {
+	b := make([]byte, 4)
+	rand.Read(b) // never fails (crypto/rand)
+	return projectSlug(filepath.Base(root)) + "-" + hex.EncodeToString(b)
+}
 
 // ProjectID returns the project's id: the project: key when set, else one
 // derived from root, the project root (see [DeriveProjectID]).

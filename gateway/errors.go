@@ -216,6 +216,8 @@ func classify(ctx context.Context, err error) *failure {
 		return &failure{class: classPermission, msg: msg, code: "locality_refused"}
 	case errors.Is(err, orchestrator.ErrNoIndependentModel):
 		return &failure{class: classPermission, msg: msg, code: "critic_gate"}
+	case errors.Is(err, orchestrator.ErrImageURL):
+		return &failure{class: classBadRequest, msg: msg, code: "image_url_refused"}
 	case errors.Is(err, orchestrator.ErrNoCandidate):
 		return &failure{class: classUnavailable, msg: msg, code: "no_provider", retry: no}
 	}

@@ -84,8 +84,10 @@ func newWorld(t testing.TB, opts ...func(*setup)) *world {
 		t.Fatal(err)
 	}
 	s := orchestrator.Settings{
-		Project:       "demo",
-		Endpoints:     []orchestrator.Endpoint{{Name: "claude", Adapter: a}, {Name: "gpt", Adapter: o}},
+		Project: "demo",
+		// The fakes stand for Anthropic's and OpenAI's own APIs, which fetch
+		// image URLs on their side; the adapters see loopback base URLs.
+		Endpoints:     []orchestrator.Endpoint{{Name: "claude", Adapter: a, AllowImageURLs: true}, {Name: "gpt", Adapter: o, AllowImageURLs: true}},
 		Preference:    su.preference,
 		MaxRetryAfter: 5 * time.Second,
 		Sleep:         func(ctx context.Context, _ time.Duration) error { return ctx.Err() },

@@ -139,6 +139,19 @@ type fastOptions struct {
 	onErr   func(error)
 	now     func() time.Time
 	after   func(time.Duration, func()) func() bool
+	price   RowPricer
+}
+
+// FastPrices checks the settlements of the journals it replays against
+// price (see [ReplayPrices]).
+func FastPrices(price RowPricer) FastOption { return func(o *fastOptions) { o.price = price } }
+
+// replayOptions are the options of the journals' replays.
+func (o *fastOptions) replayOptions() []ReplayOption {
+	if o.price == nil {
+		return nil
+	}
+	return []ReplayOption{ReplayPrices(o.price)}
 }
 
 // FastLeaseWindow sets how long a lease admits calls (default 2 s).
@@ -198,7 +211,7 @@ func NewFast(ctx context.Context, st Store, dir string, opts ...FastOption) (*Fa
 	if o.factor < 1 || o.window <= 0 {
 		return nil, fmt.Errorf("%w: lease factor and window must be positive", ErrInvalid)
 	}
-	rep, err := ReplayJournals(ctx, st, dir)
+	rep, err := ReplayJournals(ctx, st, dir, o.replayOptions()...)
 	if err != nil {
 		return nil, fmt.Errorf("replaying the journals of %s: %w", dir, err)
 	}
@@ -1055,7 +1068,7 @@ func (f *Fast) scanOrphans(ctx context.Context) {
 	}
 	f.lastScan = now
 	f.mu.Unlock()
-	rep, err := ReplayJournals(ctx, f.Store, f.dir)
+	rep, err := ReplayJournals(ctx, f.Store, f.dir, f.o.replayOptions()...)
 	for _, k := range rep.KeptAside {
 		f.onErr(k)
 	}

@@ -251,7 +251,11 @@ type KeptAside struct {
 	Path    string // the file now holding their bytes, as they were
 	Records int    // how many records
 	Torn    bool   // only a torn last record
-	Reason  string // the first record's problem, with its line
+	// Repriced: settlements whose cost was below the price of their
+	// usage (see [ReplayPrices]), applied at that price; the file holds
+	// the lines as they were found.
+	Repriced bool
+	Reason   string // the first record's problem, with its line
 }
 
 // Error describes k for the operator: where the bytes are and what to do.
@@ -260,14 +264,33 @@ func (k KeptAside) Error() string {
 	if k.Torn {
 		what = "a torn last record (its process died or the disk filled while writing it: the call was never told it was recorded)"
 	}
+	if k.Repriced {
+		return fmt.Sprintf("ledger journal %s: %d settlement(s) cost less than their usage (%s): applied at the usage's price; the lines as found are kept in %s: find out what changed the journal, then remove the file", k.Journal, k.Records, k.Reason, k.Path)
+	}
 	return fmt.Sprintf("ledger journal %s: %s not applied; the bytes are kept in %s: compare them with 'cortexbuild spend' and remove the file once accounted for", k.Journal, what, k.Path)
 }
 
 // Kept-aside files are named <journal>.<KeptAsideTorn or KeptAsideCorrupt>-<UTC time>.
 const (
-	KeptAsideTorn    = "torn"
-	KeptAsideCorrupt = "corrupt"
+	KeptAsideTorn     = "torn"
+	KeptAsideCorrupt  = "corrupt"
+	KeptAsideRepriced = "repriced"
 )
+
+// ReplayOption configures [ReplayJournals].
+type ReplayOption func(*replayOptions)
+
+type replayOptions struct{ price RowPricer }
+
+// ReplayPrices checks every replayed settlement against price: a row that
+// costs less than its usage, or a settlement that costs less than its rows,
+// was changed after it was written (the journal is a plain file). It is
+// applied with those figures raised to the price, so that the budgets are
+// charged at least what the provider bills, and its line, as found, is kept
+// aside in <journal>.repriced-<time> (a [KeptAside] with Repriced set).
+func ReplayPrices(price RowPricer) ReplayOption {
+	return func(o *replayOptions) { o.price = price }
+}
 
 // ReplayReport is what [ReplayJournals] did.
 type ReplayReport struct {
@@ -280,8 +303,8 @@ type ReplayReport struct {
 // after every journal was replayed. A torn last record, what a process
 // killed while writing leaves, is kept aside too but is no error here:
 // its call was never acknowledged.
-func Replay(ctx context.Context, st Store, dir string) (int, error) {
-	rep, err := ReplayJournals(ctx, st, dir)
+func Replay(ctx context.Context, st Store, dir string, opts ...ReplayOption) (int, error) {
+	rep, err := ReplayJournals(ctx, st, dir, opts...)
 	errs := []error{err}
 	for _, k := range rep.KeptAside {
 		if !k.Torn {
@@ -298,7 +321,11 @@ func Replay(ctx context.Context, st Store, dir string) (int, error) {
 // (see [KeptAside]) and the others are applied. A journal is deleted once
 // applied (its bad records kept aside first); one that cannot be applied
 // (the store is down) is left for the next try.
-func ReplayJournals(ctx context.Context, st Store, dir string) (ReplayReport, error) {
+func ReplayJournals(ctx context.Context, st Store, dir string, opts ...ReplayOption) (ReplayReport, error) {
+	var o replayOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	var rep ReplayReport
 	paths, err := filepath.Glob(filepath.Join(dir, "*"+journalSuffix))
 	if err != nil {
@@ -307,7 +334,7 @@ func ReplayJournals(ctx context.Context, st Store, dir string) (ReplayReport, er
 	sort.Strings(paths)
 	var errs []error
 	for _, p := range paths {
-		n, kept, err := replayFile(ctx, st, p)
+		n, kept, err := replayFile(ctx, st, p, o.price)
 		rep.Applied += n
 		rep.KeptAside = append(rep.KeptAside, kept...)
 		if err != nil {
@@ -319,14 +346,15 @@ func ReplayJournals(ctx context.Context, st Store, dir string) (ReplayReport, er
 
 // badRecord is a journal line that cannot be replayed.
 type badRecord struct {
-	line   int
-	bytes  []byte // the line as it was, with its newline if it had one
-	torn   bool
-	reason string
+	line     int
+	bytes    []byte // the line as it was, with its newline if it had one
+	torn     bool
+	repriced bool // applied at the price of its usage (ReplayPrices)
+	reason   string
 }
 
 // replayFile replays one journal file if its process is gone.
-func replayFile(ctx context.Context, st Store, path string) (int, []KeptAside, error) {
+func replayFile(ctx context.Context, st Store, path string, price RowPricer) (int, []KeptAside, error) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -399,8 +427,15 @@ func replayFile(ctx context.Context, st Store, path string) (int, []KeptAside, e
 				keep("settle record without a settlement")
 				continue
 			}
+			set := r.Settle.settlement()
+			if price != nil {
+				if fixed, why := reprice(set, price); why != "" {
+					set = fixed
+					bad = append(bad, badRecord{line: line, bytes: raw, repriced: true, reason: fmt.Sprintf("line %d: %s", line, why)})
+				}
+			}
 			if batched {
-				sets, keeps, where = append(sets, r.Settle.settlement()), append(keeps, keep), append(where, line)
+				sets, keeps, where = append(sets, set), append(keeps, keep), append(where, line)
 				if len(sets) == maxApplyBatch {
 					if err := flush(); err != nil {
 						return applied, nil, err
@@ -408,7 +443,7 @@ func replayFile(ctx context.Context, st Store, path string) (int, []KeptAside, e
 				}
 				continue
 			}
-			err := st.Settle(ctx, r.Settle.settlement())
+			err := st.Settle(ctx, set)
 			switch {
 			case err == nil:
 				applied++
@@ -447,14 +482,16 @@ func replayFile(ctx context.Context, st Store, path string) (int, []KeptAside, e
 
 // keepAside writes the bytes of the bad records of the journal at path to
 // new files beside it: a torn last record to <path>.torn-<time>, the
+// settlements applied at their usage's price to <path>.repriced-<time>, the
 // others to <path>.corrupt-<time>.
 func keepAside(path string, bad []badRecord) ([]KeptAside, error) {
 	var out []KeptAside
-	for _, torn := range []bool{false, true} {
-		k := KeptAside{Journal: path, Torn: torn}
+	for _, kind := range []string{KeptAsideCorrupt, KeptAsideTorn, KeptAsideRepriced} {
+		torn, repriced := kind == KeptAsideTorn, kind == KeptAsideRepriced
+		k := KeptAside{Journal: path, Torn: torn, Repriced: repriced}
 		var data []byte
 		for _, b := range bad {
-			if b.torn == torn {
+			if b.repriced == repriced && (repriced || b.torn == torn) {
 				if k.Records == 0 {
 					k.Reason = b.reason
 				}
@@ -464,10 +501,6 @@ func keepAside(path string, bad []badRecord) ([]KeptAside, error) {
 		}
 		if k.Records == 0 {
 			continue
-		}
-		kind := KeptAsideCorrupt
-		if torn {
-			kind = KeptAsideTorn
 		}
 		p, err := writeNew(path+"."+kind+"-"+time.Now().UTC().Format("20060102T150405.000000000Z"), data)
 		if err != nil {

@@ -117,6 +117,11 @@ func (o *Orchestrator) run(ctx context.Context, c Call, attempt try) (any, []Att
 	} else if paused {
 		return nil, nil, Trace{}, &Error{Err: fmt.Errorf("%w: %s", ErrPaused, reason), Summary: "refused: run 'cortexbuild project resume' once the cause is fixed"}
 	}
+	if g, ok := o.s.Gate.(ImageURLGate); ok && c.Request.HasImageURL() {
+		if err := g.CheckImageURLs(); err != nil {
+			return nil, nil, Trace{}, &Error{Err: err}
+		}
+	}
 	if c.Request.MaxTokens == 0 {
 		c.Request.MaxTokens = o.s.Agents[c.Agent].MaxTokens
 	}
@@ -365,6 +370,9 @@ func (o *Orchestrator) noCandidate(t Trace) error {
 		if !has {
 			return &Error{Err: provider.ErrCapabilityMissing("", "", c), Summary: "no configured provider or model has " + string(c), Trace: t}
 		}
+	}
+	if slices.ContainsFunc(t.Candidates, func(c Candidate) bool { return c.imageURL }) {
+		return &Error{Err: ErrImageURL, Summary: "an image is given by URL, and no provider that could serve the call fetches image URLs on its own side; send the image inline (base64 data), or set providers.<name>.allow_image_urls: true for a server that may fetch URLs itself:\n" + t.String(), Trace: t}
 	}
 	if err := o.circuitsOpen(t); err != nil {
 		return err

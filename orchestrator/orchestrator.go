@@ -25,6 +25,13 @@ type Gate interface {
 	Check(ctx context.Context, provider, baseURL string) error
 }
 
+// ImageURLGate is a Gate that may refuse every image URL of a project, as
+// the locality gate does in local-only mode: the server sent one fetches it
+// from wherever it runs. A refusal is returned as the call's error.
+type ImageURLGate interface {
+	CheckImageURLs() error
+}
+
 // Settings configure an Orchestrator. The zero value of each field is the
 // default named in its comment.
 type Settings struct {
@@ -396,6 +403,10 @@ var ErrPaused = errors.New("the project is paused")
 
 // ErrNoCandidate is wrapped when no configured provider can serve a call.
 var ErrNoCandidate = errors.New("no provider can serve this call")
+
+// ErrImageURL is wrapped when a call gives an image by URL and no provider
+// that could serve it may be sent one (see Endpoint.AllowImageURLs).
+var ErrImageURL = errors.New("no provider may be sent an image by URL")
 
 // MarshalJSON writes the result's fields with attempts and route added
 // (the embedded Result's own MarshalJSON would otherwise hide them).

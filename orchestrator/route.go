@@ -17,6 +17,22 @@ type Endpoint struct {
 	// credential that is not set); it has no Adapter, and routing drops it
 	// with this reason so calls go to the others.
 	Unavailable string
+	// AllowImageURLs lets a call that gives an image by URL go to this
+	// provider although its adapter does not say the provider fetches such
+	// URLs on its own side ([provider.ImageURLFetcher]): a local or proxied
+	// server that fetches the URL itself. The configuration's
+	// providers.<name>.allow_image_urls.
+	AllowImageURLs bool
+}
+
+// takesImageURLs reports whether a call that gives an image by URL may go
+// to ep.
+func (ep *Endpoint) takesImageURLs() bool {
+	if ep.AllowImageURLs {
+		return true
+	}
+	f, ok := ep.Adapter.(provider.ImageURLFetcher)
+	return ok && f.FetchesImageURLs()
 }
 
 // valid reports whether ep has a name and exactly one of an adapter and
@@ -49,6 +65,7 @@ type Candidate struct {
 	endpoint *Endpoint
 	caps     provider.CapabilitySet
 	circuit  bool // dropped by its provider's circuit breaker
+	imageURL bool // dropped because it may not be sent an image URL
 	late     bool // moved back for want of rate-limit headroom
 }
 
@@ -138,6 +155,7 @@ func (o *Orchestrator) route(c *Call, tier provider.Tier, needs provider.Capabil
 		model = agent.Model
 	}
 	eps := o.endpoints()
+	imageURLs := c.Request.HasImageURL()
 	for _, name := range order {
 		ep := eps[name]
 		cand := Candidate{Provider: name, Tier: tier}
@@ -164,6 +182,9 @@ func (o *Orchestrator) route(c *Call, tier provider.Tier, needs provider.Capabil
 			cand.Reason = "no model configured for tier " + string(tier)
 		case missing != 0:
 			cand.Reason = "lacks " + missing.String()
+		case imageURLs && !ep.takesImageURLs():
+			cand.imageURL = true
+			cand.Reason = "may not be sent an image URL: the server would fetch it itself (send the image inline, or set providers." + name + ".allow_image_urls)"
 		default:
 			cand.Kept = true
 			cand.Reason = "has " + orNone(needs)

@@ -48,6 +48,15 @@ type Endpointer interface {
 	BaseURL() string
 }
 
+// ImageURLFetcher is implemented by adapters whose provider fetches an
+// image given by URL on its own side: a hosted API reached at its vendor's
+// own endpoint. The orchestrator sends an image URL only to such an adapter
+// (or to an endpoint configured to take them), never to a server that would
+// fetch the URL from this machine's network.
+type ImageURLFetcher interface {
+	FetchesImageURLs() bool
+}
+
 // TierMapper is implemented by adapters that map tiers to models; the router
 // uses it to explain its choices.
 type TierMapper interface {

@@ -405,6 +405,19 @@ func (r *Request) RequiredCapabilities() CapabilitySet {
 	return s
 }
 
+// HasImageURL reports whether an image of r is given by URL, which the
+// server it is sent to fetches.
+func (r *Request) HasImageURL() bool {
+	for _, m := range r.Messages {
+		for _, p := range m.Parts {
+			if p.Type == PartImage && p.Image != nil && p.Image.URL != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func (r *Request) hasImage() bool {
 	for _, m := range r.Messages {
 		for _, p := range m.Parts {

@@ -15,7 +15,10 @@ import (
 // base name of a relative path.
 func TestConsoleHeaderNamesTheProject(t *testing.T) {
 	dir, _ := fakeProject(t, true)
-	want := config.DeriveProjectID(canonicalDir(dir))
+	if code, _, errs := run(t, dir, nil, "serve", "keys", "list"); code != 0 {
+		t.Fatalf("keys list = %d %s", code, errs)
+	}
+	want := keptProjectID(t, dir)
 	for _, tc := range []struct{ wd, config string }{
 		{filepath.Dir(dir), filepath.Join(filepath.Base(dir), config.Dir, config.FileName)},
 		{filepath.Join(dir, config.Dir), config.FileName},

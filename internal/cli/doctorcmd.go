@@ -317,6 +317,7 @@ func (d *doctor) store(ctx context.Context, f *config.File) {
 			d.check(ctx, st, "PostgreSQL reachable, schema current", func(msg string) string { return redactDSN(msg, dsn) },
 				"stop the processes using the schema, take a dump of it (pg_dump), and correct or restore the rows named")
 			d.unpriced(ctx, st)
+			d.costs(ctx, st, f)
 			st.Close()
 		}
 	} else {
@@ -327,7 +328,7 @@ func (d *doctor) store(ctx context.Context, f *config.File) {
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(e.projectDir(f), path)
 		}
-		d.sqlite(ctx, path, e.project(f))
+		d.sqlite(ctx, path, f)
 	}
 	if f.Cache.Backend == config.CacheRedis {
 		u, err := f.Cache.URL.Resolve(e.lookupEnv)
@@ -359,9 +360,9 @@ func redactDSN(msg, dsn string) string {
 // corruptFix is what to do about a damaged SQLite ledger.
 const corruptFix = "stop every cortexbuild process using it, copy the file (and its -wal) aside, then restore a backup or salvage the rows with 'sqlite3 FILE .recover'"
 
-func (d *doctor) sqlite(ctx context.Context, path, project string) {
+func (d *doctor) sqlite(ctx context.Context, path string, f *config.File) {
 	if _, err := os.Stat(path); err == nil {
-		st, err := ledger.OpenSQLite(ctx, path, ledger.WithProject(project))
+		st, err := ledger.OpenSQLite(ctx, path, ledger.WithProject(d.e.project(f)))
 		if err != nil {
 			fix := "check the file's permissions, or move it aside to start a new ledger"
 			if strings.Contains(err.Error(), "malformed") || strings.Contains(err.Error(), "not a database") {
@@ -372,6 +373,7 @@ func (d *doctor) sqlite(ctx context.Context, path, project string) {
 		}
 		d.check(ctx, st, "SQLite "+path+" opens, schema current", func(msg string) string { return msg }, corruptFix)
 		d.unpriced(ctx, st)
+		d.costs(ctx, st, f)
 		st.Close()
 		return
 	}
@@ -426,10 +428,14 @@ func (d *doctor) check(ctx context.Context, st ledger.Store, opened string, reda
 // journals lists the journal records a replay kept aside.
 func (d *doctor) journals(f *config.File) {
 	dir := d.e.journalDir(f)
-	var torn, corrupt []string
-	for kind, list := range map[string]*[]string{ledger.KeptAsideTorn: &torn, ledger.KeptAsideCorrupt: &corrupt} {
+	var torn, corrupt, repriced []string
+	for kind, list := range map[string]*[]string{ledger.KeptAsideTorn: &torn, ledger.KeptAsideCorrupt: &corrupt, ledger.KeptAsideRepriced: &repriced} {
 		found, _ := filepath.Glob(filepath.Join(dir, "*.journal."+kind+"-*"))
 		*list = found
+	}
+	if len(repriced) > 0 {
+		d.add("journal", checkFail, fmt.Sprintf("%d file(s) of journal settlements that cost less than their usage (changed after they were written), applied at their usage's price: %s", len(repriced), strings.Join(repriced, ", ")),
+			"find out what changed the journal (each line names its invocation and both figures in the replay's message), then remove each file")
 	}
 	switch {
 	case len(corrupt) > 0:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -61,10 +62,90 @@ func canonicalDir(dir string) string {
 	return dir
 }
 
-// project returns the project's id: the project: key, else derived from
-// the project root. Its budgets, ledger rows, tasks, cache entries and
-// gateway keys belong to it.
-func (e *env) project(f *config.File) string { return f.ProjectID(e.projectDir(f)) }
+// project returns the project's id: the project: key, else the id kept in
+// its state directory (keepProjectID), else, for no configuration file,
+// derived from the directory. Its budgets, ledger rows, tasks, cache
+// entries and gateway keys belong to it.
+func (e *env) project(f *config.File) string {
+	if id, ok := e.projectIDs[f.Path]; ok && f.Project == "" && f.Path != "" {
+		return id
+	}
+	return f.ProjectID(e.projectDir(f))
+}
+
+// keepProjectID returns the id of a project whose configuration sets no
+// project:, kept in .cortexbuild/project-id. On first use it is written
+// there: the id derived from the project's path when the project already
+// has state recorded under that id (its SQLite ledger, its gateway keys or
+// a settlement journal), so that an existing project keeps its id; else a
+// new one with a random part, so that two deployments at the same path
+// (every container's /data) are two projects. Two processes starting at
+// once agree: the first file written wins.
+func (e *env) keepProjectID(f *config.File) (string, error) {
+	path := filepath.Join(e.stateDir(f), config.ProjectIDFile)
+	read := func() (string, error) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", err
+		}
+		id := strings.TrimSpace(string(b))
+		if !config.ValidProjectID(id) {
+			return "", fmt.Errorf("%s: %.40q is not a project id (lower-case letters, digits, '.', '_' and '-'); restore it, or set project: in %s", path, id, f.Path)
+		}
+		return id, nil
+	}
+	id, err := read()
+	if !errors.Is(err, fs.ErrNotExist) {
+		return id, err
+	}
+	root := e.projectDir(f)
+	id = config.NewProjectID(root)
+	if e.hasDerivedIDState(f) {
+		id = config.DeriveProjectID(root)
+	}
+	if err := os.MkdirAll(e.stateDir(f), 0o700); err != nil {
+		return "", fmt.Errorf("keeping the project id: %w; or set project: in %s", err, f.Path)
+	}
+	tmp, err := os.CreateTemp(e.stateDir(f), config.ProjectIDFile+".tmp-*")
+	if err != nil {
+		return "", fmt.Errorf("keeping the project id: %w; or set project: in %s", err, f.Path)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.WriteString(id + "\n")
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		// A link fails when the file exists: another process wrote it
+		// first, and its id is the project's.
+		if err = os.Link(tmp.Name(), path); errors.Is(err, fs.ErrExist) {
+			return read()
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("keeping the project id in %s: %w; or set project: in %s", path, err, f.Path)
+	}
+	return id, nil
+}
+
+// hasDerivedIDState reports whether the project has state recorded under
+// the id derived from its path, as every version before the kept id did:
+// its SQLite ledger file, its gateway keys or its settlement journal.
+func (e *env) hasDerivedIDState(f *config.File) bool {
+	paths := []string{e.keyPath(f), e.journalDir(f)}
+	if f.Store.Backend != config.StorePostgres {
+		paths = append(paths, e.sqlitePath(f))
+	}
+	for _, p := range paths {
+		if _, err := os.Stat(p); err == nil {
+			return true
+		}
+	}
+	return false
+}
 
 func (e *env) stateDir(f *config.File) string { return filepath.Join(e.projectDir(f), config.Dir) }
 
@@ -131,6 +212,8 @@ func (c gateCheck) Check(ctx context.Context, prov, baseURL string) error {
 	return err
 }
 
+func (c gateCheck) CheckImageURLs() error { return c.g.CheckImageURLs() }
+
 // openLedger opens the project's store: SQLite under .cortexbuild/ by
 // default, PostgreSQL when configured.
 func (e *env) openLedger(ctx context.Context, f *config.File) (ledger.Store, error) {
@@ -150,7 +233,7 @@ func (e *env) openLedger(ctx context.Context, f *config.File) (ledger.Store, err
 // replay applies the journals killed processes left, and says on stderr
 // where the records it could not apply are kept.
 func (e *env) replay(ctx context.Context, st ledger.Store, f *config.File) error {
-	rep, err := ledger.ReplayJournals(ctx, st, e.journalDir(f))
+	rep, err := ledger.ReplayJournals(ctx, st, e.journalDir(f), e.replayOptions(f)...)
 	for _, k := range rep.KeptAside {
 		fmt.Fprintln(e.stderr, "cortexbuild:", k)
 	}
@@ -190,6 +273,9 @@ func (e *env) openFastLedger(ctx context.Context, f *config.File) (ledger.Store,
 	opts := []ledger.FastOption{ledger.FastOnError(func(err error) { fmt.Fprintln(e.stderr, "cortexbuild:", err) })}
 	if f.Store.JournalSync {
 		opts = append(opts, ledger.FastSync())
+	}
+	if p := e.rowPricer(f); p != nil {
+		opts = append(opts, ledger.FastPrices(p))
 	}
 	opts = append(opts, e.fastOpts...)
 	fast, err := ledger.NewFast(ctx, st, e.journalDir(f), opts...)
@@ -559,7 +645,7 @@ func (e *env) buildEndpoint(f *config.File, name string, cat provider.Pricer, g 
 	if err != nil {
 		return orchestrator.Endpoint{}, credentialSum{}, fmt.Errorf("providers.%s: %w", name, err)
 	}
-	return orchestrator.Endpoint{Name: name, Adapter: a}, sumCredentials(s.Credentials), nil
+	return orchestrator.Endpoint{Name: name, Adapter: a, AllowImageURLs: p.AllowImageURLs}, sumCredentials(s.Credentials), nil
 }
 
 // renderedModeHelp explains why invoke refuses outside orchestration mode.

@@ -110,7 +110,7 @@ func TestKeyLimitsThroughTheCLI(t *testing.T) {
 	ks := gateway.OpenKeyStore(filepath.Join(dir, config.Dir, gateway.KeyFileName))
 	ks.SetClock(func() time.Time { return now.Add(-48 * time.Hour) })
 	at := now.Add(-24 * time.Hour).UTC().Truncate(time.Second)
-	if _, _, err := ks.Create(gateway.KeySpec{Name: "old", Project: config.DeriveProjectID(canonicalDir(dir)), KeyLimits: gateway.KeyLimits{ExpiresAt: &at}}); err != nil {
+	if _, _, err := ks.Create(gateway.KeySpec{Name: "old", Project: keptProjectID(t, dir), KeyLimits: gateway.KeyLimits{ExpiresAt: &at}}); err != nil {
 		t.Fatal(err)
 	}
 	if code, out, errs := run(t, dir, nil, "serve", "keys", "list"); code != 0 || !strings.Contains(out, "expired "+at.Format(time.RFC3339)) {

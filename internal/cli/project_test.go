@@ -45,6 +45,17 @@ func spendOf(t *testing.T, wd string, args ...string) (string, int) {
 	return rep.Total.Cost, rep.Total.Attempts
 }
 
+// keptProjectID returns the id the project rooted at dir keeps in its state
+// directory (its configuration sets no project:).
+func keptProjectID(t testing.TB, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, config.Dir, config.ProjectIDFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
 // A configuration kept outside .cortexbuild/ (as 'cortexbuild sim
 // --write-config sim.yaml' writes one) has its own directory as the
 // project root: two such files in sibling directories are two projects,
@@ -102,10 +113,6 @@ func TestProjectIdentityDoesNotDependOnThePath(t *testing.T) {
 		t.Fatal(err)
 	}
 	elsewhere := t.TempDir()
-	want := config.DeriveProjectID(canonicalDir(dir))
-	if !strings.HasPrefix(want, strings.ToLower(filepath.Base(dir))) {
-		t.Fatalf("project id %q does not start with the directory's name", want)
-	}
 	spellings := []struct {
 		name string
 		wd   string
@@ -123,6 +130,10 @@ func TestProjectIdentityDoesNotDependOnThePath(t *testing.T) {
 	key := strings.TrimSpace(out)
 	if code != 0 || !strings.HasPrefix(key, "cbk_") {
 		t.Fatalf("keys create = %d %q %q", code, out, errs)
+	}
+	want := keptProjectID(t, dir)
+	if !strings.HasPrefix(want, strings.ToLower(filepath.Base(dir))) {
+		t.Fatalf("project id %q does not start with the directory's name", want)
 	}
 	srv.Enqueue(anthropicfake.Reply{Text: "done", Usage: anthropicfake.Usage{Input: 1000, Output: 100}})
 	if code, _, errs := run(t, dir, keyEnv, append([]string{"invoke", "--task", "t1", "--agent", "builder", "hi"}, spellings[0].args...)...); code != 0 {
@@ -180,7 +191,7 @@ func TestKeysOfTheOldProjectNameAreAdopted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id := config.DeriveProjectID(canonicalDir(dir))
+		id := keptProjectID(t, dir)
 		if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(data), `"project": "`+id+`"`, `"project": "`+old+`"`)), 0o600); err != nil {
 			t.Fatal(err)
 		}

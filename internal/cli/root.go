@@ -89,6 +89,9 @@ type env struct {
 	// onWait is told of each wait (invoke says so on stderr).
 	sleep  func(ctx context.Context, d time.Duration) error
 	onWait func(provider string, d time.Duration, why string)
+	// projectIDs are the ids of the loaded configurations that set no
+	// project:, by file (see keepProjectID).
+	projectIDs map[string]string
 }
 
 // Main runs the command line with args and returns the process exit code.
@@ -192,6 +195,18 @@ func (e *env) loadConfig(required bool) (*config.File, error) {
 	// Credentials saved from the web console, asked after the file and
 	// the environment.
 	f.Secrets = config.OpenSecretsFile(e.secretsPath(f))
+	// The id of a project without project: is kept in its state directory
+	// from first use (config validate only reads the file).
+	if f.Project == "" && !required {
+		id, err := e.keepProjectID(f)
+		if err != nil {
+			return nil, withCode(ExitConfig, err)
+		}
+		if e.projectIDs == nil {
+			e.projectIDs = map[string]string{}
+		}
+		e.projectIDs[f.Path] = id
+	}
 	return f, nil
 }
 

@@ -77,9 +77,11 @@ type gatewayCrashStore struct {
 	held   func(ctx context.Context, dir string) ([]string, error)
 }
 
-// projectOf opens a store as the commands of the project rooted at dir do.
+// projectOf opens a store as the commands of the project rooted at dir do,
+// once one has kept its id (an unreadable id fails the open).
 func projectOf(dir string) ledger.Option {
-	return ledger.WithProject(config.DeriveProjectID(canonicalDir(dir)))
+	b, _ := os.ReadFile(filepath.Join(dir, config.Dir, config.ProjectIDFile))
+	return ledger.WithProject(strings.TrimSpace(string(b)))
 }
 
 // sqliteGatewayStore is the default store: SQLite in the project.
@@ -119,38 +121,13 @@ func sqliteGatewayStore(*testing.T) gatewayCrashStore {
 // when the round ends.
 func postgresGatewayStore(admin string) func(*testing.T) gatewayCrashStore {
 	return func(t *testing.T) gatewayCrashStore {
-		b := make([]byte, 8)
-		rand.Read(b)
-		name := "gwcrash_" + hex.EncodeToString(b)
-		adminExec := func(sql string) error {
-			ctx := context.Background()
-			conn, err := pgx.Connect(ctx, admin)
-			if err != nil {
-				return err
-			}
-			defer conn.Close(ctx)
-			_, err = conn.Exec(ctx, sql)
-			return err
-		}
-		if err := adminExec("CREATE DATABASE " + name); err != nil {
-			t.Fatalf("creating database %s: %v", name, err)
-		}
-		t.Cleanup(func() {
-			if err := adminExec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)"); err != nil {
-				t.Errorf("dropping database %s: %v", name, err)
-			}
-		})
-		u, err := url.Parse(admin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		u.Path = "/" + name
-		dsn := u.String()
+		dsn := freshPostgresDB(t, admin, "gwcrash_")
 		return gatewayCrashStore{
-			config: "store:\n  backend: postgres\n  dsn: ${CRASH_DSN}\n",
+			// serve needs project: on a shared store.
+			config: "project: gwcrash\nstore:\n  backend: postgres\n  dsn: ${CRASH_DSN}\n",
 			env:    []string{envGatewayCrashDSN + "=" + dsn},
 			open: func(ctx context.Context, dir string) (ledger.Store, error) {
-				return ledger.OpenPostgres(ctx, dsn, projectOf(dir))
+				return ledger.OpenPostgres(ctx, dsn, ledger.WithProject("gwcrash"))
 			},
 			held: func(ctx context.Context, _ string) ([]string, error) {
 				conn, err := pgx.Connect(ctx, dsn)
@@ -166,6 +143,40 @@ func postgresGatewayStore(admin string) func(*testing.T) gatewayCrashStore {
 			},
 		}
 	}
+}
+
+// freshPostgresDB creates a database named prefix and random hex digits on
+// the PostgreSQL server at admin, dropped when the test ends, and returns
+// its URL.
+func freshPostgresDB(t *testing.T, admin, prefix string) string {
+	t.Helper()
+	b := make([]byte, 8)
+	rand.Read(b)
+	name := prefix + hex.EncodeToString(b)
+	adminExec := func(sql string) error {
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, admin)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, sql)
+		return err
+	}
+	if err := adminExec("CREATE DATABASE " + name); err != nil {
+		t.Fatalf("creating database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if err := adminExec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)"); err != nil {
+			t.Errorf("dropping database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
 }
 
 // gatewayCrashProject writes a project whose only provider is the fake,

@@ -21,6 +21,7 @@ import (
 
 	"github.com/cortexbuild/cortexbuild/config"
 	"github.com/cortexbuild/cortexbuild/gateway"
+	"github.com/cortexbuild/cortexbuild/internal/yamlx"
 	"github.com/cortexbuild/cortexbuild/ledger"
 	"github.com/cortexbuild/cortexbuild/orchestrator"
 	"github.com/cortexbuild/cortexbuild/pricing"
@@ -104,6 +105,9 @@ const sharedFileRecheck = 100 * time.Millisecond
 
 // serve runs the gateway until ctx ends or a signal arrives.
 func (e *env) serve(parent context.Context, f *config.File, listen string, noAuth bool, grace time.Duration) error {
+	if err := e.requireExplicitProject(f); err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	project := e.project(f)
@@ -212,6 +216,28 @@ func (e *env) serve(parent context.Context, f *config.File, listen string, noAut
 	}
 	fmt.Fprintln(e.stderr, "cortexbuild: gateway stopped")
 	return nil
+}
+
+// requireExplicitProject refuses to serve a project on a shared store or
+// cache (store.backend postgres, cache.backend redis) unless its
+// configuration names it with project:. A kept or derived id is this
+// directory's; every deployment of the same image has the same directory
+// and several may share one database.
+func (e *env) requireExplicitProject(f *config.File) error {
+	if f.Project != "" {
+		return nil
+	}
+	var key string
+	var pos yamlx.Pos
+	switch {
+	case f.Store.Backend == config.StorePostgres:
+		key, pos = "store.backend: postgres", f.Store.Pos.Key("backend")
+	case f.Cache.Backend == config.CacheRedis:
+		key, pos = "cache.backend: redis", f.Cache.Pos.Key("backend")
+	default:
+		return nil
+	}
+	return withCode(ExitConfig, pos.Errorf("%s is shared with other projects, so serve needs the project's id: set project: in %s (1 to 100 lower-case letters, digits, '.', '_' and '-'; to keep what this project has recorded so far, its current id %s)", key, f.Path, e.project(f)))
 }
 
 func (e *env) keyPath(f *config.File) string {

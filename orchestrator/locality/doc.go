@@ -20,6 +20,9 @@
 //   - A host that does not resolve, or resolves to nothing, is refused
 //     (ReasonResolve); so is a remote endpoint whose consent cannot be read
 //     (ReasonConsentUnavailable). The gate fails closed.
+//   - In local-only mode a call that gives an image by URL is refused
+//     whatever its provider (ReasonImageURL, Gate.CheckImageURLs): the
+//     server it goes to would fetch the URL itself, from wherever it runs.
 //   - A redirect target is decided like the original endpoint, and a
 //     redirect from a loopback endpoint to anything that is not loopback is
 //     refused even with consent (ReasonRedirect).

@@ -33,6 +33,10 @@ const (
 	// consent store could not be read. Err holds why. The gate fails
 	// closed.
 	ReasonConsentUnavailable
+	// ReasonImageURL: a call gives an image by URL and the mode is
+	// local-only. The server the call goes to would fetch the URL itself,
+	// from wherever it runs, so the gate refuses it whatever the server.
+	ReasonImageURL
 	reasonCount
 )
 
@@ -43,6 +47,7 @@ var reasonNames = [reasonCount]string{
 	ReasonRedirect:           "redirect",
 	ReasonResolve:            "resolve",
 	ReasonConsentUnavailable: "consent_unavailable",
+	ReasonImageURL:           "image_url",
 }
 
 // String returns the reason's name, such as "no_consent".
@@ -90,6 +95,9 @@ type Error struct {
 //	provider "cloud" (api.example.com → 203.0.113.7) is not on this machine and this project has no consent for it: run 'cortexbuild consent grant cloud'
 //	store postgres (db.example.com → 203.0.113.5) is not on this machine and locality mode is local-only: point store.dsn at this machine or set locality.mode: consent
 func (e *Error) Error() string {
+	if e.Reason == ReasonImageURL {
+		return "an image is given by URL and locality mode is local-only: the model server would fetch the URL itself, so image URLs are refused; send the image inline (base64 data) or set locality.mode: consent"
+	}
 	var b strings.Builder
 	if e.Service != "" {
 		b.WriteString(e.Service)

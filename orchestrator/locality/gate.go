@@ -82,6 +82,22 @@ func (g *Gate) Check(ctx context.Context, provider, baseURL string) (Decision, e
 	return g.decideHost(ctx, provider, endpoint, host)
 }
 
+// CheckImageURLs decides whether a call may give an image by URL, which
+// the server it goes to fetches itself: never in local-only mode (a
+// *Error with ReasonImageURL), always otherwise (where the orchestrator
+// sends URLs only to providers that fetch them on their own side). An
+// unknown Mode is a plain error.
+func (g *Gate) CheckImageURLs() error {
+	mode, err := ParseMode(string(g.Mode))
+	if err != nil {
+		return err
+	}
+	if mode == ModeLocalOnly {
+		return &Error{Reason: ReasonImageURL}
+	}
+	return nil
+}
+
 // Grant records consent for provider to reach endpoint (a base URL; the
 // consent covers its scheme, host and port), granted by grantedBy now. It
 // is what `cortexbuild consent grant` and the terminal prompt call.

@@ -67,6 +67,7 @@ var _ provider.Adapter = (*Adapter)(nil)
 var _ provider.ModelCapabler = (*Adapter)(nil)
 var _ provider.TierMapper = (*Adapter)(nil)
 var _ provider.Endpointer = (*Adapter)(nil)
+var _ provider.ImageURLFetcher = (*Adapter)(nil)
 
 // New builds an adapter from settings. The api_key credential is required.
 func New(s provider.Settings) (*Adapter, error) {
@@ -91,6 +92,11 @@ func New(s provider.Settings) (*Adapter, error) {
 
 // BaseURL returns the endpoint the adapter talks to.
 func (a *Adapter) BaseURL() string { return a.baseURL }
+
+// FetchesImageURLs reports whether Anthropic fetches the image URLs sent to
+// this adapter (an image block with a "url" source): only at Anthropic's own
+// endpoint. Any other base URL may be a server that fetches them itself.
+func (a *Adapter) FetchesImageURLs() bool { return provider.SameEndpoint(a.baseURL, DefaultBaseURL) }
 
 // Name returns the instance name.
 func (a *Adapter) Name() string { return a.base.Name }

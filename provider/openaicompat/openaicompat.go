@@ -120,6 +120,16 @@ func New(s provider.Settings) (*Adapter, error) {
 // BaseURL returns the endpoint the adapter talks to.
 func (a *Adapter) BaseURL() string { return a.baseURL }
 
+var _ provider.ImageURLFetcher = (*Adapter)(nil)
+
+// FetchesImageURLs reports whether the provider fetches the image URLs sent
+// to this adapter (an image_url part with an http(s) URL) on its side: only
+// the openai profile at OpenAI's own endpoint. Ollama, vLLM, LM Studio, a
+// gateway or any other server may fetch them from this machine's network.
+func (a *Adapter) FetchesImageURLs() bool {
+	return a.profile.Name == OpenAI.Name && provider.SameEndpoint(a.baseURL, OpenAI.DefaultBaseURL)
+}
+
 // Name returns the instance name.
 func (a *Adapter) Name() string { return a.base.Name }
 

@@ -7,47 +7,73 @@ import (
 	"slices"
 )
 
+// MaxInstanceValues bounds the values (objects, arrays and scalars)
+// [SchemaInstance] writes, so that a schema whose $ref fan-out would make
+// the instance grow exponentially (a definition with ten properties each
+// referring to the next definition, sixteen deep) costs at most this much.
+const MaxInstanceValues = 4096
+
+// maxInstanceDepth bounds the nesting of an instance.
+const maxInstanceDepth = 16
+
 // SchemaInstance returns a JSON value that matches schema, the way a
 // provider holding its model to a response schema answers: every object
 // property (required or not) with a value of its type, the first of an
 // enum or const, one item per array. It understands type (a string or a
-// list, the first non-null one used), properties, items, enum, const,
-// anyOf/oneOf (the first) and local $ref into $defs or definitions.
+// list, the first non-null one used), properties, required, items, enum,
+// const, anyOf/oneOf (the first) and local $ref into $defs or definitions.
+//
+// Each definition is instantiated once and reused. A definition that
+// refers to itself (directly or not) is cut where it recurs: an optional
+// property is left out, an array is empty, a required property is null.
+// Past MaxInstanceValues values, or maxInstanceDepth levels, the same cuts
+// apply, so the answer stays small but may no longer match a schema whose
+// every instance is that large (real providers refuse such schemas).
 func SchemaInstance(schema json.RawMessage) json.RawMessage {
 	var root map[string]any
 	if json.Unmarshal(schema, &root) != nil {
 		return json.RawMessage(`{}`)
 	}
-	b, _ := json.Marshal(instance(root, root, 0))
+	in := &instancer{root: root, memo: map[string]sized{}, active: map[string]bool{}, left: MaxInstanceValues}
+	v, _, _ := in.instance(root, 0)
+	b, _ := json.Marshal(v)
 	return b
 }
 
-func instance(s, root map[string]any, depth int) any {
-	if depth > 16 {
-		return nil
+// sized is an instance and how many values it holds.
+type sized struct {
+	v any
+	n int
+}
+
+type instancer struct {
+	root   map[string]any
+	memo   map[string]sized // instances of definitions, by $ref
+	active map[string]bool  // definitions being instantiated
+	left   int              // values still allowed
+}
+
+// instance returns an instance of s, how many values it holds, and false
+// when it was cut (recursion, depth or size) before taking any of the
+// budget: the caller leaves an optional property out, empties an array and
+// writes null for a required property (whose slot an object reserves).
+func (in *instancer) instance(s map[string]any, depth int) (any, int, bool) {
+	if depth > maxInstanceDepth || in.left <= 0 {
+		return nil, 0, false
 	}
 	if ref, ok := s["$ref"].(string); ok {
-		for _, prefix := range []string{"#/$defs/", "#/definitions/"} {
-			if len(ref) > len(prefix) && ref[:len(prefix)] == prefix {
-				if defs, ok := root[prefix[2:len(prefix)-1]].(map[string]any); ok {
-					if d, ok := defs[ref[len(prefix):]].(map[string]any); ok {
-						return instance(d, root, depth+1)
-					}
-				}
-			}
-		}
-		return nil
+		return in.ref(ref, depth)
 	}
 	if v, ok := s["const"]; ok {
-		return v
+		return in.leaf(v)
 	}
 	if e, ok := s["enum"].([]any); ok && len(e) > 0 {
-		return e[0]
+		return in.leaf(e[0])
 	}
 	for _, k := range []string{"anyOf", "oneOf"} {
 		if alts, ok := s[k].([]any); ok && len(alts) > 0 {
 			if a, ok := alts[0].(map[string]any); ok {
-				return instance(a, root, depth+1)
+				return in.instance(a, depth+1)
 			}
 		}
 	}
@@ -62,27 +88,103 @@ func instance(s, root map[string]any, depth int) any {
 	}
 	switch typ {
 	case "object", "":
-		out := map[string]any{}
 		props, _ := s["properties"].(map[string]any)
-		for name, p := range props {
-			if p, ok := p.(map[string]any); ok {
-				out[name] = instance(p, root, depth+1)
+		req, _ := s["required"].([]any)
+		var names, required []string
+		for _, name := range slices.Sorted(maps.Keys(props)) {
+			if _, ok := props[name].(map[string]any); ok {
+				names = append(names, name)
+				if slices.Contains(req, any(name)) {
+					required = append(required, name)
+				}
 			}
 		}
-		return out
-	case "array":
-		if it, ok := s["items"].(map[string]any); ok {
-			return []any{instance(it, root, depth+1)}
+		// The object and a null for each required property fit, or
+		// the object is cut.
+		if 1+len(required) > in.left {
+			return nil, 0, false
 		}
-		return []any{}
+		in.left -= 1 + len(required)
+		out, n := map[string]any{}, 1
+		for _, name := range names {
+			isReq := slices.Contains(required, name)
+			if isReq {
+				in.left++ // its reserved null, for its value
+			}
+			v, m, ok := in.instance(props[name].(map[string]any), depth+1)
+			if !ok {
+				if !isReq {
+					continue
+				}
+				in.left--
+				v, m = nil, 1
+			}
+			out[name] = v
+			n += m
+		}
+		return out, n, true
+	case "array":
+		in.left--
+		if it, ok := s["items"].(map[string]any); ok {
+			if v, m, ok := in.instance(it, depth+1); ok {
+				return []any{v}, 1 + m, true
+			}
+		}
+		return []any{}, 1, true
 	case "string":
-		return "text"
+		return in.leaf("text")
 	case "integer":
-		return 1
+		return in.leaf(1)
 	case "number":
-		return 1.5
+		return in.leaf(1.5)
 	case "boolean":
-		return true
+		return in.leaf(true)
+	}
+	return in.leaf(nil)
+}
+
+func (in *instancer) leaf(v any) (any, int, bool) {
+	in.left--
+	return v, 1, true
+}
+
+// ref instantiates the definition ref names, once: a second use reuses the
+// first instance while the budget allows it.
+func (in *instancer) ref(ref string, depth int) (any, int, bool) {
+	if m, ok := in.memo[ref]; ok {
+		if m.n > in.left {
+			return nil, 0, false
+		}
+		in.left -= m.n
+		return m.v, m.n, true
+	}
+	if in.active[ref] {
+		return nil, 0, false
+	}
+	d := in.definition(ref)
+	if d == nil {
+		return nil, 0, false
+	}
+	in.active[ref] = true
+	v, n, ok := in.instance(d, depth+1)
+	delete(in.active, ref)
+	if ok {
+		in.memo[ref] = sized{v, n}
+	}
+	return v, n, ok
+}
+
+// definition returns the schema a local $ref names in $defs or
+// definitions; nil when there is none.
+func (in *instancer) definition(ref string) map[string]any {
+	for _, prefix := range []string{"#/$defs/", "#/definitions/"} {
+		if len(ref) > len(prefix) && ref[:len(prefix)] == prefix {
+			if defs, ok := in.root[prefix[2:len(prefix)-1]].(map[string]any); ok {
+				if d, ok := defs[ref[len(prefix):]].(map[string]any); ok {
+					return d
+				}
+			}
+		}
 	}
 	return nil
 }
