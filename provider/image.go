@@ -55,7 +55,11 @@ func webpSize(b []byte) (w, h int, ok bool, err error) {
 		return 0, 0, true, bad
 	}
 	chunk, data := string(b[12:16]), b[20:]
-	if need := map[string]int{"VP8 ": 10, "VP8L": 5, "VP8X": 10}[chunk]; len(data) < need {
+	need := 10 // VP8 and VP8X
+	if chunk == "VP8L" {
+		need = 5
+	}
+	if len(data) < need {
 		return 0, 0, true, bad
 	}
 	switch chunk {
