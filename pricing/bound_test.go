@@ -96,11 +96,11 @@ func TestEstimateClampsOutputToModelLimit(t *testing.T) {
 	}
 	huge := &provider.Request{Prompt: "hi", MaxTokens: 2147483647}
 	atLimit := &provider.Request{Prompt: "hi", MaxTokens: int(m.MaxOutputTokens)}
-	eh, err := c.Estimate("anthropic", m.ID, huge, at)
+	eh, err := c.Estimate("anthropic", m.ID, huge, nil, at)
 	if err != nil {
 		t.Fatal(err)
 	}
-	el, _ := c.Estimate("anthropic", m.ID, atLimit, at)
+	el, _ := c.Estimate("anthropic", m.ID, atLimit, nil, at)
 	if eh != el {
 		t.Errorf("max_tokens 2^31-1 estimated at %s, the model's limit %d at %s", eh, m.MaxOutputTokens, el)
 	}
@@ -122,14 +122,15 @@ func TestBoundRequestTokenizesAtMostALimit(t *testing.T) {
 	head, tail := prose[:BoundTokenizeBytes/2], prose[BoundTokenizeBytes/2:]
 	split := &provider.Request{System: head, Prompt: tail}
 	whole := BoundTokens(head, f) + BoundTokens(tail, f)
-	got := BoundRequestTokens(split, f)
+	got, _ := BoundRequestTokens(split, f, nil)
 	if got < whole {
 		t.Fatalf("bound %d below the fully tokenized bound %d", got, whole)
 	}
 	// The system prompt and the first half of the prompt's budget are
 	// tokenized; every byte after that is charged one token.
 	limited := &provider.Request{System: head, Prompt: tail[:BoundTokenizeBytes/2]}
-	if want := BoundRequestTokens(limited, f) + int64(len(tail)-BoundTokenizeBytes/2); got != want {
+	lim, _ := BoundRequestTokens(limited, f, nil)
+	if want := lim + int64(len(tail)-BoundTokenizeBytes/2); got != want {
 		t.Errorf("bound %d, want %d: the text past %d bytes charged by its bytes", got, want, BoundTokenizeBytes)
 	}
 	if got > whole*5 {

@@ -394,6 +394,14 @@ func (c *Catalog) Models(ns string) []*Model {
 
 var dateSuffix = regexp.MustCompile(`-(\d{8}|\d{4}-\d{2}-\d{2})$`)
 
+// Undated returns model without a "models/" prefix and a date suffix
+// ("claude-haiku-4-5-20251001" is "claude-haiku-4-5", "gpt-5-mini-2025-08-07"
+// "gpt-5-mini").
+func Undated(model string) string {
+	key := strings.TrimPrefix(model, "models/")
+	return strings.TrimSuffix(key, dateSuffix.FindString(key))
+}
+
 // Lookup finds model in namespace ns by id or alias. It also accepts a
 // "models/" prefix and a date suffix the catalog does not list
 // ("claude-haiku-4-5-20251001", "gpt-5-mini-2025-08-07"). For a local
@@ -410,7 +418,7 @@ func (c *Catalog) Lookup(ns, model string) (m *Model, local bool, err error) {
 	if m := n.aliases[key]; m != nil {
 		return m, false, nil
 	}
-	if undated, ok := strings.CutSuffix(key, dateSuffix.FindString(key)); ok && undated != key {
+	if undated := Undated(key); undated != key {
 		if m := n.aliases[undated]; m != nil {
 			return m, false, nil
 		}
@@ -504,18 +512,23 @@ func CostAt(p *Price, u provider.Usage) provider.Money {
 }
 
 // Estimate returns an upper bound of the cost of req on model: the prompt
-// bounded by [BoundRequestTokens] with the namespace's token factor, every
+// bounded by [BoundRequestTokens] with the namespace's token factor and
+// images, the adapter's image formula for model (nil: [ImageTokens] per
+// image), every
 // prompt token at the dearest input-side rate the request can incur (a
 // cache write when prompt caching is asked for, the long-context tier the
 // bound reaches), and the output at req's max tokens, clamped to the
 // model's max_output_tokens (see [Model.OutputLimit]).
-func (c *Catalog) Estimate(ns, model string, req *provider.Request, at time.Time) (provider.Money, error) {
+func (c *Catalog) Estimate(ns, model string, req *provider.Request, images provider.ImageTokens, at time.Time) (provider.Money, error) {
 	m, local, err := c.Lookup(ns, model)
 	if err != nil || local {
 		return 0, err
 	}
 	n := c.Namespaces[ns]
-	in := BoundRequestTokens(req, n.TokenFactor)
+	in, err := BoundRequestTokens(req, n.TokenFactor, images)
+	if err != nil {
+		return 0, err
+	}
 	r := m.PriceAt(c.at(at)).RatesFor(in)
 	inRate := r.Input
 	switch req.PromptCache {

@@ -146,7 +146,7 @@ func TestEstimateIsUpperBound(t *testing.T) {
 	c := mustDefault(t)
 	at := date("2026-11-30")
 	req := &provider.Request{System: "You are terse.", Prompt: strings.Repeat("Explain goroutines and channels. ", 50), MaxTokens: 1000}
-	est, err := c.Estimate("anthropic", "claude-sonnet-4-6", req, at)
+	est, err := c.Estimate("anthropic", "claude-sonnet-4-6", req, nil, at)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,12 +158,12 @@ func TestEstimateIsUpperBound(t *testing.T) {
 	}
 	// Asking for prompt caching raises the bound to the cache-write rate.
 	req.PromptCache = provider.PromptCache1h
-	cached, _ := c.Estimate("anthropic", "claude-sonnet-4-6", req, at)
+	cached, _ := c.Estimate("anthropic", "claude-sonnet-4-6", req, nil, at)
 	worst, _ := c.Cost("anthropic", "claude-sonnet-4-6", provider.Usage{InputTokens: in, CacheWriteTokens: in, CacheWriteLongTokens: in, OutputTokens: 1000}, at)
 	if cached < worst {
 		t.Errorf("caching estimate %s below a full 1h cache write %s", cached, worst)
 	}
-	if _, err := c.Estimate("openai", "gpt-99", req, at); !errors.Is(err, ErrUnpriced) {
+	if _, err := c.Estimate("openai", "gpt-99", req, nil, at); !errors.Is(err, ErrUnpriced) {
 		t.Errorf("unknown model estimate error = %v", err)
 	}
 }

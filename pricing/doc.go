@@ -24,6 +24,8 @@
 // count scaled by the namespace's token_factor (a safety margin for vendors
 // whose tokenizers count more) where that count is plausible for the text's
 // length, one token per byte where it is not and for bytes outside ASCII;
+// each image by the adapter's formula for the model (the neutral shapes of
+// images.go) from its size read from the header of its bytes;
 // they take max_tokens, clamped to the model's max_output_tokens, as the
 // output. They bound what a provider can bill for a call from above,
 // whatever the text.

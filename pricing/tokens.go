@@ -1,6 +1,7 @@
 package pricing
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -78,24 +79,27 @@ func countTokens(s string) int64 {
 	return int64(n)
 }
 
-// ImageTokens is what one image input is counted as before a call: above
-// what Anthropic (about 1,600 at most, after resizing), OpenAI (up to
-// 1,536 patches, more for the mini models) and Gemini (258 per tile) bill
-// for an image of ordinary size.
+// ImageTokens is what one image input is counted as by
+// [CountRequestTokens], which knows no provider: about what the providers
+// bill for an image of ordinary size. Estimates bound each image with its
+// provider's own formula instead ([BoundRequestTokens]).
 const ImageTokens = 2500
 
 // CountRequestTokens counts every prompt token of req offline: system,
 // messages (text, reasoning, tool calls, tool results, images at
-// [ImageTokens] each), tool definitions, plus framing overheads. It is the basis of cost estimates before a call.
+// [ImageTokens] each), tool definitions, plus framing overheads. It is a
+// count, not a bound: estimates use [BoundRequestTokens].
 func CountRequestTokens(req *provider.Request) int64 {
-	n, over := walkRequest(req, CountTokens, false)
-	return over + n
+	var img int64
+	n, over := walkRequest(req, CountTokens, false, func(*provider.Image) { img += ImageTokens })
+	return over + n + img
 }
 
 // walkRequest adds up count over every text of req that a provider
 // tokenizes (with withIDs, the ids and names of tool calls and results
-// too), and apart the framing overheads of its messages and tools.
-func walkRequest(req *provider.Request, count func(string) int64, withIDs bool) (n, over int64) {
+// too), and apart the framing overheads of its messages and tools; it
+// hands every image to image.
+func walkRequest(req *provider.Request, count func(string) int64, withIDs bool, image func(*provider.Image)) (n, over int64) {
 	over = RequestOverhead
 	n = count(req.System)
 	for _, m := range req.Conversation() {
@@ -110,7 +114,7 @@ func walkRequest(req *provider.Request, count func(string) int64, withIDs bool) 
 				}
 			}
 			if p.Image != nil {
-				over += ImageTokens
+				image(p.Image)
 			}
 			if tr := p.ToolResult; tr != nil {
 				over += MessageOverhead
@@ -223,17 +227,30 @@ func boundPiece(s string, f *Factor, tokenize *int64) int64 {
 }
 
 // BoundRequestTokens is an upper bound of the prompt tokens any provider
-// whose tokenizer counts at most f times o200k on ordinary text bills for
-// req: every text of [CountRequestTokens] (and the ids of tool calls and
-// results) bounded by [BoundTokens], plus the framing overheads scaled by
-// f. It is the prompt side of every estimate. At most [BoundTokenizeBytes]
-// of the request's text are tokenized (none when req.CeilingEstimate is
-// set); the rest is charged one token per byte.
-func BoundRequestTokens(req *provider.Request, f *Factor) int64 {
+// whose tokenizer counts at most f times o200k on ordinary text, and which
+// bills images at most as images says, bills for req: every text of
+// [CountRequestTokens] (and the ids of tool calls and results) bounded by
+// [BoundTokens], plus the framing overheads scaled by f, plus each image
+// bounded by images from its size read from the header of its bytes
+// (never decoding the pixels), or by images' maximum for an image given by
+// URL or whose header cannot be read (an error when images has none). It
+// is the prompt side of every estimate. At most [BoundTokenizeBytes] of
+// the request's text are tokenized (none when req.CeilingEstimate is set);
+// the rest is charged one token per byte.
+func BoundRequestTokens(req *provider.Request, f *Factor, images provider.ImageTokens) (int64, error) {
 	tokenize := int64(BoundTokenizeBytes)
 	if req.CeilingEstimate {
 		tokenize = 0
 	}
-	n, over := walkRequest(req, func(s string) int64 { return boundTokens(s, f, &tokenize) }, true)
-	return f.Scale(over) + n
+	var img int64
+	var bad error
+	n, over := walkRequest(req, func(s string) int64 { return boundTokens(s, f, &tokenize) }, true, func(im *provider.Image) {
+		t, ok := imageTokens(im, images)
+		if !ok && bad == nil {
+			_, _, err := im.Size()
+			bad = fmt.Errorf("an image cannot be priced: %v, and the model bills images by size with no maximum (send a PNG, JPEG, GIF or WebP image)", err)
+		}
+		img += t
+	})
+	return f.Scale(over) + n + img, bad
 }

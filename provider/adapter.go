@@ -160,8 +160,9 @@ type Pricer interface {
 	// Cost prices u for model in pricing namespace ns (anthropic, openai,
 	// gemini, or a local namespace such as ollama that prices at zero).
 	Cost(ns, model string, u Usage, at time.Time) (Money, error)
-	// Estimate returns an upper bound of the cost of req on model.
-	Estimate(ns, model string, req *Request, at time.Time) (Money, error)
+	// Estimate returns an upper bound of the cost of req on model, each
+	// image of req bounded by images (the adapter's formula for model).
+	Estimate(ns, model string, req *Request, images ImageTokens, at time.Time) (Money, error)
 	// Limits returns what the catalog knows of model's size and inputs; an
 	// error when the model is unknown, zero limits for a local namespace.
 	Limits(ns, model string) (ModelLimits, error)

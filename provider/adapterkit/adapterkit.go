@@ -145,13 +145,14 @@ func (b *Base) ModelCapabilities(base provider.CapabilitySet, ns, model string) 
 	return s
 }
 
-// Estimate prices an upper bound of req on model; an unpriceable request
-// is a bad-request error saying why.
-func (b *Base) Estimate(ns, model string, req *provider.Request) (provider.Money, error) {
+// Estimate prices an upper bound of req on model, each image bounded by
+// images (the adapter's formula for model); an unpriceable request is a
+// bad-request error saying why.
+func (b *Base) Estimate(ns, model string, req *provider.Request, images provider.ImageTokens) (provider.Money, error) {
 	if b.Pricer == nil {
 		return 0, b.BadRequest(model, "no price catalog configured: the request cannot be priced")
 	}
-	m, err := b.Pricer.Estimate(ns, model, req, b.Now())
+	m, err := b.Pricer.Estimate(ns, model, req, images, b.Now())
 	if err != nil {
 		pe := b.BadRequest(model, err.Error())
 		pe.Err = err

@@ -99,7 +99,7 @@ func TestBaseModelsAndTimeouts(t *testing.T) {
 	if b.AttemptTimeout(&provider.Request{}) != 7*time.Second || b.AttemptTimeout(&provider.Request{Timeout: time.Second}) != time.Second {
 		t.Error("timeouts wrong")
 	}
-	if _, err := b.Estimate("ns", "m", &provider.Request{Prompt: "x"}); provider.KindOf(err) != provider.KindBadRequest {
+	if _, err := b.Estimate("ns", "m", &provider.Request{Prompt: "x"}, nil); provider.KindOf(err) != provider.KindBadRequest {
 		t.Errorf("estimate without a catalog = %v", err)
 	}
 }

@@ -128,7 +128,8 @@ func (a *Adapter) MaxTokens(req *provider.Request) int {
 // EstimateCost returns an upper bound of the cost of req (see the package
 // doc for what it bounds).
 func (a *Adapter) EstimateCost(req *provider.Request) (provider.Money, error) {
-	return a.base.Estimate(Namespace, a.base.Model(req), req)
+	model := a.base.Model(req)
+	return a.base.Estimate(Namespace, model, req, Images(model))
 }
 
 // RateLimitStatus returns the anthropic-ratelimit-* figures of the latest

@@ -50,7 +50,8 @@
 //     without message_stop is a network error.
 //   - EstimateCost bounds the cost from above: the prompt bounded offline
 //     (pricing.BoundRequestTokens: o200k with Claude's token factor where
-//     that count is plausible, a token per byte elsewhere), every prompt
+//     that count is plausible, a token per byte elsewhere; each image by
+//     [Images], Claude's formula from its size), every prompt
 //     token at the cache-write rate when caching is asked for, and the full
 //     max_tokens of output, clamped to the model's max_output_tokens, which
 //     is also what is sent.

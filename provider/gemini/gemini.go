@@ -122,7 +122,8 @@ func (a *Adapter) MaxTokens(req *provider.Request) int {
 // offline (pricing.BoundRequestTokens), the output (thinking included) at
 // max_tokens clamped to the model's output limit.
 func (a *Adapter) EstimateCost(req *provider.Request) (provider.Money, error) {
-	return a.base.Estimate(Namespace, a.base.Model(req), req)
+	model := a.base.Model(req)
+	return a.base.Estimate(Namespace, model, req, Images(model))
 }
 
 // RateLimitStatus reports what Gemini says about rate limits: nothing but

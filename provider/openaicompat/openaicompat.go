@@ -191,7 +191,7 @@ func (a *Adapter) MaxTokens(req *provider.Request) int {
 // cost zero.
 func (a *Adapter) EstimateCost(req *provider.Request) (provider.Money, error) {
 	ns, id := a.profile.priceRef(a.baseURL, a.base.Model(req))
-	return a.base.Estimate(ns, id, req)
+	return a.base.Estimate(ns, id, req, Images(ns, id))
 }
 
 // cost prices u by the model the answer named, else by the model requested

@@ -55,6 +55,8 @@ func Run(t *testing.T, newEnv NewEnv) {
 		{"RateLimitStatus", rateLimitStatus},
 		{"EstimateBoundsBilledCost", estimateBound},
 		{"EstimateBoundsAdversarialPrompts", estimateBoundAdversarial},
+		{"EstimateBoundsImages", estimateBoundImages},
+		{"EstimateBoundsLargeImage", estimateBoundLargeImage},
 		{"InvalidRequestNeverSent", invalidRequest},
 		{"UnlistedAnswerModelPricedAsRequested", unlistedAnswerModel},
 		{"UnpricedAnswerIsFlagged", unpricedAnswer},

@@ -124,22 +124,25 @@ func Echo(r Recorded) Reply {
 
 // CountTokens is the fake's deterministic token count of a request body,
 // used by /v1/messages/count_tokens and as the default input_tokens:
-// [fakekit.JSONTokens] of the "system", "messages" and "tools" values (one
+// [fakekit.PromptTokens] of the "system", "messages" and "tools" values (one
 // token per 4 ASCII bytes of their keys, strings and numbers, one per byte
-// outside ASCII), at least 1. It is not the real tokenizer, but never more
+// outside ASCII; each image by its pixels as the body's model bills it,
+// see imageBill), at least 1. It is not the real tokenizer, but never more
 // lenient than one on the texts where tokenizers differ most.
 func CountTokens(body []byte) int {
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(body, &fields) != nil {
 		return 1
 	}
+	var model string
+	_ = json.Unmarshal(fields["model"], &model)
 	var vals []json.RawMessage
 	for _, k := range []string{"system", "messages", "tools"} {
 		if v, ok := fields[k]; ok {
 			vals = append(vals, v)
 		}
 	}
-	return max(1, fakekit.JSONTokens(vals...))
+	return max(1, fakekit.PromptTokens(imageBill(model), vals...))
 }
 
 // maxTokens is the body's max_tokens (0 when absent or unreadable).

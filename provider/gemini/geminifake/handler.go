@@ -115,7 +115,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, rec Recor
 		s.writeError(w, 400, StatusInvalidArgument, rerr.message, rerr.details...)
 		return
 	}
-	if n := CountTokens(rec.Body); model.InputTokenLimit > 0 && n > model.InputTokenLimit {
+	if n := CountTokens(model.Name, rec.Body); model.InputTokenLimit > 0 && n > model.InputTokenLimit {
 		s.writeError(w, 400, StatusInvalidArgument, contextOverflowMessage(n, model.InputTokenLimit))
 		return
 	}
@@ -178,7 +178,7 @@ func (s *Server) serveCountTokens(w http.ResponseWriter, r *http.Request, rec Re
 		s.writeFault(w, reply)
 		return
 	}
-	n := CountTokens(rec.Body)
+	n := CountTokens(model.Name, rec.Body)
 	if ok && reply.Usage.Prompt > 0 {
 		n = reply.Usage.Prompt
 	}

@@ -214,12 +214,13 @@ func Echo(r Recorded) Reply {
 
 // CountTokens is the fake's deterministic token count of a request body,
 // used by countTokens and as the default promptTokenCount:
-// [fakekit.JSONTokens] of the camelCase "contents", "systemInstruction" and
+// [fakekit.PromptTokens] of the camelCase "contents", "systemInstruction" and
 // "tools" values (of the body, or of its "generateContentRequest"): one
 // token per 4 ASCII bytes of their keys, strings and numbers, one per byte
-// outside ASCII, at least 1. It is not the real tokenizer, but never more
+// outside ASCII, each image by its pixels as model bills it (see
+// imageBill), at least 1. It is not the real tokenizer, but never more
 // lenient than one on the texts where tokenizers differ most.
-func CountTokens(body []byte) int {
+func CountTokens(model string, body []byte) int {
 	fields := requestFields(body)
 	if fields == nil {
 		return 1
@@ -230,7 +231,7 @@ func CountTokens(body []byte) int {
 			vals = append(vals, v)
 		}
 	}
-	return max(1, fakekit.JSONTokens(vals...))
+	return max(1, fakekit.PromptTokens(imageBill(model), vals...))
 }
 
 // requestFields returns the camelCase fields of a request body (of its

@@ -92,7 +92,7 @@ func TestSDKDefaultEchoReply(t *testing.T) {
 	if resp.Text() != "echo: ping me" {
 		t.Errorf("text = %q", resp.Text())
 	}
-	if got := resp.UsageMetadata.PromptTokenCount; got != int32(CountTokens(fake.Requests()[0].Body)) || got < 5 {
+	if got := resp.UsageMetadata.PromptTokenCount; got != int32(CountTokens("gemini-2.5-flash", fake.Requests()[0].Body)) || got < 5 {
 		t.Errorf("prompt tokens = %d", got)
 	}
 }
@@ -714,8 +714,8 @@ func TestSDKCountTokens(t *testing.T) {
 	if rec.Path != "/v1beta/models/gemini-2.5-flash:countTokens" || rec.Action != "countTokens" {
 		t.Fatalf("path %s", rec.Path)
 	}
-	if res.TotalTokens != int32(CountTokens(rec.Body)) || res.TotalTokens < 5 {
-		t.Errorf("totalTokens = %d, CountTokens = %d", res.TotalTokens, CountTokens(rec.Body))
+	if res.TotalTokens != int32(CountTokens("gemini-2.5-flash", rec.Body)) || res.TotalTokens < 5 {
+		t.Errorf("totalTokens = %d, CountTokens = %d", res.TotalTokens, CountTokens("gemini-2.5-flash", rec.Body))
 	}
 	fake.EnqueueRoute(RouteCountTokens, Reply{Usage: Usage{Prompt: 4242, Cached: 42}})
 	res, err = client.Models.CountTokens(testCtx(t), "gemini-2.5-flash", genai.Text("x"), nil)
@@ -875,7 +875,7 @@ func TestSDKUnknownModelAndOverflow(t *testing.T) {
 	}
 	long := strings.Repeat("lorem ipsum ", 40)
 	_, err = client.Models.GenerateContent(testCtx(t), "gemini-tiny", genai.Text(long), nil)
-	n := CountTokens(fake.Requests()[2].Body)
+	n := CountTokens("gemini-2.5-flash", fake.Requests()[2].Body)
 	if e := apiError(t, err); e.Code != 400 || e.Message != contextOverflowMessage(n, 50) || n <= 50 {
 		t.Errorf("overflow (%d tokens) = %+v", n, e)
 	}

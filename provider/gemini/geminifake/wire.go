@@ -109,7 +109,7 @@ func (s *Server) resolve(reply Reply, model Model, body []byte) *resolved {
 			res.safety = DefaultSafetyRatings()
 		}
 		if res.usage == (Usage{}) {
-			res.usage = Usage{Prompt: CountTokens(body)}
+			res.usage = Usage{Prompt: CountTokens(model.Name, body)}
 		}
 		return res
 	}
@@ -143,7 +143,7 @@ func (s *Server) resolve(reply Reply, model Model, body []byte) *resolved {
 		res.textSignature = s.newSignature()
 	}
 	if res.usage == (Usage{}) {
-		res.usage = Usage{Prompt: CountTokens(body), Candidates: max(1, (outBytes+3)/4)}
+		res.usage = Usage{Prompt: CountTokens(model.Name, body), Candidates: max(1, (outBytes+3)/4)}
 		if res.thought != nil {
 			res.usage.Thoughts = max(1, (len(res.thought.Text)+3)/4)
 		}

@@ -310,8 +310,8 @@ func TestSnakeCaseBody(t *testing.T) {
 	var generic any
 	_ = json.Unmarshal(rec.CamelBody(), &generic)
 	camelBody, _ := json.Marshal(generic)
-	if CountTokens([]byte(body)) != CountTokens(camelBody) {
-		t.Errorf("CountTokens differs: %d vs %d", CountTokens([]byte(body)), CountTokens(camelBody))
+	if CountTokens("", []byte(body)) != CountTokens("", camelBody) {
+		t.Errorf("CountTokens differs: %d vs %d", CountTokens("", []byte(body)), CountTokens("", camelBody))
 	}
 	// Decode works on either spelling.
 	var v struct {
@@ -379,7 +379,7 @@ func TestValidation(t *testing.T) {
 	// count tokens in the wrapped form.
 	wrapped := `{"generateContentRequest":{"model":"models/gemini-2.5-flash","contents":[{"role":"user","parts":[{"text":"hello"}]}],"systemInstruction":{"parts":[{"text":"sys"}]}}}`
 	resp, body := raw(t, fake, "POST", "/v1beta/models/gemini-2.5-flash:countTokens", goodHeaders(), wrapped)
-	want := fmt.Sprintf("{\n  \"totalTokens\": %d,\n  \"promptTokensDetails\": [\n    {\n      \"modality\": \"TEXT\",\n      \"tokenCount\": %d\n    }\n  ]\n}\n", CountTokens([]byte(wrapped)), CountTokens([]byte(wrapped)))
+	want := fmt.Sprintf("{\n  \"totalTokens\": %d,\n  \"promptTokensDetails\": [\n    {\n      \"modality\": \"TEXT\",\n      \"tokenCount\": %d\n    }\n  ]\n}\n", CountTokens("", []byte(wrapped)), CountTokens("", []byte(wrapped)))
 	if resp.StatusCode != 200 || string(body) != want {
 		t.Errorf("wrapped countTokens: %d %s", resp.StatusCode, body)
 	}
@@ -658,7 +658,7 @@ func TestNormalizeBody(t *testing.T) {
 			t.Errorf("no error for %q", bad)
 		}
 	}
-	if CountTokens([]byte("nope")) != 1 {
+	if CountTokens("", []byte("nope")) != 1 {
 		t.Error("CountTokens of garbage")
 	}
 }

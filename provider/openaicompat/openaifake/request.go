@@ -172,22 +172,25 @@ func Echo(r Recorded) Reply {
 // CountTokens is the fake's deterministic prompt-token count of a request
 // body, used when a reply's Usage is zero and for the context-window
 // checks:
-// [fakekit.JSONTokens] of its "messages" and "tools" values (one token per
+// [fakekit.PromptTokens] of its "messages" and "tools" values (one token per
 // 4 ASCII bytes of their keys, strings and numbers, one per byte outside
-// ASCII), at least 1. It is not the real tokenizer, but never more lenient
+// ASCII; each image by its pixels as the body's model bills it, see
+// imageBill), at least 1. It is not the real tokenizer, but never more lenient
 // than one on the texts where tokenizers differ most.
 func CountTokens(body []byte) int {
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(body, &fields) != nil {
 		return 1
 	}
+	var model string
+	_ = json.Unmarshal(fields["model"], &model)
 	var vals []json.RawMessage
 	for _, k := range []string{"messages", "tools"} {
 		if v, ok := fields[k]; ok {
 			vals = append(vals, v)
 		}
 	}
-	return max(1, fakekit.JSONTokens(vals...))
+	return max(1, fakekit.PromptTokens(imageBill(model), vals...))
 }
 
 // completionTokens is the derived completion count: ceil(bytes/4), at

@@ -37,8 +37,18 @@ func TextTokens(s string) int {
 // so escapes count as the characters they stand for), one byte of
 // separator each, counted with [TextTokens]. A value that is not JSON
 // counts by its bytes.
-func JSONTokens(values ...json.RawMessage) int {
+func JSONTokens(values ...json.RawMessage) int { return PromptTokens(nil, values...) }
+
+// ImageBill bills one JSON object of a request as a provider bills an
+// image: ok is false when obj is not an image.
+type ImageBill func(obj map[string]any) (tokens int, ok bool)
+
+// PromptTokens is [JSONTokens] with images billed as the provider bills
+// them, by their pixels: every object image recognises counts its tokens,
+// and nothing of it (the base64 bytes least of all) counts as text.
+func PromptTokens(image ImageBill, values ...json.RawMessage) int {
 	var text bytes.Buffer
+	images := 0
 	for _, v := range values {
 		var x any
 		d := json.NewDecoder(bytes.NewReader(v))
@@ -47,22 +57,28 @@ func JSONTokens(values ...json.RawMessage) int {
 			text.Write(v)
 			continue
 		}
-		flatten(&text, x)
+		flatten(&text, x, image, &images)
 	}
-	return TextTokens(text.String())
+	return TextTokens(text.String()) + images
 }
 
-func flatten(b *bytes.Buffer, x any) {
+func flatten(b *bytes.Buffer, x any, image ImageBill, images *int) {
 	switch v := x.(type) {
 	case map[string]any:
+		if image != nil {
+			if n, ok := image(v); ok {
+				*images += n
+				return
+			}
+		}
 		for k, e := range v {
 			b.WriteString(k)
 			b.WriteByte(' ')
-			flatten(b, e)
+			flatten(b, e, image, images)
 		}
 	case []any:
 		for _, e := range v {
-			flatten(b, e)
+			flatten(b, e, image, images)
 		}
 	case string:
 		b.WriteString(v)
