@@ -790,7 +790,10 @@ func admit[T interface{ common() *decoded }](g *Gateway, w http.ResponseWriter, 
 		// the call's estimate, its prompt's bound and that limit.
 		key, _ := g.authenticate(r)
 		f = g.rates.admit(key, call.InvocationID, func() int64 {
-			return pricing.BoundRequestTokens(&call.Request, nil) + int64(call.Request.MaxTokens)
+			// No provider is chosen yet: each image counts the neutral
+			// [pricing.ImageTokens].
+			n, _ := pricing.BoundRequestTokens(&call.Request, nil, nil)
+			return n + int64(call.Request.MaxTokens)
 		})
 	}
 	if f != nil {

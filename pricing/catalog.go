@@ -564,9 +564,13 @@ func (c *Catalog) Limits(ns, model string) (provider.ModelLimits, error) {
 }
 
 // BoundPrompt returns [BoundRequestTokens] of req with namespace ns's
-// token factor (none for a namespace the catalog does not list).
-func (c *Catalog) BoundPrompt(ns string, req *provider.Request) int64 {
-	return BoundRequestTokens(req, c.factor(ns))
+// token factor (none for a namespace the catalog does not list), each
+// image bounded by images. An image that cannot be priced counts as the
+// formula's maximum, as in [BoundRequestTokens]: a request holding one was
+// refused by its estimate, so it never ran.
+func (c *Catalog) BoundPrompt(ns string, req *provider.Request, images provider.ImageTokens) int64 {
+	n, _ := BoundRequestTokens(req, c.factor(ns), images)
+	return n
 }
 
 // BoundText returns [BoundTokens] of text with namespace ns's token factor

@@ -167,8 +167,9 @@ type Pricer interface {
 	// error when the model is unknown, zero limits for a local namespace.
 	Limits(ns, model string) (ModelLimits, error)
 	// BoundPrompt returns the upper bound of req's prompt tokens that
-	// Estimate prices, in namespace ns's tokenizer.
-	BoundPrompt(ns string, req *Request) int64
+	// Estimate prices, in namespace ns's tokenizer, each image bounded by
+	// images.
+	BoundPrompt(ns string, req *Request, images ImageTokens) int64
 	// BoundText returns an upper bound of the tokens namespace ns's
 	// tokenizer counts for text, by the rule Estimate bounds a prompt's
 	// texts with.

@@ -64,7 +64,7 @@ func earlyEnd(k provider.Kind) bool {
 // The usage is marked Estimated when a count is not the provider's. A
 // failure that is the provider's own end before any output or report
 // bills nothing, as it did before the stream was counted.
-func (b *Base) Billed(k provider.Kind, r *Received, req *provider.Request, ns, model string) *provider.Usage {
+func (b *Base) Billed(k provider.Kind, r *Received, req *provider.Request, ns, model string, images provider.ImageTokens) *provider.Usage {
 	if !r.started {
 		return nil
 	}
@@ -76,7 +76,7 @@ func (b *Base) Billed(k provider.Kind, r *Received, req *provider.Request, ns, m
 	if r.usage != nil {
 		u = *r.usage
 	} else {
-		u = provider.Usage{InputTokens: b.boundPrompt(ns, req), Estimated: true}
+		u = provider.Usage{InputTokens: b.boundPrompt(ns, req, images), Estimated: true}
 	}
 	limit := int64(b.MaxTokens(ns, model, req))
 	out := min(b.boundText(ns, r.out.String()), limit)
@@ -93,11 +93,11 @@ func (b *Base) Billed(k provider.Kind, r *Received, req *provider.Request, ns, m
 // boundPrompt bounds req's prompt with the catalog; without one, the
 // prompt is not counted (the call cannot be priced, and is charged its
 // reservation).
-func (b *Base) boundPrompt(ns string, req *provider.Request) int64 {
+func (b *Base) boundPrompt(ns string, req *provider.Request, images provider.ImageTokens) int64 {
 	if b.Pricer == nil {
 		return 0
 	}
-	return b.Pricer.BoundPrompt(ns, req)
+	return b.Pricer.BoundPrompt(ns, req, images)
 }
 
 // boundText bounds text with the catalog; without one, by its bytes, the

@@ -15,15 +15,15 @@ func (boundPricer) Cost(string, string, provider.Usage, time.Time) (provider.Mon
 	return 0, nil
 }
 
-func (boundPricer) Estimate(string, string, *provider.Request, time.Time) (provider.Money, error) {
+func (boundPricer) Estimate(string, string, *provider.Request, provider.ImageTokens, time.Time) (provider.Money, error) {
 	return 0, nil
 }
 
 func (boundPricer) Limits(string, string) (provider.ModelLimits, error) {
 	return provider.ModelLimits{}, nil
 }
-func (boundPricer) BoundPrompt(string, *provider.Request) int64 { return 500 }
-func (boundPricer) BoundText(_, text string) int64              { return int64(len(text)) }
+func (boundPricer) BoundPrompt(string, *provider.Request, provider.ImageTokens) int64 { return 500 }
+func (boundPricer) BoundText(_, text string) int64                                    { return int64(len(text)) }
 
 // TestBilledEarlyEnd pins the rule a stream that ends before its end is
 // billed by: the larger of the output reported and the bound of the output
@@ -74,7 +74,7 @@ func TestBilledEarlyEnd(t *testing.T) {
 				r.Report(*tt.report, tt.final)
 			}
 			r.Output(tt.out)
-			got := b.Billed(tt.kind, &r, req, "ns", "m")
+			got := b.Billed(tt.kind, &r, req, "ns", "m", nil)
 			switch {
 			case got == nil && tt.want == nil:
 			case got == nil || tt.want == nil || *got != *tt.want:

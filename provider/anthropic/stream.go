@@ -141,7 +141,7 @@ func (s *stream) fail(err error) error {
 // bill attaches to pe, the error that ended the stream, the usage the
 // provider can bill for it ([adapterkit.Base.Billed]) and its price.
 func (s *stream) bill(pe *provider.Error) {
-	if u := s.a.base.Billed(pe.Kind, &s.recv, s.req, Namespace, s.model); u != nil {
+	if u := s.a.base.Billed(pe.Kind, &s.recv, s.req, Namespace, s.model, Images(s.model)); u != nil {
 		var priced bool
 		pe.Usage = u
 		pe.Cost, priced = s.a.base.Price(*u, adapterkit.PriceRef{NS: Namespace, Model: s.respModel}, adapterkit.PriceRef{NS: Namespace, Model: s.model})

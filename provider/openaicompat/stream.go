@@ -228,7 +228,7 @@ func (s *stream) fail(err error) error {
 // provider can bill for it ([adapterkit.Base.Billed]) and its price.
 func (s *stream) bill(pe *provider.Error) {
 	ns, id := s.a.profile.priceRef(s.a.baseURL, s.at.model)
-	if u := s.a.base.Billed(pe.Kind, &s.recv, s.req, ns, id); u != nil {
+	if u := s.a.base.Billed(pe.Kind, &s.recv, s.req, ns, id, Images(ns, id)); u != nil {
 		var priced bool
 		pe.Usage = u
 		pe.Cost, priced = s.a.cost(s.respModel, s.at.model, *u)
