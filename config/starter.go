@@ -69,6 +69,7 @@ breakers.json
 project-state.json
 secrets.json
 gateway-keys.json
+*.lock
 `
 
 // writeGitignore writes .cortexbuild/.gitignore unless one exists (a
