@@ -356,11 +356,14 @@ func (s *KeyStore) readFile() ([]storedKey, os.FileInfo, error) {
 func (s *KeyStore) change(fn func(keys []storedKey) ([]storedKey, bool, error)) error {
 	path := atomicfile.Target(s.path)
 	return atomicfile.Locked(path, 0o755, func() error {
-		keys, _, err := s.readFile()
+		keys, st, err := s.readFile()
 		if err != nil {
 			return err
 		}
-		keys, changed, err := fn(keys)
+		s.mu.Lock()
+		s.keys, s.stamp, s.read = keys, st, true // what the file holds now
+		s.mu.Unlock()
+		keys, changed, err := fn(slices.Clone(keys))
 		if err != nil || !changed {
 			return err
 		}
@@ -371,8 +374,7 @@ func (s *KeyStore) change(fn func(keys []storedKey) ([]storedKey, bool, error)) 
 		if err := atomicfile.Write(path, append(data, '\n'), 0o755); err != nil {
 			return fmt.Errorf("key store: %w", err)
 		}
-		st, err := os.Stat(s.path)
-		if err != nil {
+		if st, err = os.Stat(s.path); err != nil {
 			return fmt.Errorf("key store: %w", err)
 		}
 		s.mu.Lock()
