@@ -160,34 +160,44 @@ func (s *SecretsFile) Fields(providerName string) ([]string, error) {
 }
 
 // Set saves value for a provider's credential field; an empty value
-// removes the field. The file is written with mode 0600, atomically.
+// removes the field. The file is written with mode 0600, atomically,
+// holding the lock file beside it (secrets.json.lock, see
+// [atomicfile.Locked]) from the read to the write, so that no other
+// process's saved credential is lost.
 func (s *SecretsFile) Set(providerName, field, value string) error {
 	if providerName == "" || field == "" {
 		return errors.New("secrets file: a provider and a field are required")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	doc, err := s.read()
+	path := atomicfile.Target(s.path)
+	err := atomicfile.Locked(path, 0o755, func() error {
+		doc, err := s.read()
+		if err != nil {
+			return err
+		}
+		if value == "" {
+			delete(doc.Providers[providerName], field)
+			if len(doc.Providers[providerName]) == 0 {
+				delete(doc.Providers, providerName)
+			}
+		} else {
+			if doc.Providers[providerName] == nil {
+				doc.Providers[providerName] = map[string]string{}
+			}
+			doc.Providers[providerName][field] = value
+		}
+		data, err := json.MarshalIndent(doc, "", "  ")
+		if err != nil {
+			return fmt.Errorf("secrets file: %w", err)
+		}
+		if err := atomicfile.Write(path, append(data, '\n'), 0o755); err != nil {
+			return fmt.Errorf("secrets file: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
-	}
-	if value == "" {
-		delete(doc.Providers[providerName], field)
-		if len(doc.Providers[providerName]) == 0 {
-			delete(doc.Providers, providerName)
-		}
-	} else {
-		if doc.Providers[providerName] == nil {
-			doc.Providers[providerName] = map[string]string{}
-		}
-		doc.Providers[providerName][field] = value
-	}
-	data, err := json.MarshalIndent(doc, "", "  ")
-	if err != nil {
-		return fmt.Errorf("secrets file: %w", err)
-	}
-	if err := atomicfile.Write(atomicfile.Target(s.path), append(data, '\n'), 0o755); err != nil {
-		return fmt.Errorf("secrets file: %w", err)
 	}
 	s.wrote = true
 	return nil

@@ -70,6 +70,7 @@ project-state.json
 secrets.json
 gateway-keys.json
 project-id
+*.lock
 `
 
 // writeGitignore writes .cortexbuild/.gitignore unless one exists (a

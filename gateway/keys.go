@@ -243,7 +243,12 @@ func (k Key) Check() error {
 // method is safe for concurrent use; a change made by another process
 // (cortexbuild serve keys revoke while the server runs) is seen on the next
 // check, because the file is stat'ed on every check (at most once per
-// [KeyStore.SetRecheck] period) and re-read when it changed.
+// [KeyStore.SetRecheck] period) and re-read when it changed. Every write
+// (Create, Update, Revoke, Rebind) holds an exclusive lock on the file
+// gateway-keys.json.lock beside it, taken by every process and store
+// writing the file, and changes the keys the file holds at that moment:
+// concurrent commands, gateways and consoles lose none of each other's
+// writes.
 type KeyStore struct {
 	path string
 	now  func() time.Time
@@ -312,43 +317,85 @@ func (s *KeyStore) load() error {
 	if s.read && s.stamp != nil && os.SameFile(st, s.stamp) && st.ModTime().Equal(s.stamp.ModTime()) && st.Size() == s.stamp.Size() {
 		return nil
 	}
-	data, st, err := atomicfile.ReadPrivate(s.path)
-	if err != nil {
-		return fmt.Errorf("key store: %w", err)
-	}
-	var f keyFile
-	if err := json.Unmarshal(data, &f); err != nil {
-		return fmt.Errorf("key store: %s is not a key file: %v", s.path, err)
-	}
-	if f.Version != 1 {
-		return fmt.Errorf("key store: %s has version %d; this build reads version 1", s.path, f.Version)
-	}
-	s.keys, s.stamp, s.read = f.Keys, st, true
-	return nil
-}
-
-// write replaces the file atomically with mode 0600. The caller holds s.mu.
-func (s *KeyStore) write(keys []storedKey) error {
-	data, err := json.MarshalIndent(keyFile{Version: 1, Keys: keys}, "", "  ")
+	keys, st, err := s.readFile()
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.Write(atomicfile.Target(s.path), append(data, '\n'), 0o755); err != nil {
-		return fmt.Errorf("key store: %w", err)
+	s.keys, s.stamp, s.read = keys, st, true
+	return nil
+}
+
+// readFile reads the keys the file holds now; a missing file holds none
+// (and a nil stamp).
+func (s *KeyStore) readFile() ([]storedKey, os.FileInfo, error) {
+	data, st, err := atomicfile.ReadPrivate(s.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, nil
 	}
-	s.read = false // re-stat on the next refresh
-	return s.refresh()
+	if err != nil {
+		return nil, nil, fmt.Errorf("key store: %w", err)
+	}
+	var f keyFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, nil, fmt.Errorf("key store: %s is not a key file: %v", s.path, err)
+	}
+	if f.Version != 1 {
+		return nil, nil, fmt.Errorf("key store: %s has version %d; this build reads version 1", s.path, f.Version)
+	}
+	return f.Keys, st, nil
+}
+
+// change is every write of the store: holding the lock file beside the
+// key file (which every process changing it takes, see
+// [atomicfile.Locked]), it reads the keys the file holds now, never the
+// copy of an earlier look, runs fn on them, and replaces the file with
+// what fn returns when it reports a change. A key written by another
+// process in between is so never lost nor undone, and once change returns
+// nil, what fn made is in the file. The store's own view is updated at
+// once.
+func (s *KeyStore) change(fn func(keys []storedKey) ([]storedKey, bool, error)) error {
+	path := atomicfile.Target(s.path)
+	return atomicfile.Locked(path, 0o755, func() error {
+		keys, st, err := s.readFile()
+		if err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.keys, s.stamp, s.read = keys, st, true // what the file holds now
+		s.mu.Unlock()
+		keys, changed, err := fn(slices.Clone(keys))
+		if err != nil || !changed {
+			return err
+		}
+		data, err := json.MarshalIndent(keyFile{Version: 1, Keys: keys}, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := atomicfile.Write(path, append(data, '\n'), 0o755); err != nil {
+			return fmt.Errorf("key store: %w", err)
+		}
+		if st, err = os.Stat(s.path); err != nil {
+			return fmt.Errorf("key store: %w", err)
+		}
+		s.mu.Lock()
+		s.keys, s.stamp, s.read = keys, st, true
+		s.mu.Unlock()
+		return nil
+	})
+}
+
+// clock returns the store's clock's time.
+func (s *KeyStore) clock() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.now()
 }
 
 // Create makes a key and returns its token, the only time the secret is
-// available, with the key's description.
+// available, with the key's description. The key is in the file when
+// Create returns.
 func (s *KeyStore) Create(spec KeySpec) (string, Key, error) {
 	if err := spec.Check(); err != nil {
-		return "", Key{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.refresh(); err != nil {
 		return "", Key{}, err
 	}
 	var idb [8]byte
@@ -362,15 +409,17 @@ func (s *KeyStore) Create(spec KeySpec) (string, Key, error) {
 	id := hex.EncodeToString(idb[:])
 	token := keyPrefix + id + "_" + base64.RawURLEncoding.EncodeToString(secret[:])
 	sum := sha256.Sum256([]byte(token))
-	now := s.now()
+	now := s.clock()
 	if spec.ExpiresAt != nil && !spec.ExpiresAt.After(now) {
 		return "", Key{}, fmt.Errorf("the expiry %s is not in the future", spec.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	k := Key{ID: id, Name: spec.Name, Project: spec.Project, Agent: spec.Agent, Task: spec.Task,
 		Role: cmp.Or(spec.Role, RoleCall), Models: slices.Clone(spec.Models), Agents: slices.Clone(spec.Agents),
 		KeyLimits: spec.KeyLimits, CreatedAt: now.UTC().Truncate(time.Second)}
-	keys := append(slices.Clone(s.keys), storedKey{Key: k, SHA256: hex.EncodeToString(sum[:])})
-	if err := s.write(keys); err != nil {
+	err := s.change(func(keys []storedKey) ([]storedKey, bool, error) {
+		return append(keys, storedKey{Key: k, SHA256: hex.EncodeToString(sum[:])}), true, nil
+	})
+	if err != nil {
 		return "", Key{}, err
 	}
 	return token, k, nil
@@ -395,23 +444,29 @@ func (s *KeyStore) List() ([]Key, error) {
 // while its name was derived from the spelling of its path (its directory's
 // base name, or "."): they stay valid under its stable id.
 func (s *KeyStore) Rebind(project string, from ...string) (int, error) {
+	stale := func(k storedKey) bool { return k.Project != project && slices.Contains(from, k.Project) }
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.refresh(); err != nil {
+	err := s.refresh()
+	found := slices.ContainsFunc(s.keys, stale)
+	s.mu.Unlock()
+	if err != nil || !found {
+		return 0, err // nothing to change: no lock taken, nothing written
+	}
+	n := 0
+	err = s.change(func(keys []storedKey) ([]storedKey, bool, error) {
+		n = 0
+		for i := range keys {
+			if stale(keys[i]) {
+				keys[i].Project = project
+				n++
+			}
+		}
+		return keys, n > 0, nil
+	})
+	if err != nil {
 		return 0, err
 	}
-	keys := slices.Clone(s.keys)
-	n := 0
-	for i := range keys {
-		if keys[i].Project != project && slices.Contains(from, keys[i].Project) {
-			keys[i].Project = project
-			n++
-		}
-	}
-	if n == 0 {
-		return 0, nil
-	}
-	return n, s.write(keys)
+	return n, nil
 }
 
 // PublicID returns the id of a key named by its id, its hint
@@ -452,39 +507,35 @@ func (s *KeyStore) Revoke(id string) (Key, error) {
 		if k.RevokedAt != nil {
 			return false, nil
 		}
-		now := s.now().UTC().Truncate(time.Second)
+		now := s.clock().UTC().Truncate(time.Second)
 		k.RevokedAt = &now
 		return true, nil
 	})
 }
 
-// modify runs fn on a copy of the key with id (or its hint), holding the
-// store's lock after reading the file again, and writes the keys for
-// every process sharing the file when fn reports a change. It returns
-// the key as fn left it.
+// modify runs fn on a copy of the key with id (or its hint), as the file
+// holds it now (read under the file's lock, see [KeyStore.change]), and
+// writes the keys for every process sharing the file when fn reports a
+// change. It returns the key as fn left it.
 func (s *KeyStore) modify(id string, fn func(*Key) (changed bool, err error)) (Key, error) {
 	id = PublicID(id)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.refresh(); err != nil {
-		return Key{}, err
-	}
-	keys := slices.Clone(s.keys)
-	i := slices.IndexFunc(keys, func(k storedKey) bool { return k.ID == id })
-	if i < 0 {
-		return Key{}, fmt.Errorf("%w %q", ErrNoSuchKey, id)
-	}
-	k := keys[i].Key
-	k.Models, k.Agents = slices.Clone(k.Models), slices.Clone(k.Agents)
-	changed, err := fn(&k)
+	var k Key
+	err := s.change(func(keys []storedKey) ([]storedKey, bool, error) {
+		i := slices.IndexFunc(keys, func(k storedKey) bool { return k.ID == id })
+		if i < 0 {
+			return nil, false, fmt.Errorf("%w %q", ErrNoSuchKey, id)
+		}
+		k = keys[i].Key
+		k.Models, k.Agents = slices.Clone(k.Models), slices.Clone(k.Agents)
+		changed, err := fn(&k)
+		if err != nil || !changed {
+			return nil, false, err
+		}
+		keys[i].Key = k
+		return keys, true, nil
+	})
 	if err != nil {
 		return Key{}, err
-	}
-	if changed {
-		keys[i].Key = k
-		if err := s.write(keys); err != nil {
-			return Key{}, err
-		}
 	}
 	return k, nil
 }

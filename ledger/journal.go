@@ -15,6 +15,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/cortexbuild/cortexbuild/internal/flock"
 )
 
 // The journal is [Fast]'s write-ahead log: every settlement is appended to a
@@ -89,7 +91,7 @@ func (j *journal) rotate() error {
 	if err != nil {
 		return fmt.Errorf("%w: journal: %v", ErrUnavailable, err)
 	}
-	if err := lockFile(f); err != nil {
+	if err := flock.TryLock(f); err != nil {
 		f.Close()
 		os.Remove(path)
 		return fmt.Errorf("%w: journal lock: %v", ErrUnavailable, err)
@@ -363,7 +365,7 @@ func replayFile(ctx context.Context, st Store, path string, price RowPricer) (in
 		return 0, nil, err
 	}
 	defer f.Close()
-	if err := lockFile(f); err != nil {
+	if err := flock.TryLock(f); err != nil {
 		return 0, nil, nil // a live process holds it
 	}
 	data, err := io.ReadAll(f)

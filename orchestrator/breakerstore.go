@@ -21,7 +21,9 @@ import (
 // .cortexbuild/breakers.json) so that the processes of one project (each
 // CLI command is one) see each other's open breakers. The file is re-read
 // on every load and written atomically with mode 0600; of two records for
-// a provider the later one (UpdatedAt) wins. Between processes the
+// a provider the later one (UpdatedAt) wins. A save holds the lock file
+// beside it (breakers.json.lock, see [atomicfile.Locked]) while it reads,
+// changes and writes the file, so that no process's save is lost. Between processes the
 // one-probe rule is best effort: each process lets at most one probe
 // through at a time.
 type FileBreakers struct {
@@ -58,28 +60,31 @@ func (f *FileBreakers) LoadBreakers(context.Context) ([]BreakerState, error) {
 func (f *FileBreakers) SaveBreaker(_ context.Context, s BreakerState) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.poll.Reset() // read what the file holds now, not the last look
-	bf, err := f.read()
-	if err != nil {
-		return err
-	}
-	s.Probing = false
-	i := slices.IndexFunc(bf.Breakers, func(x BreakerState) bool { return x.Provider == s.Provider })
-	switch {
-	case i < 0:
-		bf.Breakers = append(bf.Breakers, s)
-	case s.UpdatedAt.Before(bf.Breakers[i].UpdatedAt):
-		return nil
-	default:
-		bf.Breakers[i] = s
-	}
-	slices.SortFunc(bf.Breakers, func(a, b BreakerState) int { return strings.Compare(a.Provider, b.Provider) })
-	b, err := json.MarshalIndent(bf, "", "  ")
-	if err != nil {
-		return err
-	}
-	f.poll.Reset()
-	return atomicfile.Write(f.Path, append(b, '\n'), 0o755)
+	return atomicfile.Locked(f.Path, 0o755, func() error {
+		f.poll.Reset()
+		f.seen = nil // read what the file holds now, not the last look
+		bf, err := f.read()
+		if err != nil {
+			return err
+		}
+		s.Probing = false
+		i := slices.IndexFunc(bf.Breakers, func(x BreakerState) bool { return x.Provider == s.Provider })
+		switch {
+		case i < 0:
+			bf.Breakers = append(bf.Breakers, s)
+		case s.UpdatedAt.Before(bf.Breakers[i].UpdatedAt):
+			return nil
+		default:
+			bf.Breakers[i] = s
+		}
+		slices.SortFunc(bf.Breakers, func(a, b BreakerState) int { return strings.Compare(a.Provider, b.Provider) })
+		b, err := json.MarshalIndent(bf, "", "  ")
+		if err != nil {
+			return err
+		}
+		f.poll.Reset()
+		return atomicfile.Write(f.Path, append(b, '\n'), 0o755)
+	})
 }
 
 func (f *FileBreakers) read() (breakerFile, error) {

@@ -151,7 +151,7 @@ type Orchestrator struct {
 	notBefore map[string]rateHold // per-provider rate-limit queue
 	brk       breakers            // per-provider circuit breakers
 
-	keyLimits sync.Map // ledger.Scope → provider.Money: the key budgets this process set
+	keyLimits sync.Map // ledger.Scope → provider.Money or noKeyLimit: the key scopes' limits this process set
 }
 
 // New validates settings and returns an orchestrator.
@@ -324,7 +324,8 @@ type Call struct {
 	// gateway's), recorded on its ledger rows; "" for none.
 	Key string
 	// KeyBudget, when set, limits what the calls made with Key cost per
-	// period: the key's scope is held with the month's and the task's.
+	// period: the key's scope is held with the month's and the task's. The
+	// key's lifetime scope is held in any case (see keyScopes).
 	KeyBudget *KeyBudget
 
 	gate *taskGate // the task's critic gate, for a critic's call

@@ -31,24 +31,66 @@ type KeyBudget struct {
 	Period string
 }
 
-// keyScope returns the ledger scope of c's key budget at now, after
-// setting its limit in the ledger, once per process and limit: as a
-// default, so that a limit set by an operator on the scope ('cortexbuild
-// budget set') wins. A budget changed in the key file is set by the next
-// call of each process that sees the change.
-func (o *Orchestrator) keyScope(ctx context.Context, c *Call, now time.Time) (ledger.Scope, error) {
-	sc, err := ledger.KeyScope(c.Key, c.KeyBudget.Period, now.In(o.s.Location))
+// keyScopes returns the ledger scopes a call made with c.Key holds: the
+// key's lifetime scope (key:ID), held by every call made with the key
+// from its first, budget or not, so that a budget over the key's life
+// (period total), given at creation or later with 'keys update', counts
+// all the key's spend; and, with a budget per day or month, the scope of
+// that period at now. Each budget's limit is written into its scope once
+// per process and limit, as a default, so that a limit set by an
+// operator on the scope ('cortexbuild budget set') wins; a budget changed
+// in the key file is set by the next call of each process that sees the
+// change. While the key has no lifetime budget, a limit left on its
+// lifetime scope (by a former total budget) is removed, once per process.
+func (o *Orchestrator) keyScopes(ctx context.Context, c *Call, now time.Time) ([]ledger.Scope, error) {
+	life, err := ledger.KeyScope(c.Key, ledger.PeriodTotal, now)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	if set, ok := o.keyLimits.Load(sc); ok && set.(provider.Money) == c.KeyBudget.Limit {
-		return sc, nil
+	scopes := []ledger.Scope{life}
+	var lifeLimit *provider.Money
+	if c.KeyBudget != nil && c.KeyBudget.Period == ledger.PeriodTotal {
+		lifeLimit = &c.KeyBudget.Limit
+	} else if c.KeyBudget != nil {
+		sc, err := ledger.KeyScope(c.Key, c.KeyBudget.Period, now.In(o.s.Location))
+		if err != nil {
+			return nil, err
+		}
+		if err := o.keyLimit(ctx, sc, &c.KeyBudget.Limit); err != nil {
+			return nil, err
+		}
+		scopes = append(scopes, sc)
 	}
-	if _, err := o.s.Ledger.SetDefaultBudget(ctx, sc, c.KeyBudget.Limit); err != nil {
-		return "", err
+	return scopes, o.keyLimit(ctx, life, lifeLimit)
+}
+
+// noKeyLimit is what keyLimits holds for a scope this process found or
+// left without a limit.
+type noKeyLimit struct{}
+
+// keyLimit makes limit (nil: none) the default limit of a key's scope,
+// once per process and limit.
+func (o *Orchestrator) keyLimit(ctx context.Context, sc ledger.Scope, limit *provider.Money) error {
+	var want any = noKeyLimit{}
+	if limit != nil {
+		want = *limit
 	}
-	o.keyLimits.Store(sc, c.KeyBudget.Limit)
-	return sc, nil
+	if set, ok := o.keyLimits.Load(sc); ok && set == want {
+		return nil
+	}
+	if limit != nil {
+		if _, err := o.s.Ledger.SetDefaultBudget(ctx, sc, *limit); err != nil {
+			return err
+		}
+	} else if b, err := o.s.Ledger.Budget(ctx, sc); err != nil {
+		return err
+	} else if b.Limited {
+		if err := o.s.Ledger.RemoveBudget(ctx, sc); err != nil {
+			return err
+		}
+	}
+	o.keyLimits.Store(sc, want)
+	return nil
 }
 
 // EstimateError refuses a call whose estimate exceeds its agent's budget.
@@ -186,15 +228,15 @@ func (o *Orchestrator) reserve(ctx context.Context, c *Call) (*hold, error) {
 	if c.Task != "" {
 		h.scopes = append(h.scopes, ledger.TaskScope(c.Task))
 	}
-	if c.KeyBudget != nil {
-		sc, err := o.keyScope(ctx, c, now)
+	if c.Key != "" {
+		scopes, err := o.keyScopes(ctx, c, now)
 		switch {
 		case errors.Is(err, ledger.ErrUnavailable):
 			return nil, &Error{Err: err, Summary: "refused: the ledger cannot be reached, and paid calls are never made unrecorded"}
 		case err != nil:
 			return nil, &Error{Err: err, Summary: "refused: the key's budget cannot be applied"}
 		}
-		h.scopes = append(h.scopes, sc)
+		h.scopes = append(h.scopes, scopes...)
 	}
 	reserve := func() error {
 		return o.s.Ledger.Reserve(ctx, ledger.Reservation{InvocationID: h.id, Amount: est, Scopes: h.scopes, ExpiresAt: now.Add(o.s.ReservationTTL)})

@@ -154,6 +154,12 @@ type Console struct {
 	// tasks are the tasks paused or resumed from the console, listed on
 	// the control page even without a budget or spend.
 	tasks map[string]bool
+
+	// open is the one session of a console without authentication, and
+	// openToken its cookie's value (see openSession).
+	openMu    sync.Mutex
+	open      *session
+	openToken string
 }
 
 type session struct {
@@ -261,15 +267,15 @@ func loopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// authed wraps a page: it finds the session (making one without a login
-// when authentication is off), sends people without one to the login
+// authed wraps a page: it finds the session (the one open session when
+// authentication is off), sends people without one to the login
 // form, and checks the origin and the synchronizer token of every POST.
 func (c *Console) authed(h func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s := c.session(r)
 		if s == nil && c.opts.NoAuth && r.Method == http.MethodGet {
 			var err error
-			if s, err = c.newSession(w, r, ""); err != nil {
+			if s, err = c.openSession(w, r); err != nil {
 				http.Error(w, "cannot start a session", http.StatusInternalServerError)
 				return
 			}
@@ -395,13 +401,45 @@ func (c *Console) keyActive(id string) bool {
 
 // newSession starts a session and sets its cookie.
 func (c *Console) newSession(w http.ResponseWriter, r *http.Request, keyID string) (*session, error) {
-	tok, err := token()
+	s, tok, err := c.startSession(keyID)
 	if err != nil {
 		return nil, err
 	}
+	setSessionCookie(w, r, tok, s)
+	return s, nil
+}
+
+// openSession is the session of a console without authentication: one,
+// started by the first GET without a cookie (and again once it expired
+// or was logged out of) and given to every other, so that requests without a cookie do not
+// each leave a session behind. Its form token is as secret as any
+// session's: only pages of the console, on a loopback host, show it.
+func (c *Console) openSession(w http.ResponseWriter, r *http.Request) (*session, error) {
+	c.openMu.Lock()
+	defer c.openMu.Unlock()
+	c.mu.Lock()
+	live := c.open != nil && c.sessions[hashToken(c.openToken)] == c.open && c.opts.Now().Before(c.open.expires)
+	c.mu.Unlock()
+	if !live { // none yet, expired, or ended by a logout
+		s, tok, err := c.startSession("")
+		if err != nil {
+			return nil, err
+		}
+		c.open, c.openToken = s, tok
+	}
+	setSessionCookie(w, r, c.openToken, c.open)
+	return c.open, nil
+}
+
+// startSession records a new session and returns it with its token.
+func (c *Console) startSession(keyID string) (*session, string, error) {
+	tok, err := token()
+	if err != nil {
+		return nil, "", err
+	}
 	csrf, err := token()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	now := c.opts.Now()
 	s := &session{csrf: csrf, keyID: keyID, expires: now.Add(c.opts.SessionTTL)}
@@ -413,9 +451,12 @@ func (c *Console) newSession(w http.ResponseWriter, r *http.Request, keyID strin
 	}
 	c.sessions[hashToken(tok)] = s
 	c.mu.Unlock()
+	return s, tok, nil
+}
+
+func setSessionCookie(w http.ResponseWriter, r *http.Request, tok string, s *session) {
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: tok, Path: Prefix, HttpOnly: true, Secure: r.TLS != nil,
 		SameSite: http.SameSiteStrictMode, Expires: s.expires})
-	return s, nil
 }
 
 // loginPage shows the login form with a fresh login token (a cookie and a

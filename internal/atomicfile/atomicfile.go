@@ -1,6 +1,7 @@
 // Package atomicfile replaces small state files (keys, secrets, consent,
 // pause, breakers) so that a reader sees the old content or the new, never
-// a part, and a crash leaves no partial file behind.
+// a part, and a crash leaves no partial file behind; [Locked] makes their
+// read-modify-writes by several processes lose nothing.
 package atomicfile
 
 import (

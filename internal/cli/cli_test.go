@@ -99,7 +99,7 @@ func TestInitThenValidate(t *testing.T) {
 	// The machine's state, secrets included, is kept out of version control;
 	// the configuration is not.
 	ignore, err := os.ReadFile(filepath.Join(dir, config.Dir, ".gitignore"))
-	for _, want := range []string{"secrets.json", "gateway-keys.json", "state.db", "journal/"} {
+	for _, want := range []string{"secrets.json", "gateway-keys.json", "*.lock", "state.db", "journal/"} {
 		if err != nil || !strings.Contains(string(ignore), want) {
 			t.Errorf(".cortexbuild/.gitignore lacks %s: %q, %v", want, ignore, err)
 		}

@@ -102,9 +102,10 @@ type consentFile struct {
 // Writes replace the file atomically (a temporary file in the same
 // directory, synced, then renamed over it) with mode 0600, so a reader
 // never sees a partial file. Calls are serialised across every FileStore
-// of this process on the same path; read-modify-write cycles of two
-// processes are not (each write is still atomic, but one of two
-// simultaneous grants can be lost).
+// of this process on the same path, and a grant or revocation holds the
+// lock file beside the file (consent.json.lock, see [atomicfile.Locked])
+// from its read to its write, so that of two processes granting or
+// revoking at once neither change is lost.
 type FileStore struct {
 	path string
 }
@@ -151,27 +152,32 @@ func (s *FileStore) Grant(ctx context.Context, c Consent) error {
 		return err
 	}
 	defer s.lock()()
-	cs, err := s.read()
-	if err != nil {
-		return err
-	}
-	cs = slices.DeleteFunc(cs, func(old Consent) bool { return old.Provider == c.Provider })
-	return s.write(append(cs, c))
+	return atomicfile.Locked(s.path, 0o700, func() error {
+		cs, err := s.read()
+		if err != nil {
+			return err
+		}
+		cs = slices.DeleteFunc(cs, func(old Consent) bool { return old.Provider == c.Provider })
+		return s.write(append(cs, c))
+	})
 }
 
 // Revoke implements ConsentStore.
-func (s *FileStore) Revoke(ctx context.Context, provider string) (bool, error) {
+func (s *FileStore) Revoke(ctx context.Context, provider string) (revoked bool, err error) {
 	defer s.lock()()
-	cs, err := s.read()
-	if err != nil {
-		return false, err
-	}
-	n := len(cs)
-	cs = slices.DeleteFunc(cs, func(c Consent) bool { return c.Provider == provider })
-	if len(cs) == n {
-		return false, nil
-	}
-	return true, s.write(cs)
+	err = atomicfile.Locked(s.path, 0o700, func() error {
+		cs, err := s.read()
+		if err != nil {
+			return err
+		}
+		n := len(cs)
+		cs = slices.DeleteFunc(cs, func(c Consent) bool { return c.Provider == provider })
+		if revoked = len(cs) < n; !revoked {
+			return nil
+		}
+		return s.write(cs)
+	})
+	return revoked, err
 }
 
 // List implements ConsentStore.
