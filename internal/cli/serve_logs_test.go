@@ -100,7 +100,9 @@ func TestServeDropAndCacheLinesFollowObservabilityLogs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	extra := "observability:\n  logs:\n    level: info\n    format: json\n    file: logs/cortexbuild.jsonl\n" +
+	// A Redis cache is shared, so serve needs the project named.
+	extra := "project: obs-logs\n" +
+		"observability:\n  logs:\n    level: info\n    format: json\n    file: logs/cortexbuild.jsonl\n" +
 		"notifications:\n  webhook_url: " + hook.URL + "/services/" + token + "\n" +
 		"cache:\n  backend: redis\n  url: redis://" + hungRedis(t) + "/0?read_timeout=100ms\n"
 	if err := os.WriteFile(cfg, append(b, extra...), 0o600); err != nil {
