@@ -78,8 +78,9 @@ func TestBoundTokens(t *testing.T) {
 		t.Errorf("prose+run bound %d, want about %d (the run by bytes)", got, want)
 	}
 	// Ordinary prose is not inflated beyond the larger of f×o200k and a
-	// token per 4 bytes (plus one rounding per piece).
-	if got, n := BoundTokens(prose, f), CountTokens(prose); got > max(f.Scale(n), int64(len(prose)/4))+int64(len(prose)/boundChunk+1)*2 {
+	// token per 4 bytes (plus one rounding per piece and each seam's
+	// charge).
+	if got, n := BoundTokens(prose, f), CountTokens(prose); got > max(f.Scale(n), int64(len(prose)/4))+int64(len(prose)/boundChunk+1)*2+int64(len(prose)/boundChunk)*f.Scale(boundSeam) {
 		t.Errorf("prose bound %d, o200k %d, bytes %d", got, n, len(prose))
 	}
 }
