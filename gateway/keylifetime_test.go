@@ -59,14 +59,32 @@ func TestKeyLifetimeBudgetCountsSpendSinceCreation(t *testing.T) {
 			t.Errorf("the key's lifetime scope: %+v, %v; want $%s spent of a $%s limit", bu, err, so, so)
 		}
 	}
-	// Back to a monthly budget: the lifetime limit no longer applies.
-	if _, err := w.keys.Update(b.ID, func(k *gateway.Key) error {
-		k.Budget, k.Period = &plenty, ledger.PeriodMonth
-		return nil
-	}); err != nil {
+	// An operator's limit on the lifetime scope is the operator's: set
+	// while the key's budget is total, it stays once the key is back on a
+	// monthly budget, while the key file's former limit does not.
+	life, _ := ledger.KeyScope(b.ID, ledger.PeriodTotal, time.Now())
+	if err := w.store.SetBudget(ctxT(t), life, plenty); err != nil {
 		t.Fatal(err)
 	}
-	if st, m := w.call(t, "POST", "/v1/chat/completions", "", body, bearer(monthly)...); st != 200 {
-		t.Errorf("key %s back on a monthly budget: %d %q; want 200", b.ID, st, errMessage(m))
+	// Back to a monthly budget: the lifetime limit no longer applies.
+	for _, k := range []gateway.Key{a, b} {
+		if _, err := w.keys.Update(k.ID, func(k *gateway.Key) error {
+			k.Budget, k.Period = &plenty, ledger.PeriodMonth
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, token := range []string{none, monthly} {
+		if st, m := w.call(t, "POST", "/v1/chat/completions", "", body, bearer(token)...); st != 200 {
+			t.Errorf("a key back on a monthly budget: %d %q; want 200", st, errMessage(m))
+		}
+	}
+	aLife, _ := ledger.KeyScope(a.ID, ledger.PeriodTotal, time.Now())
+	if bu, err := w.store.Budget(ctxT(t), aLife); err != nil || bu.Limited {
+		t.Errorf("key %s's lifetime scope after its total budget ended: %+v, %v; want no limit", a.ID, bu, err)
+	}
+	if bu, err := w.store.Budget(ctxT(t), life); err != nil || !bu.Limited || bu.Limit != plenty {
+		t.Errorf("the operator's limit on %s: %+v, %v; want its $%s kept", life, bu, err, plenty)
 	}
 }

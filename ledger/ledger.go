@@ -35,6 +35,10 @@ type Store interface {
 	// RemoveBudget removes the limit of a scope, whoever set it; its spend
 	// stays tracked and a pause caused by the budget is lifted.
 	RemoveBudget(ctx context.Context, scope Scope) error
+	// RemoveDefaultBudget removes the limit of a scope when it is a
+	// default (SetDefaultBudget's); an operator's limit (SetBudget) stays.
+	// It reports whether it removed one.
+	RemoveDefaultBudget(ctx context.Context, scope Scope) (bool, error)
 	// Budget returns the state of one scope. A scope the store has never
 	// seen has no limit and nothing spent or held.
 	Budget(ctx context.Context, scope Scope) (Budget, error)

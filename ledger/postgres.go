@@ -312,8 +312,17 @@ func (p *Postgres) RemoveBudget(ctx context.Context, scope Scope) error {
 	if err := scope.Validate(); err != nil {
 		return err
 	}
-	_, err := p.exec(ctx, "remove budget", removeBudgetSQL("_S_.scopes"), string(scope), nanos(p.now()), p.project)
+	_, err := p.exec(ctx, "remove budget", removeBudgetSQL("_S_.scopes", false), string(scope), nanos(p.now()), p.project)
 	return err
+}
+
+// RemoveDefaultBudget implements [Store].
+func (p *Postgres) RemoveDefaultBudget(ctx context.Context, scope Scope) (bool, error) {
+	if err := scope.Validate(); err != nil {
+		return false, err
+	}
+	n, err := p.exec(ctx, "remove budget", removeBudgetSQL("_S_.scopes", true), string(scope), nanos(p.now()), p.project)
+	return n > 0, err
 }
 
 // Budget implements [Store].

@@ -553,13 +553,19 @@ func setBudgetSQL(table string, operator bool) string {
 			updated_at = excluded.updated_at` + only
 }
 
-func removeBudgetSQL(table string) string {
+// removeBudgetSQL removes a scope's limit, or with defaultOnly only a
+// default one (not an operator's), the way SetDefaultBudget changes one.
+func removeBudgetSQL(table string, defaultOnly bool) string {
+	only := ""
+	if defaultOnly {
+		only = " AND limit_nanos IS NOT NULL AND NOT limit_set"
+	}
 	return `UPDATE ` + table + ` SET limit_nanos = NULL, limit_set = false,
 		paused = CASE WHEN pause_kind = 'budget' THEN false ELSE paused END,
 		pause_reason = CASE WHEN pause_kind = 'budget' THEN '' ELSE pause_reason END,
 		pause_kind = CASE WHEN pause_kind = 'budget' THEN '' ELSE pause_kind END,
 		updated_at = $2
-		WHERE project = $3 AND scope = $1`
+		WHERE project = $3 AND scope = $1` + only
 }
 
 // RemoveBudget implements [Store].
@@ -567,8 +573,17 @@ func (s *SQLite) RemoveBudget(ctx context.Context, scope Scope) error {
 	if err := scope.Validate(); err != nil {
 		return err
 	}
-	_, err := s.exec(ctx, "remove budget", removeBudgetSQL("scopes"), string(scope), nanos(s.now()), s.project)
+	_, err := s.exec(ctx, "remove budget", removeBudgetSQL("scopes", false), string(scope), nanos(s.now()), s.project)
 	return err
+}
+
+// RemoveDefaultBudget implements [Store].
+func (s *SQLite) RemoveDefaultBudget(ctx context.Context, scope Scope) (bool, error) {
+	if err := scope.Validate(); err != nil {
+		return false, err
+	}
+	n, err := s.exec(ctx, "remove budget", removeBudgetSQL("scopes", true), string(scope), nanos(s.now()), s.project)
+	return n > 0, err
 }
 
 // budgetSQL selects scopes with their unexpired holds ($1 is now).

@@ -41,7 +41,8 @@ type KeyBudget struct {
 // operator on the scope ('cortexbuild budget set') wins; a budget changed
 // in the key file is set by the next call of each process that sees the
 // change. While the key has no lifetime budget, a limit left on its
-// lifetime scope (by a former total budget) is removed, once per process.
+// lifetime scope by a former total budget is removed, once per process; a
+// limit an operator set there (cortexbuild budget set key:ID) stays.
 func (o *Orchestrator) keyScopes(ctx context.Context, c *Call, now time.Time) ([]ledger.Scope, error) {
 	life, err := ledger.KeyScope(c.Key, ledger.PeriodTotal, now)
 	if err != nil {
@@ -82,12 +83,8 @@ func (o *Orchestrator) keyLimit(ctx context.Context, sc ledger.Scope, limit *pro
 		if _, err := o.s.Ledger.SetDefaultBudget(ctx, sc, *limit); err != nil {
 			return err
 		}
-	} else if b, err := o.s.Ledger.Budget(ctx, sc); err != nil {
+	} else if _, err := o.s.Ledger.RemoveDefaultBudget(ctx, sc); err != nil {
 		return err
-	} else if b.Limited {
-		if err := o.s.Ledger.RemoveBudget(ctx, sc); err != nil {
-			return err
-		}
 	}
 	o.keyLimits.Store(sc, want)
 	return nil

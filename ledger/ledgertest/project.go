@@ -61,11 +61,23 @@ func testDefaultBudget(t *testing.T, site Site) {
 	if _, paused, _ := s.Paused(ctx, month); !paused {
 		t.Errorf("a default lifted the pause of an operator's limit")
 	}
+	if removed, err := s.RemoveDefaultBudget(ctx, month); err != nil || removed || limit() != M("250") {
+		t.Errorf("RemoveDefaultBudget of an operator's limit: removed %v, %v, limit $%s; want the operator's $250 kept", removed, err, limit())
+	}
 	if err := s.RemoveBudget(ctx, month); err != nil {
 		t.Fatal(err)
 	}
 	if set, err := s.SetDefaultBudget(ctx, month, M("1000")); err != nil || !set || limit() != M("1000") {
 		t.Errorf("a default after RemoveBudget: set %v, %v, limit $%s", set, err, limit())
+	}
+	if removed, err := s.RemoveDefaultBudget(ctx, month); err != nil || !removed {
+		t.Errorf("RemoveDefaultBudget of a default: removed %v, %v", removed, err)
+	}
+	if b, err := s.Budget(ctx, month); err != nil || b.Limited {
+		t.Errorf("after RemoveDefaultBudget of a default: %+v, %v; want no limit", b, err)
+	}
+	if removed, err := s.RemoveDefaultBudget(ctx, month); err != nil || removed {
+		t.Errorf("RemoveDefaultBudget of no limit: removed %v, %v; want nothing removed", removed, err)
 	}
 	if _, err := s.SetDefaultBudget(ctx, month, -1); !errors.Is(err, ledger.ErrInvalid) {
 		t.Errorf("a negative default: %v", err)
