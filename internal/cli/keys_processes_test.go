@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,40 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 
 	"github.com/cortexbuild/cortexbuild/config"
 	"github.com/cortexbuild/cortexbuild/gateway"
-	"github.com/cortexbuild/cortexbuild/internal/builtin"
 )
-
-// The keys child runs one 'cortexbuild serve keys …' command in a process
-// of its own once its standard input closes, so that the parent starts
-// every command at once.
-const (
-	envKeysChildDir  = "CORTEXBUILD_KEYS_CHILD_DIR"  // the project directory
-	envKeysChildArgs = "CORTEXBUILD_KEYS_CHILD_ARGS" // the arguments, as a JSON array
-)
-
-// TestKeysChild is the child's body; it does nothing in a normal test run.
-func TestKeysChild(t *testing.T) {
-	dir := os.Getenv(envKeysChildDir)
-	if dir == "" {
-		return
-	}
-	var args []string
-	if err := json.Unmarshal([]byte(os.Getenv(envKeysChildArgs)), &args); err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, os.Stdin) // the start signal
-	e := &env{stdin: strings.NewReader(""), stdout: os.Stdout, stderr: os.Stderr, wd: dir, registry: builtin.Registry(),
-		getenv: os.Getenv, lookupEnv: os.LookupEnv}
-	if code := e.run(context.Background(), args); code != 0 {
-		os.Exit(code)
-	}
-}
 
 // keysCommand is one command of a round, started and not yet awaited.
 type keysCommand struct {
@@ -115,12 +86,9 @@ func TestKeyCommandsInParallelProcessesLoseNoWrite(t *testing.T) {
 
 	var cmds []*keysCommand
 	add := func(args ...string) {
-		a, err := json.Marshal(append([]string{"serve", "keys"}, args...))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := &keysCommand{args: args, cmd: exec.Command(os.Args[0], "-test.run=^TestKeysChild$", "-test.count=1", "-test.timeout=5m")}
-		c.cmd.Env = append(os.Environ(), envKeysChildDir+"="+dir, envKeysChildArgs+"="+string(a), config.CeilingEnv+"="+os.TempDir())
+		c := &keysCommand{args: args, cmd: cliChild(t, dir, append([]string{"serve", "keys"}, args...)...)}
+		c.cmd.Env = append(c.cmd.Env, config.CeilingEnv+"="+os.TempDir())
+		var err error
 		c.cmd.Stdout, c.cmd.Stderr = &c.out, &c.err
 		if c.start, err = c.cmd.StdinPipe(); err != nil {
 			t.Fatal(err)

@@ -33,7 +33,9 @@ const (
 )
 
 // TestCLIChild is the child's body; it does nothing in a normal test run.
-// The child's environment is the command's.
+// The child's environment is the command's. It starts the command once its
+// standard input closes: at once for a child whose input is left unset
+// (the null device), when the parent says so through a pipe otherwise.
 func TestCLIChild(t *testing.T) {
 	dir := os.Getenv(envCLIChildDir)
 	if dir == "" {
@@ -43,6 +45,7 @@ func TestCLIChild(t *testing.T) {
 	if err := json.Unmarshal([]byte(os.Getenv(envCLIChildArgs)), &args); err != nil {
 		t.Fatal(err)
 	}
+	io.Copy(io.Discard, os.Stdin) // the start signal
 	e := &env{stdin: strings.NewReader(""), stdout: os.Stdout, stderr: os.Stderr, wd: dir, registry: builtin.Registry(),
 		getenv: os.Getenv, lookupEnv: os.LookupEnv}
 	if code := e.run(context.Background(), args); code != 0 {
