@@ -226,11 +226,7 @@ func TestImageServes(t *testing.T) {
 	if uid == 0 {
 		t.Fatalf("the image runs as root (%q)", cf.Config.User)
 	}
-	command := func(args ...string) *exec.Cmd {
-		argv := append(slices.Clone(cf.Config.Entrypoint), args...)
-		return &exec.Cmd{Path: argv[0], Args: argv, Env: cf.Config.Env, Dir: cf.Config.WorkingDir,
-			SysProcAttr: &syscall.SysProcAttr{Chroot: root, Credential: &syscall.Credential{Uid: uid, Gid: gid}}}
-	}
+	command := func(args ...string) *exec.Cmd { return imageCommand(cf, root, uid, gid, args...) }
 
 	// The README's steps: a starter configuration, consent for its
 	// provider, a key; all in the state directory.
@@ -316,7 +312,7 @@ func TestImageServes(t *testing.T) {
 	if strings.Contains(stderr.String(), key) {
 		t.Error("the key is in the gateway's output")
 	}
-	for _, f := range []string{"data/.cortexbuild/llm-config.yaml", "data/.cortexbuild/state.db", "data/.cortexbuild/gateway-keys.json"} {
+	for _, f := range []string{"data/.cortexbuild/llm-config.yaml", "data/.cortexbuild/state.db", "data/.cortexbuild/gateway-keys.json", "data/.cortexbuild/project-id"} {
 		fi, err := os.Stat(filepath.Join(root, f))
 		if err != nil {
 			t.Errorf("state: %v", err)
@@ -326,6 +322,77 @@ func TestImageServes(t *testing.T) {
 			t.Errorf("%s is owned by %d, want the image's user %d", f, st.Uid, uid)
 		}
 	}
+}
+
+// Every deployment of the image is a project of its own: the project root
+// is always /data, so the project id is not derived from the path but
+// generated on first use and kept in the state volume. Two unpacked
+// images, each initialised and used as the README says, have two
+// different ids of the form data-<8 hex digits>, each kept in its
+// /data/.cortexbuild/project-id, owned by the image's user; using a
+// deployment again keeps its id.
+func TestImageDeploymentsAreProjectsOfTheirOwn(t *testing.T) {
+	r := distRelease(t)
+	if os.Geteuid() != 0 {
+		msg := "needs root: the test runs the image's entrypoint in a chroot as uid 65532"
+		if testenv.InCI() {
+			t.Fatal(msg)
+		}
+		t.Skip("skipped: " + msg)
+	}
+	img := loadImage(t, r, Platform{"linux", runtime.GOARCH})
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, gid := imageUser(t, cf.Config.User)
+	deploy := func() (root, id string) {
+		t.Helper()
+		root = t.TempDir()
+		unpack(t, img, root)
+		for _, args := range [][]string{{"init"}, {"serve", "keys", "create", "--name", "deployment"}, {"budget", "show"}} {
+			if out, err := imageCommand(cf, root, uid, gid, args...).CombinedOutput(); err != nil {
+				t.Fatalf("%s in the image: %v\n%s", strings.Join(args, " "), err, out)
+			}
+		}
+		return root, keptID(t, root, uid)
+	}
+	rootA, a := deploy()
+	_, b := deploy()
+	idForm := regexp.MustCompile(`^data-[0-9a-f]{8}$`)
+	if a == b || !idForm.MatchString(a) || !idForm.MatchString(b) {
+		t.Fatalf("two deployments of the image have project ids %q and %q; want two different data-<8 hex digits>", a, b)
+	}
+	if out, err := imageCommand(cf, rootA, uid, gid, "budget", "show").CombinedOutput(); err != nil {
+		t.Fatalf("budget show in the first deployment again: %v\n%s", err, out)
+	}
+	if id := keptID(t, rootA, uid); id != a {
+		t.Errorf("the first deployment's id after another command: %q, want its %q kept", id, a)
+	}
+}
+
+// imageCommand is the image's entrypoint with args, run as a container
+// runtime runs it: in root (chroot), as uid:gid, with the image's
+// environment and working directory.
+func imageCommand(cf *v1.ConfigFile, root string, uid, gid uint32, args ...string) *exec.Cmd {
+	argv := append(slices.Clone(cf.Config.Entrypoint), args...)
+	return &exec.Cmd{Path: argv[0], Args: argv, Env: cf.Config.Env, Dir: cf.Config.WorkingDir,
+		SysProcAttr: &syscall.SysProcAttr{Chroot: root, Credential: &syscall.Credential{Uid: uid, Gid: gid}}}
+}
+
+// keptID reads the project id a deployment keeps in its state volume,
+// checking that the image's user owns it.
+func keptID(t *testing.T, root string, uid uint32) string {
+	t.Helper()
+	path := filepath.Join(root, "data", ".cortexbuild", "project-id")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("the deployment's kept project id: %v", err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Sys().(*syscall.Stat_t).Uid != uid {
+		t.Errorf("%s: %v, not owned by the image's user %d", path, err, uid)
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // imageUser parses the image's "uid:gid".
