@@ -314,14 +314,8 @@ func (s *Server) writeStream(w http.ResponseWriter, r *http.Request, reqID strin
 		stallAt = min(reply.StallAfterEvents, len(evs))
 	}
 	for i := 0; ; i++ {
-		if i == stallAt {
-			select {
-			case <-reply.Stall:
-			case <-r.Context().Done():
-				return
-			case <-s.kit.Done():
-				panic(http.ErrAbortHandler)
-			}
+		if i == stallAt && !s.kit.Stall(r, reply.Stall) {
+			return
 		}
 		if i == errAt {
 			me := reply.MidStreamError

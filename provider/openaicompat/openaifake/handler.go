@@ -410,14 +410,8 @@ func (s *Server) writeStream(w http.ResponseWriter, r *http.Request, rec Recorde
 		errAt = min(me.AfterChunks, len(chunks))
 	}
 	for i := 0; ; i++ {
-		if i == stallAt {
-			select {
-			case <-reply.Stall:
-			case <-r.Context().Done():
-				return
-			case <-s.kit.Done():
-				panic(http.ErrAbortHandler)
-			}
+		if i == stallAt && !s.kit.Stall(r, reply.Stall) {
+			return
 		}
 		if i == errAt {
 			if writeData(sw, s.streamErrorData(reply.MidStreamError)) != nil {

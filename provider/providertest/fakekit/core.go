@@ -86,6 +86,20 @@ func (c *Core[Route, Reply, Recorded]) Client() *http.Client {
 // to give up.
 func (c *Core[Route, Reply, Recorded]) Done() <-chan struct{} { return c.done }
 
+// Stall holds a reply mid-answer until release is closed (or receives),
+// and reports whether to go on: false once the client is gone. A Close of
+// the fake meanwhile aborts the handler, cutting the connection.
+func (c *Core[Route, Reply, Recorded]) Stall(r *http.Request, release <-chan struct{}) bool {
+	select {
+	case <-release:
+		return true
+	case <-r.Context().Done():
+		return false
+	case <-c.done:
+		panic(http.ErrAbortHandler)
+	}
+}
+
 // Close releases every held reply (closes [Core.Done]), stops a started
 // fake and waits for its handlers to return, as httptest.Server.Close
 // does: it stops listening, closes the idle connections at once and the
