@@ -1,7 +1,6 @@
 package cache_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -12,32 +11,9 @@ import (
 	"time"
 
 	"github.com/cortexbuild/cortexbuild/cache"
+	"github.com/cortexbuild/cortexbuild/internal/testenv"
 	"github.com/cortexbuild/cortexbuild/provider"
 )
-
-// syncBuffer is a log destination read while the cache writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func (s *syncBuffer) lines(substr string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.Count(s.b.String(), substr)
-}
 
 // A Redis that accepts connections and never answers costs one timeout,
 // with one warning: the next cached calls skip it (a miss, the provider
@@ -75,7 +51,7 @@ func TestHungRedisIsSkippedAfterOneTimeout(t *testing.T) {
 
 	now := time.Unix(1_000_000, 0)
 	var clock sync.Mutex
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	r, err := cache.OpenRedis(context.Background(), "redis://"+l.Addr().String()+"/0?read_timeout=100ms", cache.RedisOptions{
 		Logger: slog.New(slog.NewTextHandler(logs, nil)),
 		Now: func() time.Time {
@@ -108,7 +84,7 @@ func TestHungRedisIsSkippedAfterOneTimeout(t *testing.T) {
 		t.Errorf("call 1: %+v; want the lookup's timeout and nothing stored", out)
 	}
 	waitSent(1)
-	if n := logs.lines("level=WARN"); n != 1 || logs.lines("Redis did not answer") != 1 {
+	if n := strings.Count(logs.String(), "level=WARN"); n != 1 || strings.Count(logs.String(), "Redis did not answer") != 1 {
 		t.Errorf("%d warnings after the timeout; want one saying Redis did not answer:\n%s", n, logs.String())
 	}
 
@@ -130,7 +106,7 @@ func TestHungRedisIsSkippedAfterOneTimeout(t *testing.T) {
 	if got := sent(); len(got) != 2 || got[0] != "GET" || got[1] != "GET" {
 		t.Errorf("the server was sent %q; want one GET for the first call and one probe after the cool-down", got)
 	}
-	if n := logs.lines("level=WARN"); n != 1 {
+	if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
 		t.Errorf("%d warnings; want one per time Redis starts being skipped:\n%s", n, logs.String())
 	}
 }

@@ -1,7 +1,6 @@
 package orchestrator_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,29 +16,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cortexbuild/cortexbuild/internal/testenv"
 	"github.com/cortexbuild/cortexbuild/orchestrator"
 	"github.com/cortexbuild/cortexbuild/orchestrator/locality"
 )
 
-// logLines is a log/slog destination that tests read while the
-// notification senders write.
-type logLines struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// dropped returns the "notification dropped" lines.
-func (l *logLines) dropped() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// dropped returns the "notification dropped" lines logs holds.
+func dropped(logs *testenv.Buffer) []string {
 	var out []string
-	for _, line := range strings.Split(l.b.String(), "\n") {
+	for _, line := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(line, `msg="notification dropped"`) {
 			out = append(out, line)
 		}
@@ -83,7 +68,7 @@ func TestNotificationsNeverWaitForTheWebhook(t *testing.T) {
 	}))
 	t.Cleanup(hook.Close)
 	t.Cleanup(func() { close(release) }) // runs first: the handlers return, then the server closes
-	logs := &logLines{}
+	logs := &testenv.Buffer{}
 	w := notifyingWorld(t, hook.URL, orchestrator.NotifySettings{
 		Queue:   2,
 		Backoff: func(int) time.Duration { return 0 },
@@ -124,7 +109,7 @@ func TestNotificationsNeverWaitForTheWebhook(t *testing.T) {
 	for i := 2; i <= 4; i++ {
 		call(i)
 	}
-	drops := logs.dropped()
+	drops := dropped(logs)
 	if len(drops) != 1 || !strings.Contains(drops[0], "event=provider_unreachable") || !strings.Contains(drops[0], "the queue is full (2 waiting)") || !strings.Contains(drops[0], "level=WARN") {
 		t.Errorf("dropped lines = %q; want one warning naming the event and the full queue", drops)
 	}
@@ -163,7 +148,7 @@ func TestNotificationsRetryAFailedWebhook(t *testing.T) {
 				w.WriteHeader(http.StatusNoContent)
 			}))
 			t.Cleanup(hook.Close)
-			logs := &logLines{}
+			logs := &testenv.Buffer{}
 			var waits []int
 			w := notifyingWorld(t, hook.URL, orchestrator.NotifySettings{
 				Attempts: 3,
@@ -194,7 +179,7 @@ func TestNotificationsRetryAFailedWebhook(t *testing.T) {
 			if want := c.posts - 1; len(waits) != want {
 				t.Errorf("backed off before retries %v; want %d", waits, want)
 			}
-			drops := logs.dropped()
+			drops := dropped(logs)
 			switch {
 			case c.dropped == "" && len(drops) != 0:
 				t.Errorf("dropped lines = %q; want none", drops)
@@ -270,7 +255,7 @@ func TestNotificationsDropPermanentFailuresAtOnce(t *testing.T) {
 			3, "failed 3 times, last: webhook: 127.0.0.1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			logs := &logLines{}
+			logs := &testenv.Buffer{}
 			var backoffs atomic.Int32
 			sink := &countedSink{Notifier: c.sink}
 			w := notifyingWorldWith(t, sink, orchestrator.NotifySettings{
@@ -292,7 +277,7 @@ func TestNotificationsDropPermanentFailuresAtOnce(t *testing.T) {
 			if got, want := backoffs.Load(), c.tries-1; got != want {
 				t.Errorf("backed off %d times; want %d", got, want)
 			}
-			drops := logs.dropped()
+			drops := dropped(logs)
 			if len(drops) != 1 || !strings.Contains(drops[0], "event=provider_unreachable") || !strings.Contains(drops[0], c.dropped) {
 				t.Errorf("dropped lines = %q; want one naming the event and saying %q", drops, c.dropped)
 			}
