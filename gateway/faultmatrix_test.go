@@ -435,11 +435,10 @@ type gmAnswer struct {
 
 // call sends one request through the gateway, raw, and reads the whole
 // answer.
-func (p gmProto) call(t testing.TB, w *world, task string, stream bool) gmAnswer {
+// request is a POST of body in p's protocol to w, with w's key, for task.
+func (p gmProto) request(t testing.TB, ctx context.Context, w *world, task, body string) *http.Request {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "POST", w.url+p.path, strings.NewReader(p.body(stream)))
+	req, err := http.NewRequestWithContext(ctx, "POST", w.url+p.path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,6 +448,14 @@ func (p gmProto) call(t testing.TB, w *world, task string, stream bool) gmAnswer
 	if !p.openAI {
 		req.Header.Set("Anthropic-Version", "2023-06-01")
 	}
+	return req
+}
+
+func (p gmProto) call(t testing.TB, w *world, task string, stream bool) gmAnswer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req := p.request(t, ctx, w, task, p.body(stream))
 	tr := &http.Transport{DisableKeepAlives: true}
 	defer tr.CloseIdleConnections()
 	resp, err := (&http.Client{Transport: checkedTransport(t, tr)}).Do(req)

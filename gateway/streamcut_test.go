@@ -54,16 +54,7 @@ func cutRead(t *testing.T, w *world, p gmProto, stop int) (string, int, string) 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "POST", w.url+p.path, strings.NewReader(fmt.Sprintf(cutBodies[p.name], cutMaxTokens)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+w.key)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(gateway.HeaderTask, gmTask)
-	if !p.openAI {
-		req.Header.Set("Anthropic-Version", "2023-06-01")
-	}
+	req := p.request(t, ctx, w, gmTask, fmt.Sprintf(cutBodies[p.name], cutMaxTokens))
 	tr := &http.Transport{DisableKeepAlives: true}
 	defer tr.CloseIdleConnections()
 	resp, err := (&http.Client{Transport: tr}).Do(req)
