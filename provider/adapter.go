@@ -102,6 +102,15 @@ type Chunk struct {
 	// metadata: input and cache counts), nil when it reports none until
 	// the end.
 	Usage *Usage `json:"usage,omitempty"`
+	// Raw, on a stream relayed in its client's protocol
+	// ([Request.Native]), is the provider's event as it came, framing
+	// included ("event: …\ndata: …\n\n"): every event, pings and
+	// events that carry nothing above among them, is one chunk. Nil on
+	// a translated stream.
+	Raw []byte `json:"-"`
+	// Reply, on the first chunk of a relayed stream, holds the provider's
+	// status and end-to-end headers (no body).
+	Reply *NativeReply `json:"-"`
 }
 
 // ToolCallDelta is a fragment of a streamed tool call. Index identifies the

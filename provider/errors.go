@@ -144,6 +144,11 @@ type Error struct {
 	Usage    *Usage
 	Cost     Money
 	Unpriced bool
+	// Reply is the provider's error answer as it came, when the request
+	// was relayed in its client's protocol ([Request.Native]): the
+	// status, headers and body of an error status, or (Status 200) the
+	// raw error event that ended a stream. Nil otherwise.
+	Reply *NativeReply
 	// Err is the underlying cause, if any.
 	Err error
 }

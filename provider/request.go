@@ -297,6 +297,11 @@ type Request struct {
 	// with it and estimates exactly only when it does not fit a budget. It
 	// is never sent.
 	CeilingEstimate bool `json:"-"`
+	// Native, when set, is the request as the client sent it in a
+	// provider's protocol: an adapter that speaks it relays it unchanged
+	// (see [Native]); the other fields are its decoded form, for routing,
+	// estimates and translated routes. It is never cached or recorded.
+	Native *Native `json:"-"`
 }
 
 // CacheMarks are the prompt-cache breakpoints of a request on a provider

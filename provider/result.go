@@ -42,6 +42,12 @@ type Usage struct {
 	CacheWriteTokens     int64 `json:"cache_write_tokens"`
 	CacheWriteLongTokens int64 `json:"cache_write_long_tokens,omitempty"`
 	ReasoningTokens      int64 `json:"reasoning_tokens,omitempty"`
+	// WebSearchRequests counts the web searches the provider ran for the
+	// call (its server tool), billed per search.
+	WebSearchRequests int64 `json:"web_search_requests,omitempty"`
+	// ServiceTier is the service tier the provider says it served the
+	// call at ("priority", "flex", …), "" for the standard one.
+	ServiceTier string `json:"service_tier,omitempty"`
 	// Estimated is true when the counts, or some of them, come from the
 	// offline tokenizer or a limit rather than the provider's report: it
 	// reported no usage, or a stream ended before the provider reported
@@ -108,6 +114,9 @@ type Result struct {
 	RawStopReason string     `json:"raw_stop_reason,omitempty"`
 	// RequestID is the provider's id for the request, for support tickets.
 	RequestID string `json:"request_id,omitempty"`
+	// Native is the provider's answer as it came, when the request was
+	// relayed in its client's protocol ([Request.Native]); nil otherwise.
+	Native *NativeReply `json:"-"`
 }
 
 // MarshalJSON adds latency_ms (the spec's field) to the JSON form.

@@ -1,0 +1,135 @@
+package adapterkit
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// NativeBody returns the body a relayed request ([provider.Native]) goes
+// upstream with: the client's, with the edits the gateway owns and no
+// other. "model" becomes model when the client named another; each of
+// limitFields (the protocol's names for the output limit: max_tokens,
+// max_completion_tokens, max_output_tokens) that the body sets above
+// req.MaxTokens is lowered to it. A field the body does not set is not
+// added. The client's bytes are never changed in place.
+func NativeBody(req *provider.Request, model string, limitFields ...string) ([]byte, error) {
+	body := req.Native.Body
+	if m := gjson.GetBytes(body, "model"); m.String() != model {
+		b, err := sjson.SetBytes(bytes.Clone(body), "model", model)
+		if err != nil {
+			return nil, fmt.Errorf("the request body's model cannot be set: %w", err)
+		}
+		body = b
+	}
+	if req.MaxTokens <= 0 {
+		return body, nil
+	}
+	for _, f := range limitFields {
+		v := gjson.GetBytes(body, f)
+		if v.Type != gjson.Number || v.Int() <= int64(req.MaxTokens) {
+			continue
+		}
+		b, err := sjson.SetBytes(bytes.Clone(body), f, req.MaxTokens)
+		if err != nil {
+			return nil, fmt.Errorf("the request body's %s cannot be set: %w", f, err)
+		}
+		body = b
+	}
+	return body, nil
+}
+
+// SSEEvent is one server-sent event as it came: Raw holds its bytes,
+// framing and the blank line that ends it included; Name and Data are
+// its event field and its data lines joined by "\n".
+type SSEEvent struct {
+	Name string
+	Data []byte
+	Raw  []byte
+}
+
+// SSEReader splits a server-sent event stream into events without
+// changing a byte. Comments and fields other than event and data are
+// kept in Raw.
+type SSEReader struct {
+	r   *bufio.Reader
+	max int
+}
+
+// NewSSEReader reads events from r; an event longer than max bytes is an
+// error (max ≤ 0: 16 MiB).
+func NewSSEReader(r io.Reader, max int) *SSEReader {
+	if max <= 0 {
+		max = 16 << 20
+	}
+	return &SSEReader{r: bufio.NewReaderSize(r, 32<<10), max: max}
+}
+
+// Next returns the next event, io.EOF at the end of the stream, or
+// io.ErrUnexpectedEOF when it ends inside an event (the partial bytes in
+// the event's Raw).
+func (s *SSEReader) Next() (SSEEvent, error) {
+	var ev SSEEvent
+	var data [][]byte
+	for {
+		line, err := s.r.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			// A long line: gather it whole.
+			full := append([]byte(nil), line...)
+			for err == bufio.ErrBufferFull {
+				if len(full)+len(ev.Raw) > s.max {
+					return ev, fmt.Errorf("a server-sent event is longer than %d bytes", s.max)
+				}
+				line, err = s.r.ReadSlice('\n')
+				full = append(full, line...)
+			}
+			line = full
+		}
+		if len(ev.Raw)+len(line) > s.max {
+			return ev, fmt.Errorf("a server-sent event is longer than %d bytes", s.max)
+		}
+		ev.Raw = append(ev.Raw, line...)
+		if err != nil {
+			if err == io.EOF {
+				if len(bytes.TrimSpace(ev.Raw)) == 0 {
+					return SSEEvent{}, io.EOF
+				}
+				// The last event without its blank line: complete when
+				// its data is (a server that closes right after it).
+				s.field(&ev, &data, bytes.TrimRight(line, "\r\n"))
+				ev.Data = bytes.Join(data, []byte("\n"))
+				return ev, io.ErrUnexpectedEOF
+			}
+			return ev, err
+		}
+		content := bytes.TrimRight(line, "\r\n")
+		if len(content) == 0 {
+			if len(bytes.TrimSpace(ev.Raw)) == 0 {
+				continue // blank lines between events stay with the next
+			}
+			ev.Data = bytes.Join(data, []byte("\n"))
+			return ev, nil
+		}
+		s.field(&ev, &data, content)
+	}
+}
+
+func (s *SSEReader) field(ev *SSEEvent, data *[][]byte, line []byte) {
+	if len(line) == 0 || line[0] == ':' {
+		return
+	}
+	name, value, _ := bytes.Cut(line, []byte(":"))
+	value = bytes.TrimPrefix(value, []byte(" "))
+	switch string(name) {
+	case "event":
+		ev.Name = string(value)
+	case "data":
+		*data = append(*data, value)
+	}
+}

@@ -1,0 +1,84 @@
+package adapterkit_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/cortexbuild/cortexbuild/provider"
+	"github.com/cortexbuild/cortexbuild/provider/adapterkit"
+)
+
+func TestSSEReaderKeepsEveryByte(t *testing.T) {
+	in := "event: message_start\ndata: {\"type\":\"message_start\"}\n\n" +
+		": a comment\r\nevent: ping\r\ndata: {\"type\": \"ping\"}\r\n\r\n" +
+		"\n" + // a stray blank line stays with the next event
+		"id: 7\ndata: line one\ndata:line two\n\n" +
+		"data: [DONE]\n\n"
+	r := adapterkit.NewSSEReader(strings.NewReader(in), 0)
+	var raw bytes.Buffer
+	var names, datas []string
+	for {
+		ev, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw.Write(ev.Raw)
+		names = append(names, ev.Name)
+		datas = append(datas, string(ev.Data))
+	}
+	if raw.String() != in {
+		t.Fatalf("raw bytes differ:\n%q\n%q", raw.String(), in)
+	}
+	if got := strings.Join(names, ","); got != "message_start,ping,," {
+		t.Errorf("names %q", got)
+	}
+	if datas[2] != "line one\nline two" || datas[3] != "[DONE]" || datas[1] != `{"type": "ping"}` {
+		t.Errorf("data %q", datas)
+	}
+}
+
+func TestSSEReaderCutMidEvent(t *testing.T) {
+	r := adapterkit.NewSSEReader(strings.NewReader("data: {\"a\":1}\n\ndata: {\"b\""), 0)
+	if _, err := r.Next(); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := r.Next()
+	if !errors.Is(err, io.ErrUnexpectedEOF) || string(ev.Raw) != `data: {"b"` {
+		t.Fatalf("got %q, %v; want the partial event and io.ErrUnexpectedEOF", ev.Raw, err)
+	}
+}
+
+func TestSSEReaderBoundsAnEvent(t *testing.T) {
+	r := adapterkit.NewSSEReader(strings.NewReader("data: "+strings.Repeat("x", 100<<10)+"\n\n"), 64<<10)
+	if _, err := r.Next(); err == nil || !strings.Contains(err.Error(), "longer than") {
+		t.Fatalf("an event over the bound: %v", err)
+	}
+}
+
+func TestNativeBodyEditsOnlyModelAndLimit(t *testing.T) {
+	client := []byte(`{"model":"claude-x","max_tokens":64000,"tools":[{"type":"web_search_20250305","name":"web_search"}],"future_field":{"a":[1,2]}}`)
+	req := &provider.Request{MaxTokens: 32000, Native: &provider.Native{Protocol: provider.ProtoMessages, Body: client}}
+	got, err := adapterkit.NativeBody(req, "claude-sonnet-4-6", "max_tokens", "max_completion_tokens")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"model":"claude-sonnet-4-6","max_tokens":32000,"tools":[{"type":"web_search_20250305","name":"web_search"}],"future_field":{"a":[1,2]}}`
+	if string(got) != want {
+		t.Fatalf("body\n%s\nwant\n%s", got, want)
+	}
+	if !bytes.HasPrefix(client, []byte(`{"model":"claude-x"`)) {
+		t.Fatal("the client's bytes were changed in place")
+	}
+	// Nothing to edit: the very same bytes.
+	req.MaxTokens = 64000
+	same, _ := adapterkit.NativeBody(&provider.Request{MaxTokens: 64000, Native: &provider.Native{Body: got}}, "claude-sonnet-4-6", "max_tokens")
+	if &same[0] != &got[0] {
+		t.Fatal("an unedited body was copied")
+	}
+}
