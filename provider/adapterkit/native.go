@@ -18,18 +18,21 @@ import (
 // limitFields (the protocol's names for the output limit: max_tokens,
 // max_completion_tokens, max_output_tokens) that the body sets above
 // req.MaxTokens is lowered to it. A field the body does not set is not
-// added. The client's bytes are never changed in place.
-func NativeBody(req *provider.Request, model string, limitFields ...string) ([]byte, error) {
-	body := req.Native.Body
+// added. The client's bytes are never changed in place. edits names each
+// change with its value ("model=…", "max_tokens=…"), for
+// [provider.NativeReply.Edits].
+func NativeBody(req *provider.Request, model string, limitFields ...string) (body []byte, edits []string, err error) {
+	body = req.Native.Body
 	if m := gjson.GetBytes(body, "model"); m.String() != model {
 		b, err := sjson.SetBytes(bytes.Clone(body), "model", model)
 		if err != nil {
-			return nil, fmt.Errorf("the request body's model cannot be set: %w", err)
+			return nil, nil, fmt.Errorf("the request body's model cannot be set: %w", err)
 		}
 		body = b
+		edits = append(edits, "model="+model)
 	}
 	if req.MaxTokens <= 0 {
-		return body, nil
+		return body, edits, nil
 	}
 	for _, f := range limitFields {
 		v := gjson.GetBytes(body, f)
@@ -38,11 +41,12 @@ func NativeBody(req *provider.Request, model string, limitFields ...string) ([]b
 		}
 		b, err := sjson.SetBytes(bytes.Clone(body), f, req.MaxTokens)
 		if err != nil {
-			return nil, fmt.Errorf("the request body's %s cannot be set: %w", f, err)
+			return nil, nil, fmt.Errorf("the request body's %s cannot be set: %w", f, err)
 		}
 		body = b
+		edits = append(edits, fmt.Sprintf("%s=%d", f, req.MaxTokens))
 	}
-	return body, nil
+	return body, edits, nil
 }
 
 // SSEEvent is one server-sent event as it came: Raw holds its bytes,

@@ -64,9 +64,12 @@ func TestSSEReaderBoundsAnEvent(t *testing.T) {
 func TestNativeBodyEditsOnlyModelAndLimit(t *testing.T) {
 	client := []byte(`{"model":"claude-x","max_tokens":64000,"tools":[{"type":"web_search_20250305","name":"web_search"}],"future_field":{"a":[1,2]}}`)
 	req := &provider.Request{MaxTokens: 32000, Native: &provider.Native{Protocol: provider.ProtoMessages, Body: client}}
-	got, err := adapterkit.NativeBody(req, "claude-sonnet-4-6", "max_tokens", "max_completion_tokens")
+	got, edits, err := adapterkit.NativeBody(req, "claude-sonnet-4-6", "max_tokens", "max_completion_tokens")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if strings.Join(edits, ",") != "model=claude-sonnet-4-6,max_tokens=32000" {
+		t.Errorf("edits %q", edits)
 	}
 	want := `{"model":"claude-sonnet-4-6","max_tokens":32000,"tools":[{"type":"web_search_20250305","name":"web_search"}],"future_field":{"a":[1,2]}}`
 	if string(got) != want {
@@ -77,7 +80,7 @@ func TestNativeBodyEditsOnlyModelAndLimit(t *testing.T) {
 	}
 	// Nothing to edit: the very same bytes.
 	req.MaxTokens = 64000
-	same, _ := adapterkit.NativeBody(&provider.Request{MaxTokens: 64000, Native: &provider.Native{Body: got}}, "claude-sonnet-4-6", "max_tokens")
+	same, _, _ := adapterkit.NativeBody(&provider.Request{MaxTokens: 64000, Native: &provider.Native{Body: got}}, "claude-sonnet-4-6", "max_tokens")
 	if &same[0] != &got[0] {
 		t.Fatal("an unedited body was copied")
 	}
