@@ -30,6 +30,9 @@ type Entry struct {
 	RawStopReason string              `json:"raw_stop_reason,omitempty"`
 	// RequestID is the provider's id for the original call.
 	RequestID string `json:"request_id,omitempty"`
+	// Native is the provider's answer as it came, for a request relayed
+	// in its client's protocol: a hit answers with it.
+	Native *provider.NativeReply `json:"native,omitempty"`
 	// StoredAt is when the original answer was stored.
 	StoredAt time.Time `json:"stored_at"`
 }
@@ -69,6 +72,7 @@ func entryOf(res *provider.Result, at time.Time) Entry {
 		StopReason:    res.StopReason,
 		RawStopReason: res.RawStopReason,
 		RequestID:     res.RequestID,
+		Native:        res.Native,
 		StoredAt:      at,
 	}
 }
@@ -89,6 +93,7 @@ func hitResult(e Entry, latency time.Duration) *provider.Result {
 		StopReason:    e.StopReason,
 		RawStopReason: e.RawStopReason,
 		RequestID:     e.RequestID,
+		Native:        e.Native,
 	}
 }
 
@@ -96,6 +101,7 @@ func hitResult(e Entry, latency time.Duration) *provider.Result {
 func (e Entry) Clone() Entry {
 	e.ToolCalls = cloneToolCalls(e.ToolCalls)
 	e.Parts = cloneParts(e.Parts)
+	e.Native = e.Native.Clone()
 	return e
 }
 

@@ -16,7 +16,7 @@ import (
 // KeyVersion is the version of the key format. Raise it whenever what goes
 // into a key, or how, changes, so that old entries are never read with a new
 // meaning.
-const KeyVersion = 3
+const KeyVersion = 4
 
 // ErrNoNamespace is returned by [NewKey] for a request without a cache_key:
 // the caller did not ask for caching, so the request is sent as is.
@@ -114,6 +114,7 @@ const (
 	tagMeta         = 'X'
 	tagSampling     = 'P'
 	tagImage        = 'i'
+	tagNative       = 'N'
 	tagAbsent       = 0
 	jsonEmpty       = 0
 	jsonCanonical   = 1
@@ -205,6 +206,29 @@ func (w *keyWriter) request(scope Scope, req *provider.Request) {
 	if r := req.Reasoning; r != nil {
 		w.str(string(r.Effort))
 		w.uint(uint64(r.Budget))
+	}
+
+	// A request relayed as sent: its body and the headers that go with it
+	// hold what the decoded fields above may not (server tools, betas).
+	w.tag(tagNative)
+	w.bool(req.Native != nil)
+	if n := req.Native; n != nil {
+		w.str(string(n.Protocol))
+		w.bytes(n.Body)
+		names := w.names[:0]
+		for k := range n.Header {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		w.uint(uint64(len(names)))
+		for _, k := range names {
+			w.str(k)
+			w.uint(uint64(len(n.Header[k])))
+			for _, v := range n.Header[k] {
+				w.str(v)
+			}
+		}
+		w.names = names[:0]
 	}
 }
 

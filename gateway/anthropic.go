@@ -737,12 +737,14 @@ func (g *Gateway) messages(w http.ResponseWriter, r *http.Request) {
 	}
 	out, err := g.invoke(ctx, call, mr.key)
 	if err != nil {
-		if !clientGone(ctx) {
-			p.writeError(w, r, classify(ctx, err))
-		}
+		writeFailure(w, r, p, err)
 		return
 	}
 	servedHeaders(w.Header(), out.Provider, out.Model)
+	if out.Native != nil {
+		writeNative(w, out.Native)
+		return
+	}
 	g.unhonoured(w.Header(), &call.Request, out.Provider, out.Model)
 	writeJSON(w, http.StatusOK, message(id, out.Result))
 }
@@ -779,14 +781,16 @@ func (g *Gateway) streamMessages(w http.ResponseWriter, r *http.Request, call or
 	ctx := r.Context()
 	s, err := g.stream(ctx, call, key)
 	if err != nil {
-		if !clientGone(ctx) {
-			protoAnthropic.writeError(w, r, classify(ctx, err))
-		}
+		writeFailure(w, r, protoAnthropic, err)
 		return
 	}
 	defer s.Close()
 	prov, model := s.Served()
 	servedHeaders(w.Header(), prov, model)
+	if s.Reply() != nil {
+		relayNative(w, r, s)
+		return
+	}
 	g.unhonoured(w.Header(), &call.Request, prov, model)
 	st := &blockStream{out: newSSE(w), open: -1, openTool: -1, tools: map[int]bool{}, args: map[int]int{}}
 	start := anthropicMessage{ID: "msg_" + id, Type: "message", Role: "assistant", Model: model, Content: []anthropicBlock{}}

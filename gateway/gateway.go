@@ -690,21 +690,6 @@ func (g *Gateway) outputLimit(ctx context.Context, c *orchestrator.Call, modelMa
 	return false
 }
 
-// ignored applies the unknown-parameter policy: it names what was not
-// applied in a response header, or refuses the request when strict.
-// headers, the client's request headers not applied, are named but never
-// refused: a host sends them on every request.
-func (g *Gateway) ignored(w http.ResponseWriter, params, headers []string) *failure {
-	if len(params) > 0 && g.opts.StrictParams {
-		return &failure{class: classBadRequest, param: params[0],
-			msg: fmt.Sprintf("%s: not supported by this gateway, and gateway.strict_params refuses what it cannot apply", strings.Join(params, ", "))}
-	}
-	if all := append(slices.Clip(params), headers...); len(all) > 0 {
-		w.Header().Set(HeaderIgnored, ignoredHeader(all))
-	}
-	return nil
-}
-
 // decoded is what every protocol's decoder takes from a request body.
 type decoded struct {
 	model   string
@@ -730,11 +715,21 @@ func (d *decoded) common() *decoded { return d }
 // decodeCall authenticates r, reads and decodes its body and resolves it to
 // an orchestrator call. When it fails it has answered in p's error shape
 // and returns false.
-func decodeCall[T interface{ common() *decoded }](g *Gateway, w http.ResponseWriter, r *http.Request, p protocol, decode func([]byte) (T, error)) (T, orchestrator.Call, bool) {
-	var zero T
-	fail := func(f *failure) (T, orchestrator.Call, bool) {
+//
+// A request in a provider's protocol carries its body as sent
+// (provider.Native) for an adapter that relays it. A body the decoder
+// refuses for what the contract does not model still goes through when
+// its route relays it as sent: the provider is the judge of its own
+// protocol; the call is then refused on any route that would translate
+// it. Under gateway.strict_params, parameters the gateway would ignore
+// are refused only on a route that translates.
+func decodeCall[U any, PT interface {
+	*U
+	common() *decoded
+}](g *Gateway, w http.ResponseWriter, r *http.Request, p protocol, decode func([]byte) (PT, error)) (PT, orchestrator.Call, bool) {
+	fail := func(f *failure) (PT, orchestrator.Call, bool) {
 		p.writeError(w, r, f)
-		return zero, orchestrator.Call{}, false
+		return nil, orchestrator.Call{}, false
 	}
 	key, f := g.authenticate(r)
 	if f != nil {
@@ -750,15 +745,19 @@ func decodeCall[T interface{ common() *decoded }](g *Gateway, w http.ResponseWri
 	if f := takeSlot(r); f != nil {
 		return fail(f)
 	}
+	proto := nativeProtocol(r.URL.Path)
 	v, err := decode(body)
 	if err != nil {
-		return fail(classify(r.Context(), err))
+		refused := classify(r.Context(), err)
+		if v = relayedAnyway[U, PT](g, r, key, proto, body, refused); v == nil {
+			return fail(refused)
+		}
 	}
 	d := v.common()
-	if f := g.ignored(w, d.ignored, d.ignoredHeaders); f != nil {
-		return fail(f)
-	}
 	d.key = keyID(key)
+	if d.req.Native == nil && proto != "" {
+		d.req.Native = nativeOf(r, proto, body, d.stream, 0)
+	}
 	if added, ok := g.turns.restore(d.key, &d.req, g.opts.MaxBodyBytes-int64(len(body))); !ok {
 		return fail(&failure{class: classBadRequest, msg: fmt.Sprintf("the provider state the gateway keeps for this conversation's earlier turns (thinking blocks, signatures: %d bytes) would take the %d-byte request over the gateway's limit of %d bytes (gateway.max_body_bytes): send fewer turns, or start a new conversation", added, len(body), g.opts.MaxBodyBytes)})
 	}
@@ -766,15 +765,50 @@ func decodeCall[T interface{ common() *decoded }](g *Gateway, w http.ResponseWri
 	if f != nil {
 		return fail(f)
 	}
+	if len(d.ignored) > 0 && g.opts.StrictParams && (call.Request.Native == nil || !g.routesNative(r.Context(), call)) {
+		return fail(&failure{class: classBadRequest, param: d.ignored[0],
+			msg: fmt.Sprintf("%s: not supported by this gateway, and gateway.strict_params refuses what it cannot apply", strings.Join(d.ignored, ", "))})
+	}
+	if all := append(slices.Clip(d.ignored), d.ignoredHeaders...); len(all) > 0 {
+		// A relayed answer drops it: nothing was ignored.
+		w.Header().Set(HeaderIgnored, ignoredHeader(all))
+	}
 	if call.Agent != "" {
 		w.Header().Set(HeaderAgent, call.Agent)
 	}
 	return v, call, true
 }
 
+// relayedAnyway decodes a body the full decoder refused (refused) with
+// [minimalDecode], when its route relays it as sent; nil otherwise.
+func relayedAnyway[U any, PT interface {
+	*U
+	common() *decoded
+}](g *Gateway, r *http.Request, key *Key, proto provider.Protocol, body []byte, refused *failure) PT {
+	if proto == "" || refused.class != classBadRequest {
+		return nil
+	}
+	d, err := minimalDecode(proto, body)
+	if err != nil {
+		return nil
+	}
+	d.req.Native = nativeOf(r, proto, body, d.stream, int64(len(body)))
+	d.req.Native.Required = "it holds what the gateway cannot translate (" + refused.msg + ")"
+	call, f := g.callFor(r, key, d.model, d.req)
+	if f != nil || !g.routesNative(r.Context(), call) {
+		return nil
+	}
+	v := PT(new(U))
+	*v.common() = *d
+	return v
+}
+
 // admit is decodeCall for a call to be made: the call is also prepared
 // (budgets of a task seen for the first time, the invocation id).
-func admit[T interface{ common() *decoded }](g *Gateway, w http.ResponseWriter, r *http.Request, p protocol, id string, decode func([]byte) (T, error)) (T, orchestrator.Call, bool) {
+func admit[U any, PT interface {
+	*U
+	common() *decoded
+}](g *Gateway, w http.ResponseWriter, r *http.Request, p protocol, id string, decode func([]byte) (PT, error)) (PT, orchestrator.Call, bool) {
 	v, call, ok := decodeCall(g, w, r, p, decode)
 	if !ok {
 		return v, call, false
@@ -793,13 +827,15 @@ func admit[T interface{ common() *decoded }](g *Gateway, w http.ResponseWriter, 
 			// No provider is chosen yet: each image counts the neutral
 			// [pricing.ImageTokens].
 			n, _ := pricing.BoundRequestTokens(&call.Request, nil, nil)
+			if nat := call.Request.Native; nat != nil {
+				n += nat.UnmodeledBytes
+			}
 			return n + int64(call.Request.MaxTokens)
 		})
 	}
 	if f != nil {
 		p.writeError(w, r, f)
-		var zero T
-		return zero, call, false
+		return nil, call, false
 	}
 	return v, call, true
 }

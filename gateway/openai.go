@@ -700,12 +700,14 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	out, err := g.invoke(ctx, call, cr.key)
 	if err != nil {
-		if !clientGone(ctx) {
-			p.writeError(w, r, classify(ctx, err))
-		}
+		writeFailure(w, r, p, err)
 		return
 	}
 	servedHeaders(w.Header(), out.Provider, out.Model)
+	if out.Native != nil {
+		writeNative(w, out.Native)
+		return
+	}
 	g.unhonoured(w.Header(), &call.Request, out.Provider, out.Model)
 	writeJSON(w, http.StatusOK, completion(id, g.opts.Now().Unix(), out.Result, cr.tools))
 }
@@ -719,14 +721,16 @@ func (g *Gateway) streamChat(w http.ResponseWriter, r *http.Request, call orches
 	ctx := r.Context()
 	s, err := g.stream(ctx, call, cr.key)
 	if err != nil {
-		if !clientGone(ctx) {
-			protoOpenAI.writeError(w, r, classify(ctx, err))
-		}
+		writeFailure(w, r, protoOpenAI, err)
 		return
 	}
 	defer s.Close()
 	prov, model := s.Served()
 	servedHeaders(w.Header(), prov, model)
+	if s.Reply() != nil {
+		relayNative(w, r, s)
+		return
+	}
 	g.unhonoured(w.Header(), &call.Request, prov, model)
 	out := newSSE(w)
 	base := chatChunk{ID: "chatcmpl-" + id, Object: "chat.completion.chunk", Created: g.opts.Now().Unix(), Model: model}

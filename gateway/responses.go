@@ -814,12 +814,14 @@ func (g *Gateway) responses(w http.ResponseWriter, r *http.Request) {
 	}
 	out, err := g.invoke(ctx, call, rr.key)
 	if err != nil {
-		if !clientGone(ctx) {
-			p.writeError(w, r, classify(ctx, err))
-		}
+		writeFailure(w, r, p, err)
 		return
 	}
 	servedHeaders(w.Header(), out.Provider, out.Model)
+	if out.Native != nil {
+		writeNative(w, out.Native)
+		return
+	}
 	dropped := g.unhonoured(w.Header(), &call.Request, out.Provider, out.Model)
 	resp := rr.responseOf(id, g.opts.Now().Unix(), out.Result)
 	resp.sampling(&call.Request, dropped)
@@ -838,14 +840,16 @@ func (g *Gateway) streamResponses(w http.ResponseWriter, r *http.Request, call o
 	ctx := r.Context()
 	s, err := g.stream(ctx, call, rr.key)
 	if err != nil {
-		if !clientGone(ctx) {
-			protoOpenAI.writeError(w, r, classify(ctx, err))
-		}
+		writeFailure(w, r, protoOpenAI, err)
 		return
 	}
 	defer s.Close()
 	prov, model := s.Served()
 	servedHeaders(w.Header(), prov, model)
+	if s.Reply() != nil {
+		relayNative(w, r, s)
+		return
+	}
 	dropped := g.unhonoured(w.Header(), &call.Request, prov, model)
 	st := &itemStream{out: newSSE(w), id: id, resp: rr.responseShell(id, g.opts.Now().Unix(), model), open: -1, openTool: -1, tools: map[int]int{}, names: rr.decoded.tools}
 	st.resp.sampling(&call.Request, dropped)

@@ -238,7 +238,11 @@ func (g *Gateway) stream(ctx context.Context, call orchestrator.Call, key string
 		g.rates.settle(call.Key, call.InvocationID, provider.Usage{}, true) // nothing served
 		return nil, err
 	}
-	return &keptStream{Stream: s, keep: func(res *provider.Result) {
+	var proto provider.Protocol
+	if call.Request.Native != nil {
+		proto = call.Request.Native.Protocol
+	}
+	return &keptStream{Stream: s, proto: proto, keep: func(res *provider.Result) {
 		g.turns.keep(key, res)
 		g.rates.settle(call.Key, call.InvocationID, res.Usage, true)
 	}, end: func() {
@@ -250,6 +254,8 @@ func (g *Gateway) stream(ctx context.Context, call orchestrator.Call, key string
 // keptStream is an orchestrator stream whose final answer is kept.
 type keptStream struct {
 	*orchestrator.Stream
+	// proto is the protocol the client speaks, when it is a provider's.
+	proto provider.Protocol
 	keep func(*provider.Result)
 	end  func()
 }

@@ -61,6 +61,10 @@ type Candidate struct {
 	Kept     bool          `json:"kept"`
 	// Reason says why the candidate was kept or dropped.
 	Reason string `json:"reason"`
+	// Native says the candidate's adapter speaks the request's native
+	// protocol ([provider.Request.Native]) for Model: the request would go
+	// to it as the client sent it.
+	Native bool `json:"native,omitempty"`
 
 	endpoint *Endpoint
 	caps     provider.CapabilitySet
@@ -156,6 +160,7 @@ func (o *Orchestrator) route(c *Call, tier provider.Tier, needs provider.Capabil
 	}
 	eps := o.endpoints()
 	imageURLs := c.Request.HasImageURL()
+	needsNative := c.Request.Native != nil && c.Request.Native.Required != ""
 	for _, name := range order {
 		ep := eps[name]
 		cand := Candidate{Provider: name, Tier: tier}
@@ -182,12 +187,17 @@ func (o *Orchestrator) route(c *Call, tier provider.Tier, needs provider.Capabil
 			cand.Reason = "no model configured for tier " + string(tier)
 		case missing != 0:
 			cand.Reason = "lacks " + missing.String()
+		case needsNative && !provider.SpeaksNative(ep.Adapter, &c.Request, cand.Model):
+			cand.Reason = "does not speak " + string(c.Request.Native.Protocol) + " natively, which this request needs: " + c.Request.Native.Required
 		case imageURLs && !ep.takesImageURLs():
 			cand.imageURL = true
 			cand.Reason = "may not be sent an image URL: the server would fetch it itself (send the image inline, or set providers." + name + ".allow_image_urls)"
 		default:
 			cand.Kept = true
 			cand.Reason = "has " + orNone(needs)
+			if cand.Native = provider.SpeaksNative(ep.Adapter, &c.Request, cand.Model); cand.Native {
+				cand.Reason += "; relays " + string(c.Request.Native.Protocol) + " as sent"
+			}
 		}
 		t.Candidates = append(t.Candidates, cand)
 	}

@@ -49,7 +49,7 @@ func (o *Orchestrator) stream(ctx context.Context, c Call) (*Stream, error) {
 		return nil, err
 	}
 	os := v.(*openedStream)
-	st := &Stream{inner: os.s, first: &os.first, attempts: attempts, trace: trace, id: h.id, estimate: h.estimate, model: os.first.Model, started: os.first.Usage}
+	st := &Stream{inner: os.s, first: &os.first, attempts: attempts, trace: trace, id: h.id, estimate: h.estimate, model: os.first.Model, started: os.first.Usage, reply: os.first.Reply}
 	if os.first.Final && os.first.Result != nil {
 		st.model = os.first.Result.Model
 	}
@@ -77,6 +77,9 @@ type Stream struct {
 	// answering and the usage reported before the answer.
 	model   string
 	started *provider.Usage
+	// reply is the provider's status and headers when the stream is
+	// relayed in its client's protocol, nil when translated.
+	reply *provider.NativeReply
 
 	mu       sync.Mutex
 	attempts []Attempt
@@ -167,6 +170,12 @@ func (s *Stream) Served() (prov, model string) {
 	}
 	return last.Provider, model
 }
+
+// Reply returns the provider's status and end-to-end headers when the
+// stream is relayed in the client's protocol ([provider.Request.Native]):
+// its chunks then carry the provider's events as they came
+// ([provider.Chunk.Raw]). Nil for a translated stream.
+func (s *Stream) Reply() *provider.NativeReply { return s.reply }
 
 // StartUsage returns the usage the provider reported before the answer
 // (its input and cache counts), or nil when it reports usage only at the

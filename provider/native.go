@@ -75,13 +75,21 @@ func SpeaksNative(a Adapter, req *Request, model string) bool {
 // the status, the end-to-end headers (hop-by-hop ones and Content-Length
 // removed) and, for a unary answer or an error, the body.
 type NativeReply struct {
-	Status int
-	Header http.Header
-	Body   []byte
+	Status int         `json:"status"`
+	Header http.Header `json:"header,omitempty"`
+	Body   []byte      `json:"body,omitempty"`
 	// Edits names what the adapter changed in the client's request, with
 	// the value applied ("model=claude-sonnet-4-6", "max_tokens=32000",
 	// "stream_options.include_usage=true"), for the gateway to say so.
-	Edits []string
+	Edits []string `json:"edits,omitempty"`
+}
+
+// Clone returns a deep copy of r (nil for nil).
+func (r *NativeReply) Clone() *NativeReply {
+	if r == nil {
+		return nil
+	}
+	return &NativeReply{Status: r.Status, Header: r.Header.Clone(), Body: append([]byte(nil), r.Body...), Edits: append([]string(nil), r.Edits...)}
 }
 
 // HopHeaders are the headers that describe one connection and are never

@@ -1,0 +1,297 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/cortexbuild/cortexbuild/orchestrator"
+	"github.com/cortexbuild/cortexbuild/provider"
+)
+
+// A request in a provider's own protocol goes to an adapter that speaks
+// it natively as the client sent it (provider.Native): the gateway
+// decodes it only to route, budget and record it, and relays the
+// provider's answer, events and errors as they came. What the gateway
+// changes it names: the model (X-CortexBuild-Model), an output limit
+// clamped to the model's (X-CortexBuild-Adjusted-Params), the provider's
+// credentials in place of the virtual key.
+
+// nativeProtocol is the provider protocol a route's bodies are in.
+func nativeProtocol(path string) provider.Protocol {
+	switch path {
+	case "/v1/messages":
+		return provider.ProtoMessages
+	case "/v1/chat/completions":
+		return provider.ProtoChat
+	case "/v1/responses":
+		return provider.ProtoResponses
+	}
+	return ""
+}
+
+// relayedRequestHeaders returns the client's headers that the provider's
+// API defines and that go upstream with a relayed request: every
+// anthropic-* header on the Messages route (anthropic-version and
+// anthropic-beta are open lists, new betas included), OpenAI-Beta and
+// X-Client-Request-Id on the OpenAI routes. Credentials, the account
+// selectors that go with them (OpenAI-Organization, OpenAI-Project),
+// hop-by-hop headers and the gateway's own never do.
+func relayedRequestHeaders(h http.Header, p provider.Protocol) http.Header {
+	out := http.Header{}
+	for k, vs := range h {
+		ck := http.CanonicalHeaderKey(k)
+		var pass bool
+		switch p {
+		case provider.ProtoMessages:
+			pass = strings.HasPrefix(ck, "Anthropic-")
+		case provider.ProtoChat, provider.ProtoResponses:
+			pass = ck == "Openai-Beta" || ck == "X-Client-Request-Id"
+		}
+		if pass {
+			out[ck] = append([]string(nil), vs...)
+		}
+	}
+	return out
+}
+
+// defaultWebSearches bounds the web searches of a server tool that sets
+// no max_uses: the Messages API ends a turn with pause_turn after 10
+// iterations of its server-tool loop, and the estimate counts one search
+// per iteration.
+const defaultWebSearches = 10
+
+// nativeOf describes body, a request in protocol p, for the relay: the
+// headers that go with it and what changes its price (web searches, the
+// service tier). unmodeled bounds the bytes the decoded request lacks.
+func nativeOf(r *http.Request, p provider.Protocol, body []byte, stream bool, unmodeled int64) *provider.Native {
+	n := &provider.Native{Protocol: p, Body: body, Header: relayedRequestHeaders(r.Header, p), Stream: stream, UnmodeledBytes: unmodeled}
+	tools := gjson.GetBytes(body, "tools")
+	if tools.IsArray() {
+		for _, t := range tools.Array() {
+			typ := t.Get("type").String()
+			if !strings.HasPrefix(typ, "web_search") {
+				continue
+			}
+			if mu := t.Get("max_uses"); mu.Type == gjson.Number && mu.Int() >= 0 {
+				n.WebSearches += mu.Int()
+			} else {
+				n.WebSearches += defaultWebSearches
+			}
+		}
+	}
+	n.ServiceTier = gjson.GetBytes(body, "service_tier").String()
+	return n
+}
+
+// minimalDecode is the decoding of a request the full decoders refuse
+// (a content block or a value the contract does not model) for a route
+// that relays it as sent: the model, stream, the output limit and the
+// system text (an agent's persona marker), enough to route, budget and
+// record it. Its whole body counts as unmodeled prompt bytes.
+func minimalDecode(p provider.Protocol, body []byte) (*decoded, error) {
+	if !gjson.ValidBytes(body) {
+		return nil, badField("", "the request body is not valid JSON")
+	}
+	root := gjson.ParseBytes(body)
+	if !root.IsObject() {
+		return nil, badField("", "the request body must be a JSON object")
+	}
+	d := &decoded{}
+	m := root.Get("model")
+	if m.Type != gjson.String {
+		return nil, badField("model", "required: a string")
+	}
+	d.model = m.String()
+	d.stream = root.Get("stream").Bool()
+	limit := func(names ...string) (bool, error) {
+		for _, n := range names {
+			v := root.Get(n)
+			if !v.Exists() || v.Type == gjson.Null {
+				continue
+			}
+			if v.Type != gjson.Number || v.Int() < 1 || float64(v.Int()) != v.Float() {
+				return false, badField(n, "must be a positive integer")
+			}
+			d.req.MaxTokens = int(min(v.Int(), 1<<31-1))
+			return true, nil
+		}
+		return false, nil
+	}
+	var system []string
+	texts := func(v gjson.Result) {
+		if v.Type == gjson.String {
+			system = append(system, v.String())
+			return
+		}
+		for _, b := range v.Array() {
+			if t := b.Get("text"); t.Type == gjson.String {
+				system = append(system, t.String())
+			}
+		}
+	}
+	switch p {
+	case provider.ProtoMessages:
+		ok, err := limit("max_tokens")
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, badField("max_tokens", "Field required: the Messages API takes the output limit from the caller")
+		}
+		texts(root.Get("system"))
+	case provider.ProtoChat:
+		ok, err := limit("max_completion_tokens", "max_tokens")
+		if err != nil {
+			return nil, err
+		}
+		d.modelMax = !ok
+		for _, msg := range root.Get("messages").Array() {
+			if role := msg.Get("role").String(); role == "system" || role == "developer" {
+				texts(msg.Get("content"))
+			}
+		}
+	case provider.ProtoResponses:
+		ok, err := limit("max_output_tokens")
+		if err != nil {
+			return nil, err
+		}
+		d.modelMax = !ok
+		texts(root.Get("instructions"))
+	}
+	d.req.System = strings.Join(system, "\n\n")
+	return d, nil
+}
+
+// routesNative reports whether call's first candidate relays it as sent.
+func (g *Gateway) routesNative(ctx context.Context, call orchestrator.Call) bool {
+	tr := g.opts.Orchestrator.Route(ctx, call)
+	kept := tr.Kept()
+	return len(kept) > 0 && kept[0].Native
+}
+
+// nativeReplyHeaders puts a relayed answer's headers on w: the
+// provider's end-to-end headers (its request id among them, replacing
+// the gateway's), then the gateway's own, which name what it changed
+// (the adapter's edits of the body). What a translated route ignores
+// does not apply: nothing was ignored.
+func nativeReplyHeaders(w http.ResponseWriter, rep *provider.NativeReply) {
+	h := w.Header()
+	// The request ids are the provider's; the gateway's invocation id
+	// stays in X-CortexBuild-Invocation.
+	h.Del("Request-Id")
+	h.Del("X-Request-Id")
+	h.Del(HeaderIgnored)
+	h.Del(HeaderAdjusted)
+	for k, vs := range rep.Header {
+		if strings.HasPrefix(http.CanonicalHeaderKey(k), "X-Cortexbuild-") {
+			continue // never the provider's word for the gateway's headers
+		}
+		h[k] = append([]string(nil), vs...)
+	}
+	var adjusted []string
+	for _, e := range rep.Edits {
+		if !strings.HasPrefix(e, "model=") { // X-CortexBuild-Model says it
+			adjusted = append(adjusted, e)
+		}
+	}
+	if len(adjusted) > 0 {
+		h.Set(HeaderAdjusted, strings.Join(adjusted, ", "))
+	}
+}
+
+// writeNative writes a relayed unary answer as the provider sent it.
+func writeNative(w http.ResponseWriter, rep *provider.NativeReply) {
+	nativeReplyHeaders(w, rep)
+	w.Header().Set("Content-Length", strconv.Itoa(len(rep.Body)))
+	w.WriteHeader(rep.Status)
+	_, _ = w.Write(rep.Body)
+}
+
+// nativeError returns the provider's own error answer that ended a relayed
+// call, when it is what the client should get: an error status the
+// provider answered (not a gateway refusal, not a connection failure).
+func nativeError(err error) *provider.NativeReply {
+	var pe *provider.Error
+	if errors.As(err, &pe) && pe.Reply != nil && pe.Reply.Status >= 400 {
+		return pe.Reply
+	}
+	return nil
+}
+
+// writeFailure answers a call that failed: with the provider's own error
+// answer, byte for byte, when the call was relayed and the provider
+// answered one; otherwise in the protocol's error shape.
+func writeFailure(w http.ResponseWriter, r *http.Request, p protocol, err error) {
+	ctx := r.Context()
+	if clientGone(ctx) {
+		return
+	}
+	if rep := nativeError(err); rep != nil {
+		writeNative(w, rep)
+		return
+	}
+	p.writeError(w, r, classify(ctx, err))
+}
+
+// relayNative writes a relayed stream as the provider sent it: its
+// status and headers, then every event's bytes as they arrive. A failure
+// after the first event ends the stream with the provider's own error
+// event when it sent one, else with one in the protocol's shape; the
+// client going away ends it quietly.
+func relayNative(w http.ResponseWriter, r *http.Request, s *keptStream) {
+	rep := s.Reply()
+	nativeReplyHeaders(w, rep)
+	w.Header().Del("Content-Length")
+	w.WriteHeader(rep.Status)
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+	ctx := r.Context()
+	for {
+		c, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			if clientGone(ctx) {
+				return
+			}
+			var pe *provider.Error
+			if errors.As(err, &pe) && pe.Reply != nil && pe.Reply.Status == http.StatusOK && len(pe.Reply.Body) > 0 {
+				_, _ = w.Write(pe.Reply.Body)
+			} else {
+				_, _ = w.Write(nativeErrorEvent(s.proto, classify(ctx, err)))
+			}
+			_ = rc.Flush()
+			return
+		}
+		if len(c.Raw) > 0 {
+			if _, err := w.Write(c.Raw); err != nil {
+				return
+			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// nativeErrorEvent is the event that ends a relayed stream the gateway
+// cut (the provider went away, the client's budget ran out): the
+// protocol's error event.
+func nativeErrorEvent(p provider.Protocol, f *failure) []byte {
+	switch p {
+	case provider.ProtoMessages:
+		return fmt.Appendf(nil, "event: error\ndata: %s\n\n", mustJSON(anthropicError(nil, f)))
+	case provider.ProtoResponses:
+		e := openAIError(f).Error
+		return fmt.Appendf(nil, "event: error\ndata: %s\n\n", mustJSON(map[string]any{"type": "error", "code": e.Code, "message": e.Message, "param": e.Param}))
+	}
+	return fmt.Appendf(nil, "data: %s\n\n", mustJSON(openAIError(f)))
+}
