@@ -76,6 +76,11 @@ var keyCovered = map[string]string{
 	"ToolDef.Strict":      "as is (it constrains the arguments)",
 	"ToolDef.Cache":       "as is (it changes usage, as PromptCache does)",
 
+	"Request.Native":   "presence, then the protocol, the body and the headers (what a relayed request holds beyond the decoded fields)",
+	"Native.Protocol":  "as is",
+	"Native.Body":      "as is: the bytes the provider gets",
+	"Native.Header":    "names sorted, values in order (betas change the answer)",
+
 	"Scope.Project":  "entries never cross projects",
 	"Scope.Provider": "the adapter instance that answers",
 	"Scope.Model":    "the resolved model, when the caller knows it",
@@ -89,6 +94,12 @@ var keyExcluded = map[string]string{
 	"Request.Timeout": "bounds the wait, not the answer",
 	// Set only on the copy the estimate prices; never sent.
 	"Request.CeilingEstimate": "chooses how the estimate bounds the prompt, not the answer",
+	// Derived from the body, which the key covers.
+	"Native.Stream":         "read from the body",
+	"Native.UnmodeledBytes": "bounds the estimate; derived from the body",
+	"Native.WebSearches":    "bounds the estimate; derived from the body",
+	"Native.ServiceTier":    "read from the body",
+	"Native.Required":       "restricts the route; derived from the body",
 }
 
 // TestKeyCoversEveryField fails when a field is added to provider.Request
@@ -217,6 +228,18 @@ func toolResult(r *provider.Request) *provider.ToolResult {
 // keyMutations change the request (or scope) in ways that must change the
 // key.
 var keyMutations = []keyMutation{
+	{field: "Request.Native", name: "relayed as sent", mutate: func(r *provider.Request) {
+		r.Native = &provider.Native{Protocol: provider.ProtoMessages, Body: []byte(`{"model":"m"}`)}
+	}},
+	{field: "Native.Protocol", name: "another protocol", mutate: func(r *provider.Request) {
+		r.Native = &provider.Native{Protocol: provider.ProtoChat, Body: []byte(`{"model":"m"}`)}
+	}},
+	{field: "Native.Body", name: "body with a server tool", mutate: func(r *provider.Request) {
+		r.Native = &provider.Native{Protocol: provider.ProtoMessages, Body: []byte(`{"model":"m","tools":[{"type":"web_search_20250305"}]}`)}
+	}},
+	{field: "Native.Header", name: "a beta", mutate: func(r *provider.Request) {
+		r.Native = &provider.Native{Protocol: provider.ProtoMessages, Body: []byte(`{"model":"m"}`), Header: map[string][]string{"Anthropic-Beta": {"context-management-2025-06-27"}}}
+	}},
 	{field: "Request.Prompt", name: "prompt text", mutate: func(r *provider.Request) { r.Prompt += "!" }},
 	{field: "Request.Prompt", name: "prompt removed", mutate: func(r *provider.Request) { r.Prompt = "" }},
 	{field: "Request.System", name: "system text", mutate: func(r *provider.Request) { r.System = "You are the builder agent." }},
@@ -432,7 +455,7 @@ func TestKeyIsStable(t *testing.T) {
 	// The key of a fixed request must not change between builds or runs
 	// (map order, pooling): entries in Redis outlive the process. Update
 	// this value only together with KeyVersion.
-	const want = "1934faa75789319c1ca7191c9bcad77ed202b5c93d54e20ccbdf499beae1baa7"
+	const want = "540036d4290a2b76ab3a56db269157f358b1880ac5cab86f3756b40ce59ea622"
 	got := mustKey(t, baseScope(), baseRequest()).String()
 	for range 20 {
 		if again := mustKey(t, baseScope(), baseRequest()).String(); again != got {
@@ -517,4 +540,28 @@ func conversation(turns int) *provider.Request {
 	}
 	r.Prompt = "Which tests still fail?"
 	return r
+}
+
+// TestKeyOfRelayedRequestCoversBodyAndHeaders: two relayed requests with
+// the same decoded fields differ in what only their bodies or headers say
+// (a server tool, a beta): they must not share an entry.
+func TestKeyOfRelayedRequestCoversBodyAndHeaders(t *testing.T) {
+	with := func(body string, h map[string][]string) string {
+		r := baseRequest()
+		r.Native = &provider.Native{Protocol: provider.ProtoMessages, Body: []byte(body), Header: h}
+		return mustKey(t, baseScope(), r).String()
+	}
+	plain := with(`{"model":"m"}`, nil)
+	if with(`{"model":"m","tools":[{"type":"web_search_20250305","name":"web_search"}]}`, nil) == plain {
+		t.Error("a server tool in the body did not change the key")
+	}
+	if with(`{"model":"m"}`, map[string][]string{"Anthropic-Beta": {"context-management-2025-06-27"}}) == plain {
+		t.Error("a beta header did not change the key")
+	}
+	if with(`{"model":"m"}`, map[string][]string{"Anthropic-Beta": {"a", "b"}}) == with(`{"model":"m"}`, map[string][]string{"Anthropic-Beta": {"ab"}}) {
+		t.Error("header values are not delimited in the key")
+	}
+	if with(`{"model":"m"}`, nil) != plain {
+		t.Error("the same relayed request gave two keys")
+	}
 }
