@@ -51,9 +51,6 @@ const (
 	HeaderIgnored = "X-CortexBuild-Ignored-Params"
 )
 
-// DefaultMaxInFlight is the default bound on API requests served at once.
-const DefaultMaxInFlight = 256
-
 // DefaultMaxBodyBytes is the default request size limit (32 MiB, the size
 // the Messages API itself accepts).
 const DefaultMaxBodyBytes = 32 << 20
@@ -102,13 +99,13 @@ type Options struct {
 	// retry-after: 1 at once, so that an overload costs refusals, not
 	// unbounded memory and queueing. Without auth it also bounds the
 	// requests being read and served together. Default
-	// [DefaultMaxInFlight].
+	// [DefaultMaxInFlight] of [ProcessMemory].
 	MaxInFlight int
 	// MaxInFlightPerKey bounds the API requests one virtual key has in
 	// flight at once, their bodies being read or being served, so that one
 	// client cannot hold every slot of MaxInFlight; one more gets the
 	// overloaded error with retry-after: 1. Default
-	// [DefaultMaxInFlightPerKey].
+	// [DefaultMaxInFlightPerKey] of MaxInFlight.
 	MaxInFlightPerKey int
 	// HeaderTimeout bounds how long a client may take to send a request's
 	// headers ([Gateway.Listen] sets it on the server). Default
@@ -184,10 +181,10 @@ func New(opts Options) (*Gateway, error) {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if opts.MaxInFlight <= 0 {
-		opts.MaxInFlight = DefaultMaxInFlight
+		opts.MaxInFlight = DefaultMaxInFlight(ProcessMemory())
 	}
 	if opts.MaxInFlightPerKey <= 0 {
-		opts.MaxInFlightPerKey = DefaultMaxInFlightPerKey
+		opts.MaxInFlightPerKey = DefaultMaxInFlightPerKey(opts.MaxInFlight)
 	}
 	if opts.HeaderTimeout <= 0 {
 		opts.HeaderTimeout = DefaultHeaderTimeout

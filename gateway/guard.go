@@ -13,10 +13,6 @@ import (
 	"time"
 )
 
-// DefaultMaxInFlightPerKey is the default bound on the API requests one
-// virtual key has in flight at once.
-const DefaultMaxInFlightPerKey = 64
-
 // DefaultHeaderTimeout and DefaultBodyTimeout bound how long a client
 // may take to send a request's headers and its body.
 const (
