@@ -1,0 +1,317 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cortexbuild/cortexbuild/gateway"
+	"github.com/cortexbuild/cortexbuild/ledger"
+	"github.com/cortexbuild/cortexbuild/pricing"
+	"github.com/cortexbuild/cortexbuild/provider"
+	"github.com/cortexbuild/cortexbuild/provider/anthropic/anthropicfake"
+)
+
+// claudeCodeTurn is a Messages request as Claude Code sends it through a
+// gateway: its web search server tool beside function tools, context
+// management, metadata, and a field the gateway's contract does not know.
+const claudeCodeTurn = `{"model":"claude-sonnet-4-6","max_tokens":32000,"stream":false,` +
+	`"system":[{"type":"text","text":"You are Claude Code."}],` +
+	`"messages":[{"role":"user","content":[{"type":"text","text":"What changed in Go 1.26?","cache_control":{"type":"ephemeral"}}]}],` +
+	`"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":8},` +
+	`{"name":"Read","description":"Read a file","input_schema":{"type":"object","properties":{"path":{"type":"string"}}}}],` +
+	`"context_management":{"edits":[{"type":"clear_tool_uses_20250919"}]},` +
+	`"metadata":{"user_id":"user_abc_account__session_123"},` +
+	`"a_field_from_next_year":{"nested":[1,2,3]}}`
+
+// webSearchAnswer is an upstream answer with a search in it, as the
+// Messages API sends one.
+const webSearchAnswer = `{"id":"msg_01UpstreamId","type":"message","role":"assistant","model":"claude-sonnet-4-6",` +
+	`"content":[{"type":"server_tool_use","id":"srvtoolu_01","name":"web_search","input":{"query":"Go 1.26 release notes"}},` +
+	`{"type":"web_search_tool_result","tool_use_id":"srvtoolu_01","content":[{"type":"web_search_result","url":"https://go.dev/doc/go1.26","title":"Go 1.26 Release Notes","encrypted_content":"EqgfCioIAhgB","page_age":null}]},` +
+	`{"type":"text","text":"Go 1.26 adds ...","citations":[{"type":"web_search_result_location","url":"https://go.dev/doc/go1.26","title":"Go 1.26 Release Notes","encrypted_index":"Eo8BCioIAhgB","cited_text":"Go 1.26 ..."}]}],` +
+	`"stop_reason":"end_turn","stop_sequence":null,` +
+	`"usage":{"input_tokens":2100,"cache_creation_input_tokens":0,"cache_read_input_tokens":1500,"output_tokens":180,` +
+	`"server_tool_use":{"web_search_requests":1},"service_tier":"standard"},` +
+	`"context_management":{"applied_edits":[]}}`
+
+// sendRaw posts body as is with the world's key in x-api-key, as Claude
+// Code does, and hdr as name, value pairs (a name may repeat).
+func (w *world) sendRaw(t *testing.T, path, body string, hdr ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctxT(t), http.MethodPost, w.url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Api-Key", w.key)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Add(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, b
+}
+
+// sameJSONExcept checks that got and want are the same JSON value once
+// the top-level fields named in except are removed from both.
+func sameJSONExcept(t *testing.T, got, want []byte, except ...string) {
+	t.Helper()
+	var g, w map[string]any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("upstream body: %v", err)
+	}
+	if err := json.Unmarshal(want, &w); err != nil {
+		t.Fatalf("client body: %v", err)
+	}
+	for _, k := range except {
+		delete(g, k)
+		delete(w, k)
+	}
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("the provider did not get the client's request:\n got  %s\n want %s", asJSON(g), asJSON(w))
+	}
+}
+
+func asJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// TestMessagesRelayedAsSent: a Claude Code turn on an Anthropic route
+// reaches the provider as sent (server tools, context management,
+// metadata, unknown fields, every beta and the client's version), and
+// the client gets the provider's bytes, its request id and ids, while the
+// ledger prices the reported usage, searches included.
+func TestMessagesRelayedAsSent(t *testing.T) {
+	w := newWorld(t, withLedger)
+	w.anth.Enqueue(anthropicfake.Reply{RawBody: webSearchAnswer, Headers: map[string]string{"request-id": "req_upstream_42"}})
+	betas := "context-management-2025-06-27,interleaved-thinking-2025-05-14,a-beta-from-2027-01-01"
+	resp, body := w.sendRaw(t, "/v1/messages?beta=true", claudeCodeTurn,
+		"anthropic-version", "2023-06-01", "anthropic-beta", betas, "anthropic-beta", "another-beta-2027",
+		"X-Claude-Code-Session-Id", "3f0c9b1e-session", "X-CortexBuild-Agent", "builder")
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	if string(body) != webSearchAnswer {
+		t.Errorf("the client did not get the provider's bytes:\n got  %s\n want %s", body, webSearchAnswer)
+	}
+	if got := resp.Header.Get("Request-Id"); got != "req_upstream_42" {
+		t.Errorf("request-id %q; want the provider's", got)
+	}
+	inv := resp.Header.Get(gateway.HeaderInvocation)
+	if !strings.HasPrefix(inv, "inv_") {
+		t.Errorf("%s %q; want the gateway's invocation id", gateway.HeaderInvocation, inv)
+	}
+	if h := resp.Header.Get(gateway.HeaderIgnored); h != "" {
+		t.Errorf("%s: %q on a relayed answer: nothing was ignored", gateway.HeaderIgnored, h)
+	}
+	reqs := w.anth.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d upstream requests; want 1", len(reqs))
+	}
+	up := reqs[0]
+	sameJSONExcept(t, up.Body, []byte(claudeCodeTurn), "model")
+	if got := up.Header.Get("Anthropic-Version"); got != "2023-06-01" {
+		t.Errorf("anthropic-version %q upstream; want the client's", got)
+	}
+	if got := strings.Join(up.Header.Values("Anthropic-Beta"), ","); got != betas+",another-beta-2027" {
+		t.Errorf("anthropic-beta upstream %q; want every value the client sent", got)
+	}
+	if up.APIKey() != "ak-upstream" {
+		t.Error("the provider did not get the provider's key")
+	}
+	for k := range up.Header {
+		if strings.HasPrefix(k, "X-Cortexbuild-") {
+			t.Errorf("the gateway's own header %s went upstream", k)
+		}
+	}
+	if strings.Contains(asJSON(up.Header), w.key) {
+		t.Error("the virtual key went upstream")
+	}
+	// The ledger row: the reported usage at the catalog's prices, the
+	// search at its own.
+	rows, err := w.store.Attempts(ctxT(t), ledger.Filter{})
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("ledger rows %d, %v; want 1", len(rows), err)
+	}
+	cat, _ := pricing.Default()
+	u := provider.UsageExclusive(2100, 1500, 0, 180)
+	u.WebSearchRequests, u.ServiceTier = 1, "standard"
+	want, err := cat.Cost("anthropic", "claude-sonnet-4-6", u, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows[0].Cost != want || rows[0].InputTokens != 3600 || rows[0].OutputTokens != 180 || rows[0].CacheReadTokens != 1500 {
+		t.Errorf("ledger row %+v; want cost %s for 3600 in (1500 cached), 180 out and a search", rows[0], want)
+	}
+	noSearch := u
+	noSearch.WebSearchRequests = 0
+	if plain, _ := cat.Cost("anthropic", "claude-sonnet-4-6", noSearch, time.Now()); plain >= want {
+		t.Errorf("a search costs nothing: %s with, %s without", want, plain)
+	}
+}
+
+// TestMessagesStreamRelayedAsSent: every event, pings among them, reaches
+// the client byte for byte.
+func TestMessagesStreamRelayedAsSent(t *testing.T) {
+	w := newWorld(t, withLedger)
+	events := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_01Up\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-6\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":12,\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":0,\"output_tokens\":1}}}\n\n" +
+		"event: ping\ndata: {\"type\": \"ping\"}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hello\"}}\n\n" +
+		"event: a_future_event\ndata: {\"type\":\"a_future_event\",\"what\":1}\n\n" +
+		"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":5}}\n\n" +
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	w.anth.Enqueue(anthropicfake.Reply{RawBody: events, RawContentType: "text/event-stream; charset=utf-8"})
+	body := strings.Replace(claudeCodeTurn, `"stream":false`, `"stream":true`, 1)
+	resp, got := w.sendRaw(t, "/v1/messages", body, "anthropic-version", "2023-06-01")
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, got)
+	}
+	if string(got) != events {
+		t.Errorf("the client did not get the provider's events:\n got  %q\n want %q", got, events)
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		t.Errorf("content-type %q", ct)
+	}
+	rows, err := w.store.Attempts(ctxT(t), ledger.Filter{})
+	if err != nil || len(rows) != 1 || rows[0].InputTokens != 12 || rows[0].OutputTokens != 5 || rows[0].EstimatedUsage {
+		t.Fatalf("ledger rows %+v, %v; want one with the reported 12 in, 5 out", rows, err)
+	}
+}
+
+// TestUpstreamErrorsRelayedAsSent: an upstream error reaches the client
+// as the provider sent it (status, body, request id, rate-limit headers),
+// so that the host's recovery, which matches the provider's wording,
+// works.
+func TestUpstreamErrorsRelayedAsSent(t *testing.T) {
+	w := newWorld(t, withLedger, serveOn("claude"))
+	bad := `{"type":"error","error":{"type":"invalid_request_error","message":"messages.1.content.0: Invalid ` + "`signature`" + ` in ` + "`thinking`" + ` block"},"request_id":"req_011Upstream"}`
+	w.anth.Enqueue(anthropicfake.Reply{Status: 400, RawBody: bad, Headers: map[string]string{"request-id": "req_011Upstream"}})
+	resp, body := w.sendRaw(t, "/v1/messages", claudeCodeTurn, "anthropic-version", "2023-06-01")
+	if resp.StatusCode != 400 || string(body) != bad {
+		t.Errorf("status %d body %s; want the provider's 400 as sent", resp.StatusCode, body)
+	}
+	if resp.Header.Get("Request-Id") != "req_011Upstream" {
+		t.Errorf("request-id %q; want the provider's", resp.Header.Get("Request-Id"))
+	}
+	if !strings.HasPrefix(resp.Header.Get(gateway.HeaderInvocation), "inv_") {
+		t.Error("no invocation id on a relayed error")
+	}
+
+	// A rate limit the gateway waited out in vain: the last answer, with
+	// its retry-after and rate-limit headers.
+	limited := `{"type":"error","error":{"type":"rate_limit_error","message":"This request would exceed your organization's rate limit of 50 requests per minute."},"request_id":"req_429"}`
+	r429 := anthropicfake.Reply{Status: 429, RawBody: limited, Headers: map[string]string{"retry-after": "1", "anthropic-ratelimit-requests-remaining": "0", "request-id": "req_429"}}
+	w.anth.Enqueue(r429, r429, r429, r429)
+	resp, body = w.sendRaw(t, "/v1/messages", claudeCodeTurn, "anthropic-version", "2023-06-01")
+	if resp.StatusCode != 429 || string(body) != limited {
+		t.Errorf("status %d body %s; want the provider's 429 as sent", resp.StatusCode, body)
+	}
+	if resp.Header.Get("Retry-After") != "1" || resp.Header.Get("Anthropic-Ratelimit-Requests-Remaining") != "0" {
+		t.Errorf("headers %v; want retry-after and the rate-limit headers", resp.Header)
+	}
+}
+
+// TestWhatTheContractCannotHoldIsRelayed: a block the gateway cannot
+// translate goes through on a route that relays it, and is refused, with
+// the reason, on one that would translate it.
+func TestWhatTheContractCannotHoldIsRelayed(t *testing.T) {
+	doc := `{"model":"claude-sonnet-4-6","max_tokens":100,"messages":[{"role":"user","content":[` +
+		`{"type":"document","source":{"type":"text","media_type":"text/plain","data":"spec"}},{"type":"text","text":"summarise"}]}]}`
+	w := newWorld(t, serveOn("claude"))
+	w.anth.Enqueue(anthropicfake.Reply{Text: "A spec."})
+	resp, body := w.sendRaw(t, "/v1/messages", doc, "anthropic-version", "2023-06-01")
+	if resp.StatusCode != 200 {
+		t.Fatalf("relayed route: status %d: %s", resp.StatusCode, body)
+	}
+	sameJSONExcept(t, w.anth.Requests()[0].Body, []byte(doc), "model")
+
+	translated := newWorld(t, serveOn("gpt"))
+	resp, body = translated.sendRaw(t, "/v1/messages", doc, "anthropic-version", "2023-06-01")
+	if resp.StatusCode != 400 || !strings.Contains(string(body), "document") {
+		t.Errorf("translated route: status %d: %s; want a 400 naming the document block", resp.StatusCode, body)
+	}
+	if n := len(translated.oai.Requests()); n != 0 {
+		t.Errorf("%d requests reached the other vendor", n)
+	}
+}
+
+// TestTranslatedRouteNamesWhatItDrops: the same Claude Code turn served
+// by the other vendor drops the web search tool and says so.
+func TestTranslatedRouteNamesWhatItDrops(t *testing.T) {
+	w := newWorld(t, serveOn("gpt"))
+	resp, body := w.sendRaw(t, "/v1/messages", claudeCodeTurn, "anthropic-version", "2023-06-01")
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	ignored := resp.Header.Get(gateway.HeaderIgnored)
+	for _, want := range []string{"tools[0](web_search_20250305)", "context_management", "a_field_from_next_year"} {
+		if !strings.Contains(ignored, want) {
+			t.Errorf("%s %q does not name %s", gateway.HeaderIgnored, ignored, want)
+		}
+	}
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil || !strings.HasPrefix(m["id"].(string), "msg_") {
+		t.Errorf("a translated answer in the Messages shape: %s", body)
+	}
+}
+
+// TestStrictParamsRefuseOnlyTranslation: under strict_params, what the
+// gateway would ignore is refused on a translated route only.
+func TestStrictParamsRefuseOnlyTranslation(t *testing.T) {
+	strict := withGateway(func(o *gateway.Options) { o.StrictParams = true })
+	w := newWorld(t, strict, serveOn("claude"))
+	w.anth.Enqueue(anthropicfake.Reply{Text: "ok"})
+	if resp, body := w.sendRaw(t, "/v1/messages", claudeCodeTurn, "anthropic-version", "2023-06-01"); resp.StatusCode != 200 {
+		t.Errorf("relayed under strict_params: %d %s", resp.StatusCode, body)
+	}
+	x := newWorld(t, strict, serveOn("gpt"))
+	resp, body := x.sendRaw(t, "/v1/messages", claudeCodeTurn, "anthropic-version", "2023-06-01")
+	if resp.StatusCode != 400 || !strings.Contains(string(body), "strict_params") {
+		t.Errorf("translated under strict_params: %d %s; want a 400 naming strict_params", resp.StatusCode, body)
+	}
+}
+
+// TestRelayedHeadersAreFiltered: what goes upstream beside the body: the
+// provider's API headers, never the client's credentials, hop-by-hop
+// headers or the gateway's own.
+func TestRelayedHeadersAreFiltered(t *testing.T) {
+	w := newWorld(t, serveOn("claude"))
+	w.anth.Enqueue(anthropicfake.Reply{Text: "ok"})
+	resp, body := w.sendRaw(t, "/v1/messages", claudeCodeTurn, "anthropic-version", "2023-06-01",
+		"Authorization", "Bearer "+w.key, "Connection", "X-Secret-Hop, keep-alive", "X-Secret-Hop", "1",
+		"X-CortexBuild-Task", "T-1", "Anthropic-Dangerous-Direct-Browser-Access", "true")
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	up := w.anth.Requests()[0].Header
+	if up.Get("Anthropic-Dangerous-Direct-Browser-Access") != "true" {
+		t.Error("an anthropic-* header did not go upstream")
+	}
+	for _, k := range []string{"X-Secret-Hop", "X-Cortexbuild-Task", "X-Cortexbuild-Agent"} {
+		if up.Get(k) != "" {
+			t.Errorf("%s went upstream", k)
+		}
+	}
+	if a := up.Get("Authorization"); a != "" && !strings.Contains(a, "ak-upstream") {
+		t.Errorf("Authorization upstream %q", a)
+	}
+	if slices.ContainsFunc(up.Values("X-Api-Key"), func(v string) bool { return v == w.key }) {
+		t.Error("the virtual key went upstream")
+	}
+}
