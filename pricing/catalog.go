@@ -223,7 +223,7 @@ func (c *Catalog) validate(file string, cited bool) error {
 		if ns.Local && len(ns.Models) > 0 {
 			errs = append(errs, ns.Pos.Key("models").Errorf("providers.%s is local (every model free); remove models: or local: true", name))
 		}
-		if !ns.Local && len(ns.Models) == 0 {
+		if !ns.Local && len(ns.Models) == 0 && ns.WebSearch == nil && len(ns.ServiceTiers) == 0 {
 			errs = append(errs, ns.Pos.Errorf("providers.%s lists no models; add models: or set local: true", name))
 		}
 		errs = append(errs, ns.validateTierNames()...)
