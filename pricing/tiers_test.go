@@ -151,7 +151,7 @@ func TestCostPricesServiceTiers(t *testing.T) {
 		u.ServiceTier = tt.tier
 		got, err := c.Cost(tt.ns, tt.model, u, at)
 		if err != nil || got != provider.MustMoney(tt.want) {
-			t.Errorf("%s/%s at tier %q: 1M in + 1M out = %s, %v; want %s", tt.ns, tt.model, tt.tier, got, err, tt.want)
+			t.Errorf("%s/%s at tier %q: 100k in + 1M out = %s, %v; want %s", tt.ns, tt.model, tt.tier, got, err, tt.want)
 		}
 	}
 	// Before the Terra price cut its own flex card applied.
