@@ -237,6 +237,7 @@ func (c *Catalog) validate(file string, cited bool) error {
 		if ns.WebSearch != nil {
 			errs = append(errs, ns.WebSearch.validate("providers."+name+".web_search", cited, reviewed)...)
 		}
+		carded := map[string]bool{}
 		for _, id := range slices.Sorted(maps.Keys(ns.Models)) {
 			m := ns.Models[id]
 			where := "providers." + name + ".models." + id
@@ -248,6 +249,9 @@ func (c *Catalog) validate(file string, cited bool) error {
 			errs = append(errs, m.validate(where)...)
 			for i := range m.Prices {
 				errs = append(errs, validateTierCards(&m.Prices[i], fmt.Sprintf("%s.prices[%d]", where, i), targets, name)...)
+				for card := range m.Prices[i].ServiceTiers {
+					carded[card] = true
+				}
 			}
 			if m.WebSearch != nil {
 				errs = append(errs, m.WebSearch.validate(where+".web_search", cited, reviewed)...)
@@ -264,6 +268,9 @@ func (c *Catalog) validate(file string, cited bool) error {
 				owner[k] = id
 				ns.aliases[key] = m
 			}
+		}
+		if len(ns.Models) > 0 {
+			errs = append(errs, ns.validateTierTargets(carded)...)
 		}
 	}
 	return errs.Err()

@@ -162,6 +162,25 @@ func (ns *Namespace) validateTierNames() yamlx.Errors {
 	return errs
 }
 
+// validateTierTargets checks that every rate card a namespace's
+// service_tiers names is one that some model of the namespace (in the same
+// file) has: a name billed at a card no model has is a misspelling, and
+// would price the tier as unknown everywhere.
+func (ns *Namespace) validateTierTargets(carded map[string]bool) yamlx.Errors {
+	var errs yamlx.Errors
+	for _, name := range slices.Sorted(maps.Keys(ns.ServiceTiers)) {
+		ref := ns.ServiceTiers[name]
+		if ref.Name != StandardTier && tierName.MatchString(ref.Name) && !carded[ref.Name] {
+			errs = append(errs, ref.Pos.Errorf(`providers.%s.service_tiers.%s: no model of providers.%s has a %q rate card under its prices' service_tiers; write "standard" or a card name the models have (%s)`, ns.Name, name, ns.Name, ref.Name, strings.Join(cardNames(carded), ", ")))
+		}
+	}
+	return errs
+}
+
+func cardNames(carded map[string]bool) []string {
+	return append([]string{StandardTier}, slices.Sorted(maps.Keys(carded))...)
+}
+
 // validateTierCards checks the service tier rate cards of price period p
 // (named pw); targets are the card names the namespace's service_tiers
 // map bills at, nil when the namespace (in this file) has no map.

@@ -312,6 +312,8 @@ func TestParseRejectsBadTiersAndSearches(t *testing.T) {
 			`bad.yaml:7:13: providers.acme.service_tiers.flex: expected the name of the rates it is billed at`},
 		{"misspelt card key", model + "            service_tiers:\n              flex: {inptu: \"1\", output: \"2\"}\n",
 			`unknown key "inptu" in providers.acme.models.m1.prices[0].service_tiers.flex`},
+		{"tier billed at a card no model has", "    service_tiers:\n      priority: prority\n" + model,
+			`bad.yaml:7:17: providers.acme.service_tiers.priority: no model of providers.acme has a "prority" rate card under its prices' service_tiers; write "standard" or a card name the models have (standard)`},
 		{"search without price", "    web_search:\n      source: s\n      prices:\n        - {effective: \"2026-01-01\"}\n" + model,
 			`bad.yaml:9:11: missing required key "per_thousand" in providers.acme.web_search.prices[0]`},
 		{"negative search price", "    web_search:\n      source: s\n      prices:\n        - {effective: \"2026-01-01\", per_thousand: \"-10\"}\n" + model,
