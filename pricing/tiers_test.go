@@ -146,6 +146,9 @@ func TestCostPricesServiceTiers(t *testing.T) {
 		{"anthropic", "claude-sonnet-4-6", "standard", "15.3"},
 		{"anthropic", "claude-sonnet-4-6", "priority", "15.3"}, // Priority Tier: no public price, standard
 		{"anthropic", "claude-sonnet-4-6", "batch", "15.3"},    // unknown, no other card: standard
+		{"anthropic", "claude-sonnet-4-6", "auto", "15.3"},
+		{"anthropic", "claude-sonnet-4-6", "standard_only", "15.3"},
+		{"gemini", "gemini-2.5-flash", "priority", "2.53"}, // no tiers listed: standard (0.1 × 0.30 + 2.50)
 	}
 	for _, tt := range tests {
 		u.ServiceTier = tt.tier
@@ -163,6 +166,41 @@ func TestCostPricesServiceTiers(t *testing.T) {
 	big := provider.Usage{InputTokens: 300_000, OutputTokens: 1_000, ServiceTier: "priority"}
 	if got, _ := c.Cost("openai", "gpt-5.6", big, at); got != provider.MustMoney("6.09") { // 300000×20 + 1000×90
 		t.Errorf("gpt-5.6 priority over 272k = %s, want 6.09", got)
+	}
+}
+
+// A project whose OpenAI default tier is Fast mode says so in its catalog
+// file: laid over the built-in names, "" and auto then bill at priority,
+// for the cost and for the estimate of a request that names no tier,
+// while the other names stay as they were.
+func TestProjectDefaultTier(t *testing.T) {
+	c := mustDefault(t).Overlay(mustParse(t, `version: "p1"
+currency: USD
+unit: per_million_tokens
+providers:
+  openai:
+    service_tiers:
+      "": priority
+      auto: priority
+`))
+	at := date("2026-12-05")
+	u := provider.UsageInclusive(100_000, 0, 0, 1_000_000)
+	for tier, want := range map[string]string{"": "20.25", "auto": "20.25", "default": "10.125", "flex": "5.0625"} {
+		u.ServiceTier = tier
+		if got, err := c.Cost("openai", "gpt-5", u, at); err != nil || got != provider.MustMoney(want) {
+			t.Errorf("tier %q: %s, %v; want %s", tier, got, err, want)
+		}
+	}
+	req := &provider.Request{Prompt: "hi", MaxTokens: 1000}
+	got, _ := c.Estimate("openai", "gpt-5", req, nil, at)
+	var acc provider.MoneyAccumulator
+	acc.Add(provider.MustMoney("2.50"), c.BoundPrompt("openai", req, nil))
+	acc.Add(provider.MustMoney("20"), 1000)
+	if got != acc.Total() {
+		t.Errorf("estimate of a request naming no tier = %s, want the priority rates' %s", got, acc.Total())
+	}
+	if std, _ := mustDefault(t).Estimate("openai", "gpt-5", req, nil, at); std >= got {
+		t.Errorf("built-in estimate %s is not below the priority-default one %s", std, got)
 	}
 }
 
