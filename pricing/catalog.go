@@ -65,23 +65,35 @@ type Tier struct {
 	Rates       `yaml:",inline"`
 }
 
-// Price is the set of rates in force from Effective on.
-type Price struct {
-	Pos       yamlx.Pos `yaml:"-" json:"-"`
-	Effective Date      `yaml:"effective,required" json:"effective"`
-	Rates     `yaml:",inline"`
-	Above     []Tier `yaml:"above" json:"above,omitempty"`
+// RateCard is what tokens cost at one service tier in a price period: its
+// rates and the long-context tiers that replace them above a prompt size.
+type RateCard struct {
+	Pos   yamlx.Pos `yaml:"-" json:"-"`
+	Rates `yaml:",inline"`
+	Above []Tier `yaml:"above" json:"above,omitempty"`
 }
 
 // RatesFor returns the rates for a request with promptTokens prompt tokens.
-func (p *Price) RatesFor(promptTokens int64) Rates {
-	r := p.Rates
-	for _, t := range p.Above {
+func (c *RateCard) RatesFor(promptTokens int64) Rates {
+	r := c.Rates
+	for _, t := range c.Above {
 		if promptTokens > t.InputTokens {
 			r = t.Rates
 		}
 	}
 	return r
+}
+
+// Price is the set of rates in force from Effective on. Its own rates are
+// the standard tier's; ServiceTiers holds the rate cards of the other
+// service tiers the vendor publishes for the model (OpenAI's flex and
+// priority), keyed by the card names the namespace's service_tiers map
+// names to.
+type Price struct {
+	Pos          yamlx.Pos `yaml:"-" json:"-"`
+	Effective    Date      `yaml:"effective,required" json:"effective"`
+	RateCard     `yaml:",inline"`
+	ServiceTiers map[string]*RateCard `yaml:"service_tiers" json:"service_tiers,omitempty"`
 }
 
 // Model is one model's entry.
@@ -96,6 +108,9 @@ type Model struct {
 	Source          string    `yaml:"source,required" json:"source"`
 	Deprecated      string    `yaml:"deprecated" json:"deprecated,omitempty"`
 	Prices          []Price   `yaml:"prices,required" json:"prices"`
+	// WebSearch, when set, replaces the namespace's per-search price for
+	// this model.
+	WebSearch *WebSearch `yaml:"web_search" json:"web_search,omitempty"`
 }
 
 // PriceAt returns the price period in force at t (the first one when t is
@@ -113,12 +128,22 @@ func (m *Model) PriceAt(t time.Time) *Price {
 // Namespace is one pricing namespace: a vendor (anthropic, openai, gemini)
 // or a local server type whose models are free.
 type Namespace struct {
-	Pos         yamlx.Pos         `yaml:"-" json:"-"`
-	Name        string            `yaml:"-" json:"name"`
-	Local       bool              `yaml:"local" json:"local"`
-	TokenFactor *Factor           `yaml:"token_factor" json:"token_factor,omitempty"`
-	Models      map[string]*Model `yaml:"models" json:"-"`
-	aliases     map[string]*Model
+	Pos         yamlx.Pos `yaml:"-" json:"-"`
+	Name        string    `yaml:"-" json:"name"`
+	Local       bool      `yaml:"local" json:"local"`
+	TokenFactor *Factor   `yaml:"token_factor" json:"token_factor,omitempty"`
+	// ServiceTiers maps each service tier name the vendor's API takes or
+	// reports (lower case) to the prices it is billed at: "standard" (a
+	// price period's own rates) or the name of a rate card in the
+	// periods' service_tiers. A name it does not list is an unknown tier
+	// (see [Namespace.Cards]).
+	ServiceTiers map[string]TierRef `yaml:"service_tiers" json:"service_tiers,omitempty"`
+	// WebSearch is the price of one web search the vendor runs for a
+	// request (its server-side search tool), for every model of the
+	// namespace that does not set its own.
+	WebSearch *WebSearch        `yaml:"web_search" json:"web_search,omitempty"`
+	Models    map[string]*Model `yaml:"models" json:"-"`
+	aliases   map[string]*Model
 }
 
 // Catalog is a validated price catalog. It is safe for concurrent use and
@@ -198,9 +223,21 @@ func (c *Catalog) validate(file string, cited bool) error {
 		if ns.Local && len(ns.Models) > 0 {
 			errs = append(errs, ns.Pos.Key("models").Errorf("providers.%s is local (every model free); remove models: or local: true", name))
 		}
-		if !ns.Local && len(ns.Models) == 0 {
+		if !ns.Local && len(ns.Models) == 0 && ns.WebSearch == nil && len(ns.ServiceTiers) == 0 {
 			errs = append(errs, ns.Pos.Errorf("providers.%s lists no models; add models: or set local: true", name))
 		}
+		errs = append(errs, ns.validateTierNames()...)
+		var targets map[string]bool
+		if len(ns.ServiceTiers) > 0 {
+			targets = map[string]bool{}
+			for _, ref := range ns.ServiceTiers {
+				targets[ref.Name] = true
+			}
+		}
+		if ns.WebSearch != nil {
+			errs = append(errs, ns.WebSearch.validate("providers."+name+".web_search", cited, reviewed)...)
+		}
+		carded := map[string]bool{}
 		for _, id := range slices.Sorted(maps.Keys(ns.Models)) {
 			m := ns.Models[id]
 			where := "providers." + name + ".models." + id
@@ -210,6 +247,15 @@ func (c *Catalog) validate(file string, cited bool) error {
 			}
 			m.ID, m.Namespace = id, name
 			errs = append(errs, m.validate(where)...)
+			for i := range m.Prices {
+				errs = append(errs, validateTierCards(&m.Prices[i], fmt.Sprintf("%s.prices[%d]", where, i), targets, name)...)
+				for card := range m.Prices[i].ServiceTiers {
+					carded[card] = true
+				}
+			}
+			if m.WebSearch != nil {
+				errs = append(errs, m.WebSearch.validate(where+".web_search", cited, reviewed)...)
+			}
 			if cited && !reviewed.IsZero() {
 				errs = append(errs, m.validateCitations(where, reviewed)...)
 			}
@@ -222,6 +268,9 @@ func (c *Catalog) validate(file string, cited bool) error {
 				owner[k] = id
 				ns.aliases[key] = m
 			}
+		}
+		if len(ns.Models) > 0 {
+			errs = append(errs, ns.validateTierTargets(carded)...)
 		}
 	}
 	return errs.Err()
@@ -249,17 +298,7 @@ func (m *Model) validate(where string) yamlx.Errors {
 		if i > 0 && !p.Effective.After(m.Prices[i-1].Effective.Time) {
 			errs = append(errs, p.Pos.Key("effective").Errorf("%s.effective %s must come after the previous period's %s (sort periods oldest first)", pw, p.Effective, m.Prices[i-1].Effective))
 		}
-		errs = append(errs, p.Rates.validate(p.Pos, pw)...)
-		last := int64(0)
-		for j := range p.Above {
-			t := &p.Above[j]
-			tw := fmt.Sprintf("%s.above[%d]", pw, j)
-			if t.InputTokens <= last {
-				errs = append(errs, t.Pos.Key("input_tokens").Errorf("%s.input_tokens must be positive and larger than the previous tier's", tw))
-			}
-			last = t.InputTokens
-			errs = append(errs, t.Rates.validate(t.Pos, tw)...)
-		}
+		errs = append(errs, p.RateCard.validate(p.Pos, pw)...)
 	}
 	return errs
 }
@@ -279,16 +318,21 @@ var (
 // Citations returns the pages m's source names: every URL with the date
 // written as "read YYYY-MM-DD" after it and before the next URL. It fails
 // on a read date that is not a calendar date.
-func (m *Model) Citations() ([]Citation, error) {
-	locs := citedURL.FindAllStringIndex(m.Source, -1)
+func (m *Model) Citations() ([]Citation, error) { return citations(m.Source) }
+
+// Citations returns the pages w's source names, as [Model.Citations].
+func (w *WebSearch) Citations() ([]Citation, error) { return citations(w.Source) }
+
+func citations(source string) ([]Citation, error) {
+	locs := citedURL.FindAllStringIndex(source, -1)
 	out := make([]Citation, 0, len(locs))
 	for i, loc := range locs {
-		end := len(m.Source)
+		end := len(source)
 		if i+1 < len(locs) {
 			end = locs[i+1][0]
 		}
-		c := Citation{URL: strings.TrimRight(m.Source[loc[0]:loc[1]], ".:")}
-		if r := citedRead.FindStringSubmatch(m.Source[loc[1]:end]); r != nil {
+		c := Citation{URL: strings.TrimRight(source[loc[0]:loc[1]], ".:")}
+		if r := citedRead.FindStringSubmatch(source[loc[1]:end]); r != nil {
 			if err := c.Read.UnmarshalText([]byte(r[1])); err != nil {
 				return nil, fmt.Errorf("%s: read %w", c.URL, err)
 			}
@@ -303,9 +347,14 @@ func (m *Model) Citations() ([]Citation, error) {
 // followed by the date it was read, no later than reviewed (the catalog's
 // version).
 func (m *Model) validateCitations(where string, reviewed time.Time) yamlx.Errors {
-	pos := m.Pos.Key("source")
+	return validateCitations(m.Pos.Key("source"), where, m.Source, reviewed)
+}
+
+// validateCitations holds source, written at pos, to the built-in
+// catalog's citation rule (see [Model.validateCitations]).
+func validateCitations(pos yamlx.Pos, where, source string, reviewed time.Time) yamlx.Errors {
 	const how = `cite each page as its https URL followed by "(read YYYY-MM-DD)"`
-	cites, err := m.Citations()
+	cites, err := citations(source)
 	if err != nil {
 		return yamlx.Errors{pos.Errorf("%s.source: %v", where, err)}
 	}
@@ -342,8 +391,10 @@ func (r Rates) validate(pos yamlx.Pos, where string) yamlx.Errors {
 }
 
 // Overlay returns a catalog holding c's namespaces with o's laid over them:
-// a model in o replaces the same model in c, other models are kept. It is
-// how a project adds prices for models the built-in catalog lacks.
+// a model in o replaces the same model in c, other models are kept; a
+// service tier name in o replaces the same name, and o's web search price
+// replaces c's. It is how a project adds prices for models the built-in
+// catalog lacks.
 func (c *Catalog) Overlay(o *Catalog) *Catalog {
 	out := &Catalog{Version: c.Version + "+" + o.Version, Currency: c.Currency, Unit: c.Unit, Now: c.Now, Namespaces: map[string]*Namespace{}}
 	for _, src := range []*Catalog{c, o} {
@@ -356,6 +407,17 @@ func (c *Catalog) Overlay(o *Catalog) *Catalog {
 			dst.Local = ns.Local
 			if ns.TokenFactor != nil {
 				dst.TokenFactor = ns.TokenFactor
+			}
+			if len(ns.ServiceTiers) > 0 {
+				merged := maps.Clone(dst.ServiceTiers)
+				if merged == nil {
+					merged = map[string]TierRef{}
+				}
+				maps.Copy(merged, ns.ServiceTiers)
+				dst.ServiceTiers = merged
+			}
+			if ns.WebSearch != nil {
+				dst.WebSearch = ns.WebSearch
 			}
 			for id, m := range ns.Models {
 				if old := dst.Models[id]; old != nil {
@@ -489,18 +551,38 @@ func (c *Catalog) at(t time.Time) time.Time {
 	return time.Now()
 }
 
-// Cost prices usage u of model in namespace ns at time at (zero: now).
+// Cost prices usage u of model in namespace ns at time at (zero: now):
+// its tokens at the rate card of the service tier it reports
+// ([Namespace.Cards]: an unknown tier at the dearest card the model has),
+// plus its web searches at the per-search price. Web searches on a model
+// the catalog has no per-search price for are an error wrapping
+// [ErrUnpriced].
 func (c *Catalog) Cost(ns, model string, u provider.Usage, at time.Time) (provider.Money, error) {
 	m, local, err := c.Lookup(ns, model)
 	if err != nil || local {
 		return 0, err
 	}
-	return CostAt(m.PriceAt(c.at(at)), u), nil
+	n, t := c.Namespaces[ns], c.at(at)
+	p := m.PriceAt(t)
+	cards, _ := n.Cards(p, u.ServiceTier)
+	var cost provider.Money
+	for _, card := range cards {
+		cost = max(cost, card.Cost(u))
+	}
+	s, err := c.searches(n, m, u.WebSearchRequests, t)
+	if err != nil {
+		return 0, err
+	}
+	return addMoney(cost, s), nil
 }
 
-// CostAt prices usage u at price p.
-func CostAt(p *Price, u provider.Usage) provider.Money {
-	r := p.RatesFor(u.InputTokens)
+// CostAt prices the tokens of usage u at price p's standard rates; it
+// ignores u's service tier and web searches, which [Catalog.Cost] prices.
+func CostAt(p *Price, u provider.Usage) provider.Money { return p.RateCard.Cost(u) }
+
+// Cost prices the tokens of usage u at c's rates.
+func (c *RateCard) Cost(u provider.Usage) provider.Money {
+	r := c.RatesFor(u.InputTokens)
 	long := min(u.CacheWriteLongTokens, u.CacheWriteTokens)
 	var acc provider.MoneyAccumulator
 	acc.Add(r.Input, u.UncachedInputTokens())
@@ -512,35 +594,76 @@ func CostAt(p *Price, u provider.Usage) provider.Money {
 }
 
 // Estimate returns an upper bound of the cost of req on model: the prompt
-// bounded by [BoundRequestTokens] with the namespace's token factor and
-// images, the adapter's image formula for model (nil: [ImageTokens] per
-// image), every
-// prompt token at the dearest input-side rate the request can incur (a
-// cache write when prompt caching is asked for, the long-context tier the
-// bound reaches), and the output at req's max tokens, clamped to the
-// model's max_output_tokens (see [Model.OutputLimit]).
+// bounded by [Catalog.BoundPrompt] (the text by [BoundRequestTokens] with
+// the namespace's token factor, images by the adapter's image formula for
+// model, nil: [ImageTokens] per image, and a relayed request's unmodeled
+// bytes a token each), every prompt token at the dearest input-side rate
+// the request can incur (a cache write when prompt caching is asked for,
+// or whenever the request is relayed as its client sent it, whose body
+// may ask for one; the long-context tier the bound reaches), and the
+// output at req's max tokens, clamped to the model's max_output_tokens
+// (see [Model.OutputLimit]).
+//
+// A relayed request ([provider.Request.Native]) is priced at the rate
+// card of the service tier its body asks for ([Namespace.Cards]: an
+// unknown tier at the dearest card the model has), and its web searches
+// at the per-search price; web searches on a model the catalog has no
+// per-search price for are an error wrapping [ErrUnpriced].
 func (c *Catalog) Estimate(ns, model string, req *provider.Request, images provider.ImageTokens, at time.Time) (provider.Money, error) {
 	m, local, err := c.Lookup(ns, model)
 	if err != nil || local {
 		return 0, err
 	}
-	n := c.Namespaces[ns]
+	n, t := c.Namespaces[ns], c.at(at)
 	in, err := BoundRequestTokens(req, n.TokenFactor, images)
 	if err != nil {
 		return 0, err
 	}
-	r := m.PriceAt(c.at(at)).RatesFor(in)
+	in += unmodeledBytes(req)
+	out := int64(m.OutputLimit(req.EffectiveMaxTokens()))
+	var tier string
+	var searches int64
+	if req.Native != nil {
+		tier, searches = req.Native.ServiceTier, req.Native.WebSearches
+	}
+	cards, _ := n.Cards(m.PriceAt(t), tier)
+	var est provider.Money
+	for _, card := range cards {
+		est = max(est, card.estimate(in, out, req))
+	}
+	s, err := c.searches(n, m, searches, t)
+	if err != nil {
+		return 0, err
+	}
+	return addMoney(est, s), nil
+}
+
+// estimate prices in prompt tokens and out output tokens of req at c: the
+// prompt at the dearest input-side rate req can incur.
+func (c *RateCard) estimate(in, out int64, req *provider.Request) provider.Money {
+	r := c.RatesFor(in)
 	inRate := r.Input
-	switch req.PromptCache {
-	case provider.PromptCache5m:
+	switch {
+	case req.Native != nil:
+		inRate = max(inRate, r.cacheRead(), r.cacheWrite(), r.cacheWriteLong())
+	case req.PromptCache == provider.PromptCache5m:
 		inRate = max(inRate, r.cacheWrite())
-	case provider.PromptCache1h:
+	case req.PromptCache == provider.PromptCache1h:
 		inRate = max(inRate, r.cacheWriteLong())
 	}
 	var acc provider.MoneyAccumulator
 	acc.Add(inRate, in)
-	acc.Add(r.Output, int64(m.OutputLimit(req.EffectiveMaxTokens())))
-	return acc.Total(), nil
+	acc.Add(r.Output, out)
+	return acc.Total()
+}
+
+// unmodeledBytes is what a relayed request's body holds beyond the
+// decoded request, in bytes: each is at most a token.
+func unmodeledBytes(req *provider.Request) int64 {
+	if req.Native == nil {
+		return 0
+	}
+	return max(req.Native.UnmodeledBytes, 0)
 }
 
 // OutputLimit returns the output limit a request asking for maxTokens gets
@@ -565,12 +688,14 @@ func (c *Catalog) Limits(ns, model string) (provider.ModelLimits, error) {
 
 // BoundPrompt returns [BoundRequestTokens] of req with namespace ns's
 // token factor (none for a namespace the catalog does not list), each
-// image bounded by images. An image that cannot be priced counts as the
-// formula's maximum, as in [BoundRequestTokens]: a request holding one was
-// refused by its estimate, so it never ran.
+// image bounded by images, plus, for a relayed request, the bytes of its
+// body the decoded request does not hold ([provider.Native]
+// UnmodeledBytes), each at most a token. An image that cannot be priced
+// counts as the formula's maximum, as in [BoundRequestTokens]: a request
+// holding one was refused by its estimate, so it never ran.
 func (c *Catalog) BoundPrompt(ns string, req *provider.Request, images provider.ImageTokens) int64 {
 	n, _ := BoundRequestTokens(req, c.factor(ns), images)
-	return n
+	return n + unmodeledBytes(req)
 }
 
 // BoundText returns [BoundTokens] of text with namespace ns's token factor
