@@ -143,6 +143,11 @@ func (o *Orchestrator) estimate(c *Call, ceiling bool) (est, floor provider.Mone
 		if req.MaxTokens == 0 {
 			req.MaxTokens = o.s.Agents[c.Agent].MaxTokens
 		}
+		if !k.Native {
+			// A translated route sends only the decoded request: what the
+			// body holds beyond it (server tools, a tier) does not go.
+			req.Native = nil
+		}
 		if f, ferr := k.endpoint.Adapter.EstimateCost(&provider.Request{Prompt: "x", MaxTokens: 1, Model: k.Model, Tier: k.Tier}); ferr == nil {
 			floor = max(floor, f)
 		}
