@@ -35,7 +35,7 @@ type wireUsage struct {
 	// ServerToolUse is reported to a request offering a server tool.
 	ServerToolUse *wireServerToolUse `json:"server_tool_use,omitempty"`
 	ServiceTier   string             `json:"service_tier"`
-	InferenceGeo             string            `json:"inference_geo"`
+	InferenceGeo  string             `json:"inference_geo"`
 }
 
 type wireCacheCreation struct {
