@@ -340,6 +340,16 @@ func (s *Server) writeStream(w http.ResponseWriter, r *http.Request, reqID strin
 	if reply.StallAfterEvents > 0 {
 		stallAt = min(reply.StallAfterEvents, len(evs))
 	}
+	written := 0
+	write := func(ev sseEvent) error {
+		frame := fmt.Appendf(nil, "event: %s\ndata: %s\n\n", ev.name, ev.data)
+		if c := reply.CutAfterBytes; c > 0 && written+len(frame) > c {
+			_ = sw.Printf("%s", frame[:c-written])
+			sw.Cut()
+		}
+		written += len(frame)
+		return sw.Printf("%s", frame)
+	}
 	for i := 0; ; i++ {
 		if i == stallAt && !s.kit.Stall(r, reply.Stall) {
 			return
@@ -347,7 +357,7 @@ func (s *Server) writeStream(w http.ResponseWriter, r *http.Request, reqID strin
 		if i == errAt {
 			me := reply.MidStreamError
 			data := marshal(errorBody{Type: "error", Error: errorDetail{Type: me.Type, Message: cmpOr(me.Message, defaultMessages[me.Type])}})
-			_ = writeEvent(sw, sseEvent{"error", data})
+			_ = write(sseEvent{"error", data})
 			return
 		}
 		if i == cutAt {
@@ -360,15 +370,10 @@ func (s *Server) writeStream(w http.ResponseWriter, r *http.Request, reqID strin
 		if ev.name != "ping" {
 			ev.data = pad(ev.data, s.padding())
 		}
-		if writeEvent(sw, ev) != nil {
+		if write(ev) != nil {
 			return
 		}
 	}
-}
-
-// writeEvent writes one `event:`/`data:` pair and flushes it.
-func writeEvent(sw *fakekit.StreamWriter, ev sseEvent) error {
-	return sw.Printf("event: %s\ndata: %s\n\n", ev.name, ev.data)
 }
 
 // pad inserts n spaces before the closing brace of a JSON object, as the

@@ -96,7 +96,9 @@ type Reply struct {
 	Stall <-chan struct{}
 	// CutAfterBytes > 0 writes the full Content-Length header but only that
 	// many bytes of a non-streaming (or RawBody) response, then closes the
-	// connection abruptly.
+	// connection abruptly. On a streaming response it closes the
+	// connection after that many bytes of the event stream, wherever they
+	// end (inside an event, say).
 	CutAfterBytes int
 	// Hold, when non-nil, delays the response: nothing is written until
 	// Hold is closed (or receives), the client goes away, or the server is

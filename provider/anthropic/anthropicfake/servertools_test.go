@@ -319,3 +319,26 @@ func TestSentIsWhatTheClientRead(t *testing.T) {
 		t.Error("ForgetRequests kept something")
 	}
 }
+
+// CutAfterBytes cuts a stream inside an event: the client reads that many
+// bytes and then an unexpected end.
+func TestStreamCutAfterBytes(t *testing.T) {
+	fake := start(t, WithoutPadding(), WithSeed(1))
+	fake.Enqueue(Reply{Text: "one two three four five", CutAfterBytes: 700})
+	req, _ := http.NewRequestWithContext(testCtx(t), "POST", fake.URL()+"/v1/messages", strings.NewReader(strings.Replace(msgBody, `"max_tokens":64`, `"max_tokens":64,"stream":true`, 1)))
+	for k, v := range goodHeaders() {
+		req.Header.Set(k, v)
+	}
+	resp, err := fake.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err == nil {
+		t.Error("a cut stream read to its end without error")
+	}
+	if len(got) != 700 || !bytes.Equal(got, fake.Sent(resp.Header.Get("request-id"))) || bytes.HasSuffix(got, []byte("\n\n")) {
+		t.Errorf("read %d bytes %q", len(got), got)
+	}
+}
