@@ -65,8 +65,9 @@
 //     included; without one, the SDK's anthropic-version stays); none of
 //     the Meta betas of the translated path is added, and no credential,
 //     cookie or hop-by-hop header of the client's is ever sent (names such
-//     as Authorization, X-Api-Key, or holding auth, token, secret, key,
-//     cookie, session): only the adapter's key. A unary answer comes back
+//     as Authorization, X-Api-Key, or containing auth, api-key, token,
+//     secret, password, credential, cookie, session): only the adapter's
+//     key. A unary answer comes back
 //     in Result.Native byte for byte (status, end-to-end headers), decoded
 //     as a translated one's for content, tool calls, usage and cost, with
 //     the web searches (usage.server_tool_use.web_search_requests) and the
