@@ -55,6 +55,34 @@
 //     token at the cache-write rate when caching is asked for, and the full
 //     max_tokens of output, clamped to the model's max_output_tokens, which
 //     is also what is sent.
+//   - Native relay ([Adapter.SpeaksNative]: the Messages protocol, every
+//     model). A request with Native of that protocol goes upstream as the
+//     client sent it (adapterkit.NativeBody: only the model and a
+//     max_tokens above the request's, itself clamped to the model's
+//     max_output_tokens, are changed, and named in Edits), through the
+//     SDK's Post. Each of the client's headers replaces the SDK's
+//     (anthropic-version, anthropic-beta values as they came, unknown ones
+//     included; without one, the SDK's anthropic-version stays); none of
+//     the Meta betas of the translated path is added, and no credential,
+//     cookie or hop-by-hop header of the client's is ever sent (names such
+//     as Authorization, X-Api-Key, or containing auth, api-key, token,
+//     secret, password, credential, cookie, session): only the adapter's
+//     key. A unary answer comes back
+//     in Result.Native byte for byte (status, end-to-end headers), decoded
+//     as a translated one's for content, tool calls, usage and cost, with
+//     the web searches (usage.server_tool_use.web_search_requests) and the
+//     service tier ("" for standard) too; blocks of types it does not know
+//     (server_tool_use, web_search_tool_result, …) are skipped. An error
+//     status is classified as on the translated path and its answer kept
+//     in Error.Reply. A relayed stream is read with adapterkit.SSEReader:
+//     every event is one chunk with its bytes in Raw (the first with the
+//     status and headers in Reply), content filled as on a translated
+//     stream (a server tool's input is no tool-call delta); an event:
+//     error is classified as the SDK would, its bytes in Error.Reply (with
+//     the stream's status and headers); a stream cut between or inside
+//     events is truncated (network), billed for what came. A body whose
+//     "stream" does not match the call (Invoke or Stream) is refused.
+//     Request.Validate is not run on a relayed request: the API judges it.
 //   - HealthCheck lists one model (GET /v1/models?limit=1): no tokens spent.
 //   - RateLimitStatus reports the anthropic-ratelimit-* headers of the
 //     latest response.

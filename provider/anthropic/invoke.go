@@ -27,6 +27,10 @@ type attempt struct {
 	// thinks says the request asks the model to think: Claude bills
 	// thinking it streams only a summary of, or redacts.
 	thinks bool
+	// native says the body is the client's, relayed ([provider.Native]);
+	// edits names what was changed in it.
+	native bool
+	edits  []string
 }
 
 // messagesPath is the Messages endpoint, relative to the base URL as the
@@ -61,6 +65,9 @@ func (a *Adapter) begin(ctx context.Context, req *provider.Request, stream bool)
 // Invoke runs req to completion. The SDK sends the encoded body and hands
 // back the raw answer; an error status comes back as its *anthropic.Error.
 func (a *Adapter) Invoke(ctx context.Context, req *provider.Request) (*provider.Result, error) {
+	if provider.SpeaksNative(a, req, a.base.Model(req)) {
+		return a.invokeNative(ctx, req)
+	}
 	at, err := a.begin(ctx, req, false)
 	if err != nil {
 		return nil, err
@@ -107,6 +114,11 @@ func (u *wireUsage) usage() provider.Usage {
 
 // result converts a complete message.
 func (a *Adapter) result(msg *wireAnswer, requested string) *provider.Result {
+	return a.resultWith(msg, requested, msg.Usage.usage())
+}
+
+// resultWith converts a complete message whose usage is u.
+func (a *Adapter) resultWith(msg *wireAnswer, requested string, u provider.Usage) *provider.Result {
 	res := &provider.Result{Provider: a.base.Name, Model: msg.Model, RawStopReason: msg.StopReason, StopReason: stopReason(msg.StopReason), ToolCalls: []provider.ToolCall{}}
 	if res.Model == "" {
 		res.Model = requested
@@ -134,7 +146,7 @@ func (a *Adapter) result(msg *wireAnswer, requested string) *provider.Result {
 	// Parts point into ToolCalls, linked now the slice is final.
 	relink(res)
 	res.Content = strings.Join(text, "")
-	res.Usage = msg.Usage.usage()
+	res.Usage = u
 	var priced bool
 	res.Cost, priced = a.base.Price(res.Usage, adapterkit.PriceRef{NS: Namespace, Model: res.Model}, adapterkit.PriceRef{NS: Namespace, Model: requested})
 	res.Unpriced = !priced

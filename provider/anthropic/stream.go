@@ -17,7 +17,12 @@ import (
 
 // Stream starts req and returns its events as chunks. The SDK sends the
 // encoded request here; a failed HTTP status surfaces on the first Recv.
+// A relayed request ([provider.Native]) streams every event of the answer
+// as one chunk with its bytes (see the package doc).
 func (a *Adapter) Stream(ctx context.Context, req *provider.Request) (provider.Stream, error) {
+	if provider.SpeaksNative(a, req, a.base.Model(req)) {
+		return a.streamNative(ctx, req)
+	}
 	at, err := a.begin(ctx, req, true)
 	if err != nil {
 		return nil, err
@@ -73,6 +78,19 @@ type stream struct {
 	done      bool
 	err       error
 	closeOnce sync.Once
+
+	// A relayed stream reads the body itself: sse splits it into events,
+	// resp is the answer (reply its status and headers, for the first
+	// chunk), edits what was changed in the client's body. pending is a
+	// failure of the call, for the first Recv (pendingReply its answer).
+	native       bool
+	sse          *adapterkit.SSEReader
+	resp         *http.Response
+	body         io.Closer
+	reply        *provider.NativeReply
+	edits        []string
+	pending      error
+	pendingReply *provider.NativeReply
 }
 
 // Recv returns the next chunk, the final chunk with the whole result, then
@@ -88,6 +106,9 @@ func (s *stream) Recv() (provider.Chunk, error) {
 	// the rest of the answer.
 	if err := s.ctx.Err(); err != nil {
 		return provider.Chunk{}, s.fail(s.a.classify(s.ctx, err, s.model))
+	}
+	if s.native {
+		return s.recvNative()
 	}
 	for s.sdk.Next() {
 		ev := s.sdk.Current()
@@ -197,7 +218,9 @@ func (s *stream) handle(ev *wireEvent) (provider.Chunk, bool, error) {
 			}
 		case "input_json_delta":
 			b.args.WriteString(d.PartialJSON)
-			if d.PartialJSON != "" {
+			// A server tool's input (web search) is no call of the
+			// caller's: its fragments are output, not tool-call deltas.
+			if d.PartialJSON != "" && b.kind == "tool_use" {
 				return provider.Chunk{ToolCall: &provider.ToolCallDelta{Index: b.toolIndex, Arguments: d.PartialJSON}}, true, nil
 			}
 		case "thinking_delta":
@@ -218,9 +241,10 @@ func (s *stream) handle(ev *wireEvent) (provider.Chunk, bool, error) {
 		u := ev.Usage
 		s.usage.OutputTokens = u.OutputTokens
 		if u.InputTokens > 0 || u.CacheReadInputTokens > 0 || u.CacheCreationInputTokens > 0 {
-			long := s.usage.CacheWriteLongTokens
+			prev := s.usage
 			s.usage = provider.UsageExclusive(u.InputTokens, u.CacheReadInputTokens, u.CacheCreationInputTokens, u.OutputTokens)
-			s.usage.CacheWriteLongTokens = min(long, s.usage.CacheWriteTokens)
+			s.usage.CacheWriteLongTokens = min(prev.CacheWriteLongTokens, s.usage.CacheWriteTokens)
+			s.usage.WebSearchRequests, s.usage.ServiceTier = prev.WebSearchRequests, prev.ServiceTier
 		}
 		if t := u.OutputTokensDetails.ThinkingTokens; t > 0 {
 			s.usage.ReasoningTokens = t
@@ -286,7 +310,12 @@ func (s *stream) result() (*provider.Result, error) {
 func (s *stream) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
-		err = s.sdk.Close()
+		switch {
+		case s.sdk != nil:
+			err = s.sdk.Close()
+		case s.body != nil:
+			err = s.body.Close()
+		}
 		s.cancel()
 		if s.err == nil && !s.done {
 			pe := s.a.base.Canceled(s.model)

@@ -27,11 +27,64 @@
 // client goes.
 // count_tokens and models have queues of their own ([Server.EnqueueRoute]).
 // [Server.Requests] records every request (headers, auth included, and
-// body) and [Server.WaitRequests] waits for the n-th to arrive;
+// body, both as they arrived) and [Server.WaitRequests] waits for the n-th
+// to arrive; [Server.Sent] returns the response bytes written for a
+// request (by its [Recorded.RequestID]), exactly as the client read them,
+// so that a relay can be held to them byte for byte;
 // [Server.OpenConns] and [Server.WaitOpenConns] count open TCP connections
 // for leak tests. Nothing in the package sleeps: waits are on channels.
 // [NewUnstarted] gives the same fake as a plain http.Handler for any
 // listener (install [Server.ConnState] to count connections).
+//
+// # Server tools and context management (Claude Code's features)
+//
+// A request offering the web search server tool (a tool of type
+// web_search_20250305 or a later web_search_*, see [Recorded.WebSearchTool])
+// can be answered with searches:
+//
+//	fake.Enqueue(anthropicfake.Reply{
+//		WebSearches: []anthropicfake.WebSearch{{Query: "go 1.26 release notes", Results: []anthropicfake.SearchResult{
+//			{URL: "https://go.dev/doc/go1.26", Title: "Go 1.26 Release Notes", PageAge: "February 10, 2026", CitedText: "Go 1.26 adds"},
+//		}}},
+//		Text: "Go 1.26 adds …",
+//	})
+//
+// Each [WebSearch] becomes a server_tool_use block (name web_search, input
+// {"query": …}, id srvtoolu_01…) and its web_search_tool_result (a list of
+// web_search_result with title, url, encrypted_content and page_age, and
+// caller {"type":"direct"}); Text follows with a web_search_result_location
+// citation of every result that has a CitedText, and usage reports
+// server_tool_use {web_search_requests, web_fetch_requests}. Streamed, as the
+// API streams them: the server_tool_use input in input_json_delta fragments
+// (the first empty), the result whole in its content_block_start, the cited
+// text block starting {"citations":[],"type":"text","text":""} with its
+// citations_delta events before the text_delta ones, the searches counted in
+// message_delta's usage. Results nil means one derived page (an example.org
+// URL, cited); WebSearch.ErrorCode makes a search fail with a
+// web_search_tool_result_error; past the tool's max_uses a search fails with
+// max_uses_exceeded; failed searches are not billed. The default reply
+// ([Echo]) to a request offering the tool runs one search for the last user
+// text. Scripting WebSearches for a request that offers no such tool is a
+// mistake the fake answers with a 500 api_error saying so (as it does for
+// AppliedEdits without context_management): with concurrent clients (Claude
+// Code sends side requests, titles, quota probes, next to the main one), a
+// [WithDefaultReply] function that looks at the [Recorded] request
+// (WebSearchTool, ContextManagement, Betas, LastUserText) is the robust way
+// to answer each kind.
+//
+// context_management is accepted only with the anthropic-beta
+// [BetaContextManagement] (else 400 "context_management: Extra inputs are
+// not permitted", the API's words); the answer then carries
+// context_management {"applied_edits": […]} (after usage; in a stream, in
+// message_delta), empty unless Reply.AppliedEdits scripts some
+// ([AppliedEdit]: clear_tool_uses_20250919 with cleared_tool_uses,
+// clear_thinking_20251015 with cleared_thinking_turns, both with
+// cleared_input_tokens, which a derived usage subtracts from its input).
+//
+// Any anthropic-beta value is accepted ([Recorded.Betas] lists them). A
+// top-level body field outside [KnownFields] is refused as the API refuses
+// it ("<field>: Extra inputs are not permitted"); [WithAcceptedFields] adds
+// fields, as an API that has since grown them would.
 //
 // # What it reproduces
 //
@@ -105,8 +158,14 @@
 // top-level fields, tool schemas and tool_result pairing (roles, block
 // types, the 2026-10-21 restrictions on documents and citations), enforce
 // rate limits on its own (a 429 happens only when scripted), apply
-// per-model
-// limits (max_tokens ceilings, context windows), emit citations, server
-// tools, redacted thinking or the Batches, Files and beta endpoints, or
-// reproduce timing (latency, read timeouts, Cloudflare headers, HTTP/2).
+// per-model limits (max_tokens ceilings, context windows), emit citations
+// other than web search's, server tools other than web search (web fetch,
+// code execution), pause_turn after many searches, redacted thinking or
+// the Batches, Files and beta endpoints, or reproduce timing (latency,
+// read timeouts, Cloudflare headers, HTTP/2). It checks no beta other
+// than context management (a field or tool behind another beta is taken
+// without it), no web search tool parameter (allowed_domains,
+// user_location), no context edit's parameters, and no unknown field on
+// count_tokens. A message_start reports the same input count as the final
+// message_delta (the API's grows with the search results read).
 package anthropicfake

@@ -34,6 +34,7 @@ var defaultMessages = map[string]string{
 // then the scripted reply.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	reqID := s.newID("req_011C", 20)
+	w = &teeWriter{ResponseWriter: w, s: s, id: reqID}
 	body, tooLarge, readErr := fakekit.ReadBody(r, s.cfg.maxBody)
 	rec := Recorded{
 		RecordedBase: fakekit.NewRecordedBase(r, body), RequestID: reqID,
@@ -98,7 +99,7 @@ func routeOf(r *http.Request) (route Route, modelID string) {
 }
 
 func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request, rec Recorded, version string) {
-	fields, msg := validateBody(rec.Body, true, version)
+	fields, msg := validateBody(rec.Body, true, version, rec.Betas(), s.cfg.fields)
 	var blocks []cacheBlock
 	if msg == "" {
 		blocks, msg = cacheBlocks(fields)
@@ -116,7 +117,17 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request, rec Recor
 	if !ok {
 		reply = s.cfg.defaultReply(rec)
 	}
-	if err := reply.validate(); err != nil {
+	tool := rec.WebSearchTool()
+	cm := rec.ContextManagement() != nil
+	err := reply.validate()
+	switch {
+	case err != nil:
+	case len(reply.WebSearches) > 0 && tool == nil:
+		err = fmt.Errorf("WebSearches scripted for a request that offers no web_search tool")
+	case len(reply.AppliedEdits) > 0 && !cm:
+		err = fmt.Errorf("AppliedEdits scripted for a request without context_management")
+	}
+	if err != nil {
 		s.writeError(w, rec.RequestID, 500, TypeAPI, "anthropicfake: invalid scripted reply: "+err.Error())
 		return
 	}
@@ -136,7 +147,7 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request, rec Recor
 	if !reply.hasContent() {
 		reply.Text = Echo(rec).Text
 	}
-	res := s.resolve(reply, model, rec.Body, blocks)
+	res := s.resolve(reply, model, rec.Body, blocks, tool, cm)
 	s.consume(Usage{Input: res.usage.Input, CacheCreation5m: res.usage.CacheCreation5m, CacheCreation1h: res.usage.CacheCreation1h})
 	defer s.consume(Usage{Output: res.usage.Output})
 	if stream {
@@ -153,7 +164,7 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request, rec Recor
 
 // resolve fills in every default of a success reply; derived usage
 // follows the fake's prompt cache over the request's blocks.
-func (s *Server) resolve(reply Reply, model string, body []byte, blocks []cacheBlock) *resolved {
+func (s *Server) resolve(reply Reply, model string, body []byte, blocks []cacheBlock, tool *WebSearchTool, cm bool) *resolved {
 	res := &resolved{
 		id:           reply.ID,
 		model:        cmpOr(reply.Model, model),
@@ -166,6 +177,20 @@ func (s *Server) resolve(reply Reply, model string, body []byte, blocks []cacheB
 		res.id = s.newID("msg_01", 22)
 	}
 	outBytes := len(reply.Text)
+	if tool != nil {
+		res.searchTool = true
+		res.searches, res.citations, res.searched = s.resolveSearches(reply.WebSearches, tool)
+		for _, rs := range res.searches {
+			outBytes += len(rs.input)
+		}
+	}
+	cleared := 0
+	if cm {
+		res.edits = append([]AppliedEdit{}, reply.AppliedEdits...)
+		for _, e := range res.edits {
+			cleared += e.ClearedInputTokens
+		}
+	}
 	if t := reply.Thinking; t != nil {
 		res.thinking = &Thinking{Text: t.Text, Signature: cmpOr(t.Signature, defaultSignature(t.Text))}
 		outBytes += len(t.Text)
@@ -188,6 +213,8 @@ func (s *Server) resolve(reply Reply, model string, body []byte, blocks []cacheB
 	}
 	if res.usage == (Usage{}) {
 		res.usage = s.cache.account(model, blocks, CountTokens(body), s.cfg.now())
+		// What context editing cleared never reaches the model.
+		res.usage.Input = max(0, res.usage.Input-cleared)
 		res.usage.Output = max(1, (outBytes+3)/4)
 		// The API stops at max_tokens: a derived answer never bills more.
 		var capped bool
@@ -199,7 +226,7 @@ func (s *Server) resolve(reply Reply, model string, body []byte, blocks []cacheB
 }
 
 func (s *Server) serveCountTokens(w http.ResponseWriter, r *http.Request, rec Recorded, version string) {
-	if _, msg := validateBody(rec.Body, false, version); msg != "" {
+	if _, msg := validateBody(rec.Body, false, version, rec.Betas(), s.cfg.fields); msg != "" {
 		s.writeError(w, rec.RequestID, 400, TypeInvalidRequest, msg)
 		return
 	}
@@ -313,6 +340,16 @@ func (s *Server) writeStream(w http.ResponseWriter, r *http.Request, reqID strin
 	if reply.StallAfterEvents > 0 {
 		stallAt = min(reply.StallAfterEvents, len(evs))
 	}
+	written := 0
+	write := func(ev sseEvent) error {
+		frame := fmt.Appendf(nil, "event: %s\ndata: %s\n\n", ev.name, ev.data)
+		if c := reply.CutAfterBytes; c > 0 && written+len(frame) > c {
+			_ = sw.Printf("%s", frame[:c-written])
+			sw.Cut()
+		}
+		written += len(frame)
+		return sw.Printf("%s", frame)
+	}
 	for i := 0; ; i++ {
 		if i == stallAt && !s.kit.Stall(r, reply.Stall) {
 			return
@@ -320,7 +357,7 @@ func (s *Server) writeStream(w http.ResponseWriter, r *http.Request, reqID strin
 		if i == errAt {
 			me := reply.MidStreamError
 			data := marshal(errorBody{Type: "error", Error: errorDetail{Type: me.Type, Message: cmpOr(me.Message, defaultMessages[me.Type])}})
-			_ = writeEvent(sw, sseEvent{"error", data})
+			_ = write(sseEvent{"error", data})
 			return
 		}
 		if i == cutAt {
@@ -333,15 +370,10 @@ func (s *Server) writeStream(w http.ResponseWriter, r *http.Request, reqID strin
 		if ev.name != "ping" {
 			ev.data = pad(ev.data, s.padding())
 		}
-		if writeEvent(sw, ev) != nil {
+		if write(ev) != nil {
 			return
 		}
 	}
-}
-
-// writeEvent writes one `event:`/`data:` pair and flushes it.
-func writeEvent(sw *fakekit.StreamWriter, ev sseEvent) error {
-	return sw.Printf("event: %s\ndata: %s\n\n", ev.name, ev.data)
 }
 
 // pad inserts n spaces before the closing brace of a JSON object, as the
@@ -382,3 +414,21 @@ func (s *Server) setStandardHeaders(h http.Header, reqID string) {
 	set("input-tokens", l.InputTokens, l.InputTokens-used.input, true)
 	set("output-tokens", l.OutputTokens, l.OutputTokens-used.output, true)
 }
+
+// teeWriter keeps a copy of every response byte written, for
+// [Server.Sent], before it goes to the client.
+type teeWriter struct {
+	http.ResponseWriter
+	s  *Server
+	id string
+}
+
+func (t *teeWriter) Write(p []byte) (int, error) {
+	t.s.mu.Lock()
+	t.s.sent[t.id] = append(t.s.sent[t.id], p...)
+	t.s.mu.Unlock()
+	return t.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (t *teeWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }

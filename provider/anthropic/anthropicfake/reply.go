@@ -25,6 +25,21 @@ type Reply struct {
 	Text string
 	// ToolUses are emitted as tool_use blocks after Text, in order.
 	ToolUses []ToolUse
+	// WebSearches are the searches the model runs with the web search
+	// server tool, after Thinking and before Text: each is a
+	// server_tool_use block and its web_search_tool_result (streamed as
+	// the API streams them), and Text then carries a citation of every
+	// result with a CitedText; usage reports
+	// server_tool_use.web_search_requests. The request must offer the
+	// tool (see [Recorded.WebSearchTool]), else the fake answers 500: a
+	// scripting mistake. Searches past the tool's max_uses fail with
+	// max_uses_exceeded.
+	WebSearches []WebSearch
+	// AppliedEdits are reported in context_management.applied_edits of
+	// the answer (an empty list when nil) to a request with
+	// context_management; scripted for a request without it, the fake
+	// answers 500.
+	AppliedEdits []AppliedEdit
 	// StopReason defaults to "tool_use" when ToolUses is non-empty and
 	// "end_turn" otherwise.
 	StopReason string
@@ -81,7 +96,9 @@ type Reply struct {
 	Stall <-chan struct{}
 	// CutAfterBytes > 0 writes the full Content-Length header but only that
 	// many bytes of a non-streaming (or RawBody) response, then closes the
-	// connection abruptly.
+	// connection abruptly. On a streaming response it closes the
+	// connection after that many bytes of the event stream, wherever they
+	// end (inside an event, say).
 	CutAfterBytes int
 	// Hold, when non-nil, delays the response: nothing is written until
 	// Hold is closed (or receives), the client goes away, or the server is
@@ -188,7 +205,7 @@ func (r *Reply) validate() error {
 	if r.MidStreamError != nil && r.MidStreamError.AfterEvents < 0 {
 		return fmt.Errorf("negative MidStreamError.AfterEvents")
 	}
-	return nil
+	return r.validateServerTools()
 }
 
 // TextReply is a success reply with one text block.

@@ -5,7 +5,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -107,7 +109,9 @@ func (r Recorded) ResponseSchema() json.RawMessage {
 }
 
 // Echo is the default reply: one text block "echo: <last user text>"
-// (truncated to 200 runes), with derived usage.
+// (truncated to 200 runes), with derived usage. To a request offering the
+// web search tool it first runs one search for that text (see
+// [WebSearch]), which the text cites.
 func Echo(r Recorded) Reply {
 	if schema := r.ResponseSchema(); schema != nil {
 		return Reply{Text: string(fakekit.SchemaInstance(schema))}
@@ -119,7 +123,12 @@ func Echo(r Recorded) Reply {
 	if strings.TrimSpace(text) == "" {
 		text = "(empty)"
 	}
-	return Reply{Text: "echo: " + text}
+	reply := Reply{Text: "echo: " + text}
+	if r.WebSearchTool() != nil {
+		// A model offered web search searches for what it was asked.
+		reply.WebSearches = []WebSearch{{Query: text}}
+	}
+	return reply
 }
 
 // CountTokens is the fake's deterministic token count of a request body,
@@ -171,13 +180,56 @@ var validAPIVersions = map[string]bool{"2023-01-01": true, "2023-06-01": true, "
 // APIVersion2026 is the API version that removed sampling parameters.
 const APIVersion2026 = "2026-10-21"
 
+// KnownFields are the top-level fields of a POST /v1/messages body the
+// API defines (those of the SDK's MessageNewParams and
+// BetaMessageNewParams, with stream and the sampling parameters of the
+// 2023-06-01 version). [WithAcceptedFields] adds others.
+var KnownFields = []string{
+	"billing_policy", "cache_control", "compaction", "container", "context_management", "diagnostics",
+	"fallback_credit_token", "fallbacks", "inference_geo", "max_tokens", "mcp_servers", "messages", "metadata",
+	"model", "output_config", "output_format", "service_tier", "speed", "stop_sequences", "stream", "system",
+	"temperature", "thinking", "thread", "tool_choice", "tools", "top_k", "top_p",
+}
+
+var knownFields = func() map[string]bool {
+	m := map[string]bool{}
+	for _, f := range KnownFields {
+		m[f] = true
+	}
+	return m
+}()
+
 // validateBody checks a /v1/messages or count_tokens body the way the real
-// API's validator words its messages ("<field>: <problem>"). It returns the
-// parsed fields and "" when valid.
-func validateBody(body []byte, needMaxTokens bool, version string) (map[string]json.RawMessage, string) {
+// API's validator words its messages ("<field>: <problem>"). betas are the
+// request's anthropic-beta values; accepted, fields of a messages body
+// accepted beyond [KnownFields]. It returns the parsed fields and "" when
+// valid.
+func validateBody(body []byte, needMaxTokens bool, version string, betas []string, accepted map[string]bool) (map[string]json.RawMessage, string) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
 		return nil, "There was an error parsing the body of your request. Please ensure the body is valid JSON."
+	}
+	if needMaxTokens {
+		for _, k := range slices.Sorted(maps.Keys(fields)) {
+			if !knownFields[k] && !accepted[k] {
+				return nil, k + ": Extra inputs are not permitted"
+			}
+		}
+	}
+	if v, ok := fields["context_management"]; ok && string(v) != "null" {
+		if !slices.Contains(betas, BetaContextManagement) {
+			return nil, "context_management: Extra inputs are not permitted"
+		}
+		var cm map[string]json.RawMessage
+		if json.Unmarshal(v, &cm) != nil || cm == nil {
+			return nil, "context_management: Input should be a valid dictionary"
+		}
+		if e, ok := cm["edits"]; ok {
+			var list []json.RawMessage
+			if json.Unmarshal(e, &list) != nil {
+				return nil, "context_management.edits: Input should be a valid list"
+			}
+		}
 	}
 	if version == APIVersion2026 && needMaxTokens {
 		for _, k := range []string{"temperature", "top_p", "top_k"} {

@@ -1,6 +1,7 @@
 package anthropicfake
 
 import (
+	"bytes"
 	"net/http"
 	"slices"
 	"sync"
@@ -63,6 +64,7 @@ type config struct {
 	padding      bool
 	defaultReply func(Recorded) Reply
 	maxBody      int64
+	fields       map[string]bool // top-level request fields accepted beyond the API's
 }
 
 // WithAPIKey makes the fake require key, sent as x-api-key or as
@@ -116,6 +118,21 @@ func WithDefaultReply(f func(Recorded) Reply) Option {
 	return func(c *config) { c.defaultReply = f }
 }
 
+// WithAcceptedFields makes POST /v1/messages accept these top-level body
+// fields beyond those the API defines (see [KnownFields]), as an API that
+// has since added them would. Any other unknown field is a 400 "<field>:
+// Extra inputs are not permitted", as the real API answers.
+func WithAcceptedFields(names ...string) Option {
+	return func(c *config) {
+		if c.fields == nil {
+			c.fields = map[string]bool{}
+		}
+		for _, n := range names {
+			c.fields[n] = true
+		}
+	}
+}
+
 // WithMaxBodyBytes sets the request size above which the fake answers 413
 // request_too_large (default 32 MB, the real limit on Messages).
 func WithMaxBodyBytes(n int64) Option { return func(c *config) { c.maxBody = n } }
@@ -132,8 +149,9 @@ type Server struct {
 	cfg    config
 	rnd    *fakekit.Rand // request, message and tool-use ids; stream padding
 
-	mu   sync.Mutex // guards used
+	mu   sync.Mutex // guards used and sent
 	used struct{ requests, input, output int }
+	sent map[string][]byte // response bytes written, by request id
 
 	cache promptCache
 }
@@ -168,7 +186,28 @@ func NewUnstarted(opts ...Option) *Server {
 		kit:    kit,
 		cfg:    cfg,
 		rnd:    fakekit.NewRand(cfg.seed),
+		sent:   map[string][]byte{},
 	}
+}
+
+// Sent returns the response body bytes the fake has written so far for
+// the request answered with request-id requestID ([Recorded.RequestID]),
+// exactly as written (stream padding and a cut included); nil for an
+// unknown id. Bytes are recorded before they go to the client, so once a
+// client has read them they are here.
+func (s *Server) Sent(requestID string) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return bytes.Clone(s.sent[requestID])
+}
+
+// ForgetRequests drops the requests recorded so far and the bytes sent
+// for them (see [Server.Sent]), so that a long run does not grow the heap.
+func (s *Server) ForgetRequests() {
+	s.kit.ForgetRequests()
+	s.mu.Lock()
+	s.sent = map[string][]byte{}
+	s.mu.Unlock()
 }
 
 // Handler serves the fake API. It is the Server itself.

@@ -22,6 +22,8 @@ type wireMessage struct {
 	StopSequence *string   `json:"stop_sequence"`
 	StopDetails  any       `json:"stop_details"`
 	Usage        wireUsage `json:"usage"`
+	// ContextManagement answers a request with context_management.
+	ContextManagement *wireContextManagement `json:"context_management,omitempty"`
 }
 
 type wireUsage struct {
@@ -30,8 +32,10 @@ type wireUsage struct {
 	CacheReadInputTokens     int               `json:"cache_read_input_tokens"`
 	CacheCreation            wireCacheCreation `json:"cache_creation"`
 	OutputTokens             int               `json:"output_tokens"`
-	ServiceTier              string            `json:"service_tier"`
-	InferenceGeo             string            `json:"inference_geo"`
+	// ServerToolUse is reported to a request offering a server tool.
+	ServerToolUse *wireServerToolUse `json:"server_tool_use,omitempty"`
+	ServiceTier   string             `json:"service_tier"`
+	InferenceGeo  string             `json:"inference_geo"`
 }
 
 type wireCacheCreation struct {
@@ -41,10 +45,11 @@ type wireCacheCreation struct {
 
 // wireDeltaUsage is the cumulative usage of message_delta.
 type wireDeltaUsage struct {
-	InputTokens              int `json:"input_tokens"`
-	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
-	OutputTokens             int `json:"output_tokens"`
+	InputTokens              int                `json:"input_tokens"`
+	CacheCreationInputTokens int                `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int                `json:"cache_read_input_tokens"`
+	OutputTokens             int                `json:"output_tokens"`
+	ServerToolUse            *wireServerToolUse `json:"server_tool_use,omitempty"`
 }
 
 type textBlock struct {
@@ -74,6 +79,43 @@ type resolved struct {
 	stopReason   string
 	stopSequence string
 	usage        Usage
+
+	searches  []resolvedSearch
+	citations []citation
+	// searchTool says the request offers the web search tool (usage
+	// reports server_tool_use); searched is the searches billed.
+	searchTool bool
+	searched   int
+	// edits, when the request has context_management, are the edits
+	// applied (never nil then).
+	edits []AppliedEdit
+}
+
+// contextManagement is the answer's context_management, nil when the
+// request has none.
+func (m *resolved) contextManagement() *wireContextManagement {
+	if m.edits == nil {
+		return nil
+	}
+	return &wireContextManagement{AppliedEdits: m.edits}
+}
+
+// serverToolUse is usage.server_tool_use, nil when the request offers no
+// server tool.
+func (m *resolved) serverToolUse() *wireServerToolUse {
+	if !m.searchTool {
+		return nil
+	}
+	return &wireServerToolUse{WebSearchRequests: m.searched}
+}
+
+// textBlock is the answer's text block, with its citations when there
+// are some.
+func (m *resolved) textBlock(text string) any {
+	if len(m.citations) > 0 {
+		return citedTextBlock{Citations: m.citations, Type: "text", Text: text}
+	}
+	return textBlock{"text", text}
 }
 
 func (m *resolved) message() wireMessage {
@@ -81,8 +123,12 @@ func (m *resolved) message() wireMessage {
 	if m.thinking != nil {
 		content = append(content, thinkingBlock{"thinking", m.thinking.Text, m.thinking.Signature})
 	}
+	for i := range m.searches {
+		rs := &m.searches[i]
+		content = append(content, serverToolUseBlock{"server_tool_use", rs.id, rs.name, rs.input}, rs.resultBlock())
+	}
 	if m.text != "" {
-		content = append(content, textBlock{"text", m.text})
+		content = append(content, m.textBlock(m.text))
 	}
 	for _, tu := range m.tools {
 		content = append(content, toolUseBlock{"tool_use", tu.ID, tu.Name, tu.Input})
@@ -98,7 +144,7 @@ func (m *resolved) message() wireMessage {
 	return wireMessage{
 		Model: m.model, ID: m.id, Type: "message", Role: "assistant",
 		Content: content, StopReason: &stop, StopSequence: seq,
-		Usage: m.wireUsage(m.usage.Output),
+		Usage: m.wireUsage(m.usage.Output), ContextManagement: m.contextManagement(),
 	}
 }
 
@@ -110,6 +156,7 @@ func (m *resolved) wireUsage(output int) wireUsage {
 		CacheReadInputTokens:     u.CacheRead,
 		CacheCreation:            wireCacheCreation{u.CacheCreation5m, u.CacheCreation1h},
 		OutputTokens:             output,
+		ServerToolUse:            m.serverToolUse(),
 		ServiceTier:              "standard",
 		InferenceGeo:             "global",
 	}
@@ -140,6 +187,8 @@ func (m *resolved) streamEvents() []sseEvent {
 	start.StopReason = nil
 	start.StopSequence = nil
 	start.Usage = m.wireUsage(min(1, m.usage.Output))
+	start.Usage.ServerToolUse = nil // reported in message_delta
+	start.ContextManagement = nil
 	add("message_start", struct {
 		Type    string      `json:"type"`
 		Message wireMessage `json:"message"`
@@ -183,15 +232,37 @@ func (m *resolved) streamEvents() []sseEvent {
 		}{"signature_delta", t.Signature})
 		block(thinkingBlock{"thinking", "", ""}, ds)
 	}
+	for i := range m.searches {
+		rs := &m.searches[i]
+		var ds []any
+		for _, c := range splitJSON(fakekit.SpacedJSON(rs.input)) {
+			ds = append(ds, struct {
+				Type        string `json:"type"`
+				PartialJSON string `json:"partial_json"`
+			}{"input_json_delta", c})
+		}
+		block(serverToolUseBlock{"server_tool_use", rs.id, rs.name, json.RawMessage("{}")}, ds)
+		block(rs.resultBlock(), nil)
+	}
 	if m.text != "" {
 		var ds []any
+		for _, c := range m.citations {
+			ds = append(ds, struct {
+				Type     string   `json:"type"`
+				Citation citation `json:"citation"`
+			}{"citations_delta", c})
+		}
 		for _, c := range splitText(m.text) {
 			ds = append(ds, struct {
 				Type string `json:"type"`
 				Text string `json:"text"`
 			}{"text_delta", c})
 		}
-		block(textBlock{"text", ""}, ds)
+		var start any = textBlock{"text", ""}
+		if len(m.citations) > 0 {
+			start = citedTextBlock{Citations: []citation{}, Type: "text"}
+		}
+		block(start, ds)
 	}
 	for _, tu := range m.tools {
 		var ds []any
@@ -219,7 +290,8 @@ func (m *resolved) streamEvents() []sseEvent {
 			StopSequence *string `json:"stop_sequence"`
 			StopDetails  any     `json:"stop_details"`
 		} `json:"delta"`
-		Usage wireDeltaUsage `json:"usage"`
+		Usage             wireDeltaUsage         `json:"usage"`
+		ContextManagement *wireContextManagement `json:"context_management,omitempty"`
 	}{
 		Type: "message_delta",
 		Delta: struct {
@@ -227,7 +299,8 @@ func (m *resolved) streamEvents() []sseEvent {
 			StopSequence *string `json:"stop_sequence"`
 			StopDetails  any     `json:"stop_details"`
 		}{m.stopReason, seq, nil},
-		Usage: wireDeltaUsage{u.Input, u.CacheCreation5m + u.CacheCreation1h, u.CacheRead, u.Output},
+		Usage:             wireDeltaUsage{u.Input, u.CacheCreation5m + u.CacheCreation1h, u.CacheRead, u.Output, m.serverToolUse()},
+		ContextManagement: m.contextManagement(),
 	})
 	add("message_stop", struct {
 		Type string `json:"type"`
