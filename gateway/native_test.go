@@ -12,6 +12,7 @@ import (
 
 	"github.com/cortexbuild/cortexbuild/gateway"
 	"github.com/cortexbuild/cortexbuild/ledger"
+	"github.com/cortexbuild/cortexbuild/orchestrator"
 	"github.com/cortexbuild/cortexbuild/pricing"
 	"github.com/cortexbuild/cortexbuild/provider"
 	"github.com/cortexbuild/cortexbuild/provider/anthropic/anthropicfake"
@@ -27,7 +28,7 @@ const claudeCodeTurn = `{"model":"claude-sonnet-4-6","max_tokens":32000,"stream"
 	`{"name":"Read","description":"Read a file","input_schema":{"type":"object","properties":{"path":{"type":"string"}}}}],` +
 	`"context_management":{"edits":[{"type":"clear_tool_uses_20250919"}]},` +
 	`"metadata":{"user_id":"user_abc_account__session_123"},` +
-	`"a_field_from_next_year":{"nested":[1,2,3]}}`
+	`"service_tier":"auto","inference_geo":"us"}`
 
 // webSearchAnswer is an upstream answer with a search in it, as the
 // Messages API sends one.
@@ -178,7 +179,7 @@ func TestMessagesStreamRelayedAsSent(t *testing.T) {
 		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
 	w.anth.Enqueue(anthropicfake.Reply{RawBody: events, RawContentType: "text/event-stream; charset=utf-8"})
 	body := strings.Replace(claudeCodeTurn, `"stream":false`, `"stream":true`, 1)
-	resp, got := w.sendRaw(t, "/v1/messages", body, "anthropic-version", "2023-06-01")
+	resp, got := w.sendRaw(t, "/v1/messages", body, "anthropic-version", "2023-06-01", "anthropic-beta", "context-management-2025-06-27")
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d: %s", resp.StatusCode, got)
 	}
@@ -199,10 +200,12 @@ func TestMessagesStreamRelayedAsSent(t *testing.T) {
 // so that the host's recovery, which matches the provider's wording,
 // works.
 func TestUpstreamErrorsRelayedAsSent(t *testing.T) {
-	w := newWorld(t, withLedger, serveOn("claude"))
+	// Anthropic alone: a rate limit the gateway gives up on is the last
+	// word, not a failover.
+	w := newWorld(t, withLedger, withOrch(func(s *orchestrator.Settings) { s.Endpoints, s.Preference = s.Endpoints[:1], s.Preference[:1] }))
 	bad := `{"type":"error","error":{"type":"invalid_request_error","message":"messages.1.content.0: Invalid ` + "`signature`" + ` in ` + "`thinking`" + ` block"},"request_id":"req_011Upstream"}`
 	w.anth.Enqueue(anthropicfake.Reply{Status: 400, RawBody: bad, Headers: map[string]string{"request-id": "req_011Upstream"}})
-	resp, body := w.sendRaw(t, "/v1/messages", claudeCodeTurn, "anthropic-version", "2023-06-01")
+	resp, body := w.sendRaw(t, "/v1/messages", claudeCodeTurn, "anthropic-version", "2023-06-01", "anthropic-beta", "context-management-2025-06-27")
 	if resp.StatusCode != 400 || string(body) != bad {
 		t.Errorf("status %d body %s; want the provider's 400 as sent", resp.StatusCode, body)
 	}
@@ -218,7 +221,7 @@ func TestUpstreamErrorsRelayedAsSent(t *testing.T) {
 	limited := `{"type":"error","error":{"type":"rate_limit_error","message":"This request would exceed your organization's rate limit of 50 requests per minute."},"request_id":"req_429"}`
 	r429 := anthropicfake.Reply{Status: 429, RawBody: limited, Headers: map[string]string{"retry-after": "1", "anthropic-ratelimit-requests-remaining": "0", "request-id": "req_429"}}
 	w.anth.Enqueue(r429, r429, r429, r429)
-	resp, body = w.sendRaw(t, "/v1/messages", claudeCodeTurn, "anthropic-version", "2023-06-01")
+	resp, body = w.sendRaw(t, "/v1/messages", claudeCodeTurn, "anthropic-version", "2023-06-01", "anthropic-beta", "context-management-2025-06-27")
 	if resp.StatusCode != 429 || string(body) != limited {
 		t.Errorf("status %d body %s; want the provider's 429 as sent", resp.StatusCode, body)
 	}
@@ -228,25 +231,29 @@ func TestUpstreamErrorsRelayedAsSent(t *testing.T) {
 }
 
 // TestWhatTheContractCannotHoldIsRelayed: a block the gateway cannot
-// translate goes through on a route that relays it, and is refused, with
-// the reason, on one that would translate it.
+// translate goes through on a route that relays it (routed past a
+// translating candidate to one that relays), and is refused, with the
+// reason, when only a translating route is left.
 func TestWhatTheContractCannotHoldIsRelayed(t *testing.T) {
 	doc := `{"model":"claude-sonnet-4-6","max_tokens":100,"messages":[{"role":"user","content":[` +
 		`{"type":"document","source":{"type":"text","media_type":"text/plain","data":"spec"}},{"type":"text","text":"summarise"}]}]}`
-	w := newWorld(t, serveOn("claude"))
+	w := newWorld(t, serveOn("gpt", "claude"))
 	w.anth.Enqueue(anthropicfake.Reply{Text: "A spec."})
 	resp, body := w.sendRaw(t, "/v1/messages", doc, "anthropic-version", "2023-06-01")
-	if resp.StatusCode != 200 {
-		t.Fatalf("relayed route: status %d: %s", resp.StatusCode, body)
+	if resp.StatusCode != 200 || resp.Header.Get(gateway.HeaderProvider) != "claude" {
+		t.Fatalf("status %d from %q: %s; want claude, which relays it", resp.StatusCode, resp.Header.Get(gateway.HeaderProvider), body)
 	}
 	sameJSONExcept(t, w.anth.Requests()[0].Body, []byte(doc), "model")
+	if n := len(w.oai.Requests()); n != 0 {
+		t.Errorf("%d requests reached the translating provider", n)
+	}
 
-	translated := newWorld(t, serveOn("gpt"))
-	resp, body = translated.sendRaw(t, "/v1/messages", doc, "anthropic-version", "2023-06-01")
+	pinned := strings.Replace(doc, `"claude-sonnet-4-6"`, `"pinned-gpt"`, 1)
+	resp, body = w.sendRaw(t, "/v1/messages", pinned, "anthropic-version", "2023-06-01")
 	if resp.StatusCode != 400 || !strings.Contains(string(body), "document") {
 		t.Errorf("translated route: status %d: %s; want a 400 naming the document block", resp.StatusCode, body)
 	}
-	if n := len(translated.oai.Requests()); n != 0 {
+	if n := len(w.oai.Requests()); n != 0 {
 		t.Errorf("%d requests reached the other vendor", n)
 	}
 }
@@ -255,12 +262,12 @@ func TestWhatTheContractCannotHoldIsRelayed(t *testing.T) {
 // by the other vendor drops the web search tool and says so.
 func TestTranslatedRouteNamesWhatItDrops(t *testing.T) {
 	w := newWorld(t, serveOn("gpt"))
-	resp, body := w.sendRaw(t, "/v1/messages", claudeCodeTurn, "anthropic-version", "2023-06-01")
+	resp, body := w.sendRaw(t, "/v1/messages", claudeCodeTurn, "anthropic-version", "2023-06-01", "anthropic-beta", "context-management-2025-06-27")
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
 	ignored := resp.Header.Get(gateway.HeaderIgnored)
-	for _, want := range []string{"tools[0](web_search_20250305)", "context_management", "a_field_from_next_year"} {
+	for _, want := range []string{"tools[0](web_search_20250305)", "context_management"} {
 		if !strings.Contains(ignored, want) {
 			t.Errorf("%s %q does not name %s", gateway.HeaderIgnored, ignored, want)
 		}
@@ -277,11 +284,11 @@ func TestStrictParamsRefuseOnlyTranslation(t *testing.T) {
 	strict := withGateway(func(o *gateway.Options) { o.StrictParams = true })
 	w := newWorld(t, strict, serveOn("claude"))
 	w.anth.Enqueue(anthropicfake.Reply{Text: "ok"})
-	if resp, body := w.sendRaw(t, "/v1/messages", claudeCodeTurn, "anthropic-version", "2023-06-01"); resp.StatusCode != 200 {
+	if resp, body := w.sendRaw(t, "/v1/messages", claudeCodeTurn, "anthropic-version", "2023-06-01", "anthropic-beta", "context-management-2025-06-27"); resp.StatusCode != 200 {
 		t.Errorf("relayed under strict_params: %d %s", resp.StatusCode, body)
 	}
 	x := newWorld(t, strict, serveOn("gpt"))
-	resp, body := x.sendRaw(t, "/v1/messages", claudeCodeTurn, "anthropic-version", "2023-06-01")
+	resp, body := x.sendRaw(t, "/v1/messages", claudeCodeTurn, "anthropic-version", "2023-06-01", "anthropic-beta", "context-management-2025-06-27")
 	if resp.StatusCode != 400 || !strings.Contains(string(body), "strict_params") {
 		t.Errorf("translated under strict_params: %d %s; want a 400 naming strict_params", resp.StatusCode, body)
 	}
@@ -293,7 +300,7 @@ func TestStrictParamsRefuseOnlyTranslation(t *testing.T) {
 func TestRelayedHeadersAreFiltered(t *testing.T) {
 	w := newWorld(t, serveOn("claude"))
 	w.anth.Enqueue(anthropicfake.Reply{Text: "ok"})
-	resp, body := w.sendRaw(t, "/v1/messages", claudeCodeTurn, "anthropic-version", "2023-06-01",
+	resp, body := w.sendRaw(t, "/v1/messages", claudeCodeTurn, "anthropic-version", "2023-06-01", "anthropic-beta", "context-management-2025-06-27",
 		"Authorization", "Bearer "+w.key, "Connection", "X-Secret-Hop, keep-alive", "X-Secret-Hop", "1",
 		"X-CortexBuild-Task", "T-1", "Anthropic-Dangerous-Direct-Browser-Access", "true")
 	if resp.StatusCode != 200 {

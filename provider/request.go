@@ -533,7 +533,9 @@ func (r *Request) Validate() error {
 		return bad("prompt_cache must be \"\", \"5m\" or \"1h\", got %q", string(r.PromptCache))
 	}
 	conv := r.Conversation()
-	if len(conv) == 0 {
+	if len(conv) == 0 && (r.Native == nil || r.Native.Required == "") {
+		// A request the gateway could not decode goes only to an adapter
+		// that relays its body, which holds the conversation.
 		return bad("the request has no prompt and no messages")
 	}
 	seen := map[string]bool{}
