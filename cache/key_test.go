@@ -76,10 +76,10 @@ var keyCovered = map[string]string{
 	"ToolDef.Strict":      "as is (it constrains the arguments)",
 	"ToolDef.Cache":       "as is (it changes usage, as PromptCache does)",
 
-	"Request.Native":   "presence, then the protocol, the body and the headers (what a relayed request holds beyond the decoded fields)",
-	"Native.Protocol":  "as is",
-	"Native.Body":      "as is: the bytes the provider gets",
-	"Native.Header":    "names sorted, values in order (betas change the answer)",
+	"Request.Native":  "presence, then the protocol, the body and the headers (what a relayed request holds beyond the decoded fields)",
+	"Native.Protocol": "as is",
+	"Native.Body":     "as is: the bytes the provider gets",
+	"Native.Header":   "names sorted, values in order (betas change the answer)",
 
 	"Scope.Project":  "entries never cross projects",
 	"Scope.Provider": "the adapter instance that answers",

@@ -782,7 +782,10 @@ func relayedAnyway[U any, PT interface {
 	*U
 	common() *decoded
 }](g *Gateway, r *http.Request, key *Key, proto provider.Protocol, body []byte, refused *failure) PT {
-	if proto == "" || refused.class != classBadRequest {
+	// A thread is the provider's state of one conversation, which no
+	// failover carries: refused on every route (the SDKs then send the
+	// whole conversation).
+	if proto == "" || refused.class != classBadRequest || refused.errorCode == "thread_unsupported_request" {
 		return nil
 	}
 	d, err := minimalDecode(proto, body)

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -206,38 +208,61 @@ func nativeReplyHeaders(w http.ResponseWriter, rep *provider.NativeReply) {
 	}
 }
 
-// writeNative writes a relayed unary answer as the provider sent it.
-func writeNative(w http.ResponseWriter, rep *provider.NativeReply) {
+// writeNative writes a relayed answer as the provider sent it. wait, when
+// positive, is the wait the gateway knows of for a relayed error: sent as
+// retry-after and retry-after-ms where the provider named none.
+func writeNative(w http.ResponseWriter, rep *provider.NativeReply, wait time.Duration) {
 	nativeReplyHeaders(w, rep)
-	w.Header().Set("Content-Length", strconv.Itoa(len(rep.Body)))
+	h := w.Header()
+	if wait > 0 {
+		if h.Get("Retry-After") == "" {
+			h.Set("Retry-After", strconv.FormatInt(int64(math.Ceil(wait.Seconds())), 10))
+		}
+		if h.Get("Retry-After-Ms") == "" {
+			h.Set("Retry-After-Ms", strconv.FormatInt(wait.Milliseconds(), 10))
+		}
+	}
+	h.Set("Content-Length", strconv.Itoa(len(rep.Body)))
 	w.WriteHeader(rep.Status)
 	_, _ = w.Write(rep.Body)
 }
 
 // nativeError returns the provider's own error answer that ended a relayed
 // call, when it is what the client should get: an error status the
-// provider answered (not a gateway refusal, not a connection failure).
+// provider answered about the request (a bad request, a context too long,
+// a rate limit, an overload, a server error). A refusal of the gateway's
+// own account (its credentials refused, its quota spent) is the gateway's
+// to explain, in the protocol's shape: the client's key is not at fault
+// and waiting does not help. Gateway refusals and connection failures
+// carry no reply.
 func nativeError(err error) *provider.NativeReply {
 	var pe *provider.Error
-	if errors.As(err, &pe) && pe.Reply != nil && pe.Reply.Status >= 400 {
-		return pe.Reply
+	if !errors.As(err, &pe) || pe.Reply == nil || pe.Reply.Status < 400 {
+		return nil
 	}
-	return nil
+	switch pe.Kind {
+	case provider.KindAuth, provider.KindQuotaExhausted:
+		return nil
+	}
+	return pe.Reply
 }
 
 // writeFailure answers a call that failed: with the provider's own error
 // answer, byte for byte, when the call was relayed and the provider
-// answered one; otherwise in the protocol's error shape.
+// answered one; otherwise in the protocol's error shape. A relayed error
+// that names no wait gets the gateway's (retry-after and
+// retry-after-ms, as on its own refusals) when it knows one.
 func writeFailure(w http.ResponseWriter, r *http.Request, p protocol, err error) {
 	ctx := r.Context()
 	if clientGone(ctx) {
 		return
 	}
+	f := classify(ctx, err)
 	if rep := nativeError(err); rep != nil {
-		writeNative(w, rep)
+		writeNative(w, rep, f.retryAfter)
 		return
 	}
-	p.writeError(w, r, classify(ctx, err))
+	p.writeError(w, r, f)
 }
 
 // relayNative writes a relayed stream as the provider sent it: its

@@ -256,8 +256,8 @@ type keptStream struct {
 	*orchestrator.Stream
 	// proto is the protocol the client speaks, when it is a provider's.
 	proto provider.Protocol
-	keep func(*provider.Result)
-	end  func()
+	keep  func(*provider.Result)
+	end   func()
 }
 
 func (s *keptStream) Recv() (provider.Chunk, error) {

@@ -93,8 +93,8 @@ func (o *Orchestrator) heldError(name string, d time.Duration) error {
 		c := *h.err
 		pe = &c
 	}
-	// The earlier call's usage and request id are not this call's.
-	pe.RetryAfter, pe.Usage, pe.Cost, pe.Diagnostic.RequestID = d, nil, provider.Money(0), ""
+	// The earlier call's usage, request id and answer are not this call's.
+	pe.RetryAfter, pe.Usage, pe.Cost, pe.Diagnostic.RequestID, pe.Reply = d, nil, provider.Money(0), "", nil
 	return pe
 }
 

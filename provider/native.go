@@ -32,7 +32,7 @@ type Native struct {
 	// Body is the client's request body, untouched.
 	Body []byte
 	// Header holds the client's request headers the provider's API
-	// defines (anthropic-beta, anthropic-version, OpenAI-Beta, …), to be
+	// defines (its version and beta headers, …), to be
 	// sent as they are; never the client's credentials, hop-by-hop
 	// headers or the gateway's own.
 	Header http.Header
