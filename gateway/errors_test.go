@@ -245,12 +245,20 @@ func TestMidStreamFailure(t *testing.T) {
 }
 
 // Raw HTTP: strict decoding names the field, unknown parameters are
-// listed (or refused when strict), bodies over the limit get a 413.
+// listed (or refused when strict), bodies over the limit get a 413. The
+// gateway decodes for a route that translates: each protocol is sent
+// where only the other vendor serves (a route that relays a request as
+// sent leaves its judgment to the provider: TestMessagesRelayedAsSent).
 func TestDecodingAndLimits(t *testing.T) {
-	w := newWorld(t, withGateway(func(o *gateway.Options) { o.MaxBodyBytes = 4096 }))
+	limit := withGateway(func(o *gateway.Options) { o.MaxBodyBytes = 4096 })
+	w := newWorld(t, limit, only("claude")) // OpenAI protocols, translated
+	wm := newWorld(t, limit, only("gpt"))   // Messages, translated
 	ctx := ctxT(t)
 	post := func(path, body string, hdr ...string) (*http.Response, map[string]any) {
 		t.Helper()
+		if path == "/v1/messages" {
+			return rawPost(t, wm, wm.key, path, body, hdr...)
+		}
 		return rawPost(t, w, w.key, path, body, hdr...)
 	}
 	errMsg := func(m map[string]any) string {
@@ -312,7 +320,7 @@ func TestDecodingAndLimits(t *testing.T) {
 		t.Errorf("GET /v1/messages = %d", r2.StatusCode)
 	}
 
-	strict := newWorld(t, withGateway(func(o *gateway.Options) { o.StrictParams = true }))
+	strict := newWorld(t, withGateway(func(o *gateway.Options) { o.StrictParams = true }), only("claude"))
 	_, err = strict.openai(strict.key).Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "builder", Messages: userMsg("hi"), Temperature: openai.Float(0.3)})
 	if e := openAIErr(t, err); e.StatusCode != 400 || e.Param != "temperature" || !strings.Contains(e.Message, "strict_params") {
 		t.Errorf("strict = %d %q %q", e.StatusCode, e.Param, e.Message)

@@ -52,6 +52,19 @@ func serveOn(pref ...string) func(*setup) { return func(s *setup) { s.preference
 
 func withLedger(s *setup) { s.ledger = true }
 
+// only keeps the one provider named ("claude" or "gpt"): a request in the
+// other vendor's protocol is then translated, with no relay to fall to.
+func only(name string) func(*setup) {
+	return withOrch(func(s *orchestrator.Settings) {
+		for _, ep := range s.Endpoints {
+			if ep.Name == name {
+				s.Endpoints, s.Preference = []orchestrator.Endpoint{ep}, []string{name}
+				return
+			}
+		}
+	})
+}
+
 func withOrch(f func(*orchestrator.Settings)) func(*setup) {
 	return func(s *setup) { s.orch = f }
 }

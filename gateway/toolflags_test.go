@@ -73,30 +73,41 @@ func TestToolSettingsReachEitherProvider(t *testing.T) {
 	}
 }
 
-// The client's anthropic-beta values on the gateway's allow-list go to an
-// Anthropic provider as the same header; the others are named in
-// X-CortexBuild-Ignored-Params and never refused, strict_params or not
+// The client's anthropic-beta values go to an Anthropic provider as it
+// sent them, every one (an open list: a beta the gateway has never heard
+// of included), and nothing is named as ignored; on a route to another
+// vendor, the values not on the gateway's allow-list are named in
+// X-CortexBuild-Ignored-Params. Never refused, strict_params or not
 // (hosts send them on every request).
 func TestAnthropicBetaHeader(t *testing.T) {
-	w := newWorld(t, serveOn("claude"), withGateway(func(o *gateway.Options) { o.StrictParams = true }))
-	req, _ := http.NewRequestWithContext(ctxT(t), "POST", w.url+"/v1/messages",
-		strings.NewReader(`{"model":"claude-sonnet-4-6","max_tokens":50,"messages":[{"role":"user","content":"hi"}]}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+w.key)
-	req.Header.Add("Anthropic-Beta", "claude-code-20250219,context-1m-2025-08-07")
-	req.Header.Add("Anthropic-Beta", "fine-grained-tool-streaming-2025-05-14, interleaved-thinking-2025-05-14")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("status %d with strict_params", resp.StatusCode)
-	}
-	if got := resp.Header.Get(gateway.HeaderIgnored); got != "anthropic-beta=claude-code-20250219, anthropic-beta=interleaved-thinking-2025-05-14" {
-		t.Errorf("%s = %q", gateway.HeaderIgnored, got)
-	}
-	if got := w.anth.Requests()[0].Header.Values("Anthropic-Beta"); strings.Join(got, ",") != "context-1m-2025-08-07,fine-grained-tool-streaming-2025-05-14" {
-		t.Errorf("upstream anthropic-beta = %q", got)
+	for _, vendor := range []string{"claude", "gpt"} {
+		w := newWorld(t, serveOn(vendor), withGateway(func(o *gateway.Options) { o.StrictParams = true }))
+		req, _ := http.NewRequestWithContext(ctxT(t), "POST", w.url+"/v1/messages",
+			strings.NewReader(`{"model":"claude-sonnet-4-6","max_tokens":50,"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+w.key)
+		req.Header.Add("Anthropic-Beta", "claude-code-20250219,context-1m-2025-08-07")
+		req.Header.Add("Anthropic-Beta", "fine-grained-tool-streaming-2025-05-14, interleaved-thinking-2025-05-14")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: status %d with strict_params", vendor, resp.StatusCode)
+		}
+		ignored := resp.Header.Get(gateway.HeaderIgnored)
+		if vendor == "gpt" {
+			if ignored != "anthropic-beta=claude-code-20250219, anthropic-beta=interleaved-thinking-2025-05-14" {
+				t.Errorf("%s: %s = %q", vendor, gateway.HeaderIgnored, ignored)
+			}
+			continue
+		}
+		if ignored != "" {
+			t.Errorf("%s: %s = %q on a relayed request", vendor, gateway.HeaderIgnored, ignored)
+		}
+		if got := w.anth.Requests()[0].Header.Values("Anthropic-Beta"); strings.Join(got, ",") != "claude-code-20250219,context-1m-2025-08-07,fine-grained-tool-streaming-2025-05-14, interleaved-thinking-2025-05-14" {
+			t.Errorf("upstream anthropic-beta = %q; want every value as sent", got)
+		}
 	}
 }

@@ -639,22 +639,55 @@ func (c *Catalog) Estimate(ns, model string, req *provider.Request, images provi
 }
 
 // estimate prices in prompt tokens and out output tokens of req at c: the
-// prompt at the dearest input-side rate req can incur.
+// prompt at the dearest input-side rate req can incur: a cache write of
+// the longest lifetime it marks anywhere (PromptCache, a tool's or a
+// part's mark); for a relayed request at least the provider's automatic
+// cache write, and any lifetime when part of its body is not decoded.
 func (c *RateCard) estimate(in, out int64, req *provider.Request) provider.Money {
 	r := c.RatesFor(in)
 	inRate := r.Input
-	switch {
-	case req.Native != nil:
-		inRate = max(inRate, r.cacheRead(), r.cacheWrite(), r.cacheWriteLong())
-	case req.PromptCache == provider.PromptCache5m:
+	longest := longestCache(req)
+	if req.Native != nil {
+		// A relayed body may write to a provider's automatic cache, and
+		// what of it is not decoded may ask for any lifetime.
+		inRate = max(inRate, r.cacheRead(), r.cacheWrite())
+		if req.Native.UnmodeledBytes > 0 {
+			longest = provider.PromptCache1h
+		}
+	}
+	switch longest {
+	case provider.PromptCache5m:
 		inRate = max(inRate, r.cacheWrite())
-	case req.PromptCache == provider.PromptCache1h:
-		inRate = max(inRate, r.cacheWriteLong())
+	case provider.PromptCache1h:
+		inRate = max(inRate, r.cacheWrite(), r.cacheWriteLong())
 	}
 	var acc provider.MoneyAccumulator
 	acc.Add(inRate, in)
 	acc.Add(r.Output, out)
 	return acc.Total()
+}
+
+// longestCache returns the longest prompt-cache lifetime req asks for
+// anywhere: its PromptCache, a tool's or a part's own mark.
+func longestCache(req *provider.Request) provider.PromptCache {
+	longest := req.PromptCache
+	note := func(c provider.PromptCache) {
+		switch {
+		case c == provider.PromptCache1h:
+			longest = c
+		case c == provider.PromptCache5m && longest == provider.PromptCacheOff:
+			longest = c
+		}
+	}
+	for i := range req.Tools {
+		note(req.Tools[i].Cache)
+	}
+	for _, m := range req.Messages {
+		for i := range m.Parts {
+			note(m.Parts[i].Cache)
+		}
+	}
+	return longest
 }
 
 // unmodeledBytes is what a relayed request's body holds beyond the

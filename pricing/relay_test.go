@@ -65,6 +65,8 @@ func TestEstimatePricesRelayedRequest(t *testing.T) {
 		// Sonnet 4.6: 3 in, 15 out, 1-hour cache write 6.
 		{"anthropic bytes and searches", "anthropic", "claude-sonnet-4-6", &provider.Native{UnmodeledBytes: 50_000, WebSearches: 5}, "6", "15", 5},
 		{"anthropic priority is standard", "anthropic", "claude-sonnet-4-6", &provider.Native{UnmodeledBytes: 10, ServiceTier: "priority"}, "6", "15", 0},
+		// Decoded whole, no 1-hour mark: the 5-minute write, 3.75.
+		{"anthropic decoded whole", "anthropic", "claude-sonnet-4-6", &provider.Native{}, "3.75", "15", 0},
 		// gpt-5: no cache write rate, so the dearest input-side rate is input.
 		{"openai default", "openai", "gpt-5", &provider.Native{UnmodeledBytes: 1000, WebSearches: 2}, "1.25", "10", 2},
 		{"openai priority", "openai", "gpt-5", &provider.Native{UnmodeledBytes: 1000, ServiceTier: "priority"}, "2.50", "20", 0},
@@ -223,4 +225,26 @@ func describe(req *provider.Request, bound, outLimit int64) string {
 		s += fmt.Sprintf(", relayed with %d unmodeled bytes, %d searches, tier %q", n.UnmodeledBytes, n.WebSearches, n.ServiceTier)
 	}
 	return s
+}
+
+// A 1-hour mark on a part or a tool, not only on the prefix
+// (PromptCache), prices the prompt at the 1-hour write: the adapter sends
+// the mark where the caller put it.
+func TestEstimatePricesTheLongestMark(t *testing.T) {
+	c := mustDefault(t)
+	at := date("2026-12-05")
+	req := &provider.Request{MaxTokens: 10, Messages: []provider.Message{{Role: provider.RoleUser, Parts: []provider.Part{
+		{Type: provider.PartText, Text: strings.Repeat("cached context ", 100), Cache: provider.PromptCache5m},
+		{Type: provider.PartText, Text: "question", Cache: provider.PromptCache1h},
+	}}}}
+	got, err := c.Estimate("anthropic", "claude-sonnet-4-6", req, nil, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acc provider.MoneyAccumulator
+	acc.Add(provider.MustMoney("6"), c.BoundPrompt("anthropic", req, nil))
+	acc.Add(provider.MustMoney("15"), 10)
+	if got != acc.Total() {
+		t.Errorf("estimate %s; want %s, the prompt at the 1-hour write rate", got, acc.Total())
+	}
 }
