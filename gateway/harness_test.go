@@ -42,6 +42,7 @@ type world struct {
 
 // setup adjusts a world before it starts.
 type setup struct {
+	anthOpts   []anthropicfake.Option
 	preference []string // default: claude, gpt
 	ledger     bool
 	orch       func(*orchestrator.Settings)
@@ -85,7 +86,7 @@ func newWorld(t testing.TB, opts ...func(*setup)) *world {
 		t.Fatal(err)
 	}
 	w := &world{t: t}
-	w.anth = anthropicfake.New(anthropicfake.WithAPIKey("ak-upstream"))
+	w.anth = anthropicfake.New(append([]anthropicfake.Option{anthropicfake.WithAPIKey("ak-upstream")}, su.anthOpts...)...)
 	w.oai = openaifake.New(openaifake.WithAPIKey("ok-upstream"))
 	t.Cleanup(func() { w.anth.Close(); w.oai.Close() })
 	a, err := anthropicadapter.New(provider.Settings{Name: "claude", BaseURL: w.anth.URL(), Credentials: map[string]string{"api_key": "ak-upstream"}, Pricer: cat})
