@@ -31,6 +31,13 @@ import (
 // process (the kernel has the bytes), not against a power cut unless the
 // journal syncs every append (FastSync).
 
+// journalVersion is the format version of every line. Fields added to a
+// row since (unpriced, key, session, host_agent, parent_agent) are
+// optional, left out when empty, and do not change it: a line of an
+// earlier program reads as a row without them, and a line of this one
+// replayed by an earlier program is applied (its budgets charged) without
+// them, rather than kept aside as a format it does not know. A change
+// that an earlier program would apply wrongly takes a new version.
 const (
 	journalSuffix   = ".journal"
 	journalVersion  = 1

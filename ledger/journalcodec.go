@@ -48,6 +48,13 @@ type jrow struct {
 	Estimated  bool   `json:"estimated"`
 	// Unpriced is absent from records written before it existed.
 	Unpriced bool `json:"unpriced,omitempty"`
+	// The virtual key and the host's session and agents: absent when
+	// empty, and from the records of earlier versions, which read as
+	// rows without them (see the note on journalVersion).
+	Key         string `json:"key,omitempty"`
+	Session     string `json:"session,omitempty"`
+	HostAgent   string `json:"host_agent,omitempty"`
+	ParentAgent string `json:"parent_agent,omitempty"`
 }
 
 // appendRecord appends r's line (without the newline) to b.
@@ -138,6 +145,20 @@ func appendRow(b []byte, a AttemptRow) []byte {
 	if a.Unpriced {
 		flag("unpriced", true)
 	}
+	if a.Key != "" {
+		str("key", a.Key)
+	}
+	// Client input, bounded as the stores record it: no line grows with
+	// what a client sends.
+	if a.Session != "" {
+		str("session", HostID(a.Session))
+	}
+	if a.HostAgent != "" {
+		str("host_agent", HostID(a.HostAgent))
+	}
+	if a.ParentAgent != "" {
+		str("parent_agent", HostID(a.ParentAgent))
+	}
 	return append(b, '}')
 }
 
@@ -171,7 +192,8 @@ func (s *jsettle) settlement() Settlement {
 func (r jrow) row() AttemptRow {
 	a := AttemptRow{InvocationID: r.ID, Task: r.Task, Agent: r.Agent, Provider: r.Provider, Model: r.Model, Outcome: r.Outcome,
 		InputTokens: r.In, OutputTokens: r.Out, CacheReadTokens: r.CacheRead, CacheWriteTokens: r.CacheWrite,
-		Cost: provider.Money(r.Cost), CacheHit: r.CacheHit, Saving: provider.Money(r.Saving), EstimatedUsage: r.Estimated, Unpriced: r.Unpriced}
+		Cost: provider.Money(r.Cost), CacheHit: r.CacheHit, Saving: provider.Money(r.Saving), EstimatedUsage: r.Estimated, Unpriced: r.Unpriced,
+		Key: r.Key, Session: r.Session, HostAgent: r.HostAgent, ParentAgent: r.ParentAgent}
 	if r.At != 0 {
 		a.Time = time.Unix(0, r.At).UTC()
 	}

@@ -292,22 +292,42 @@ type AttemptRow struct {
 	// Key is the public id of the virtual key the call was made with
 	// through the gateway ("" for none); never its secret.
 	Key string `json:"key,omitempty"`
+	// Session is the host's session id of a call made through the gateway
+	// by a coding agent (Claude Code's X-Claude-Code-Session-Id, Codex's
+	// session_id); "" for none. HostAgent is the host's id of the subagent
+	// that made the call ("" for the session's main agent) and ParentAgent
+	// the id of the agent that started that subagent. They are client
+	// input: the stores keep at most [MaxHostIDLen] printable characters
+	// of each (see [CheckHostID]), so a longer or unprintable value is
+	// recorded cut and with U+FFFD in place of what could not be kept.
+	Session     string `json:"session,omitempty"`
+	HostAgent   string `json:"host_agent,omitempty"`
+	ParentAgent string `json:"parent_agent,omitempty"`
 }
 
 // GroupBy names how [Store.Spend] groups its totals.
 type GroupBy string
 
 // The groupings. The key of a group is the task id, the agent name,
-// "provider/model", the month as "YYYY-MM", or the virtual key's id ("" for
-// the rows of calls made without one).
+// "provider/model", the month as "YYYY-MM", the virtual key's id ("" for
+// the rows of calls made without one), the host's session id ("" for the
+// calls made without one) or the host's subagent id ("" for the calls of a
+// session's main agent, and those made without a session).
 const (
-	ByNone  GroupBy = ""
-	ByTask  GroupBy = "task"
-	ByAgent GroupBy = "agent"
-	ByModel GroupBy = "model"
-	ByMonth GroupBy = "month"
-	ByKey   GroupBy = "key"
+	ByNone      GroupBy = ""
+	ByTask      GroupBy = "task"
+	ByAgent     GroupBy = "agent"
+	ByModel     GroupBy = "model"
+	ByMonth     GroupBy = "month"
+	ByKey       GroupBy = "key"
+	BySession   GroupBy = "session"
+	ByHostAgent GroupBy = "host_agent"
 )
+
+// GroupBys lists the groupings [Store.Spend] takes, ByNone first.
+func GroupBys() []GroupBy {
+	return []GroupBy{ByNone, ByTask, ByAgent, ByModel, ByMonth, ByKey, BySession, ByHostAgent}
+}
 
 // Filter selects ledger rows; empty fields match everything.
 type Filter struct {
@@ -317,6 +337,9 @@ type Filter struct {
 	// Key selects the rows of the calls made with one virtual key (its
 	// public id).
 	Key string
+	// Session selects the rows of one host session (see
+	// [AttemptRow.Session]).
+	Session string
 	// From is inclusive and To exclusive.
 	From time.Time
 	To   time.Time

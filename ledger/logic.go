@@ -184,14 +184,13 @@ func checkAttempt(a *AttemptRow, now time.Time) error {
 	if a.Time.IsZero() {
 		a.Time = now
 	}
+	a.Session, a.HostAgent, a.ParentAgent = HostID(a.Session), HostID(a.HostAgent), HostID(a.ParentAgent)
 	return nil
 }
 
 func checkFilter(f Filter) error {
-	switch f.By {
-	case ByNone, ByTask, ByAgent, ByModel, ByMonth, ByKey:
-	default:
-		return fmt.Errorf("%w: group by %q: use task, agent, model, month or key", ErrInvalid, f.By)
+	if !slices.Contains(GroupBys(), f.By) {
+		return fmt.Errorf("%w: group by %q: use task, agent, model, month, key, session or host_agent", ErrInvalid, f.By)
 	}
 	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
 		return fmt.Errorf("%w: filter from %s is not before to %s", ErrInvalid, f.From, f.To)
@@ -220,6 +219,10 @@ func filterWhere(project string, f Filter, first int) (string, []any) {
 	}
 	if f.Key != "" {
 		add("key_id = $%d", f.Key)
+	}
+	if f.Session != "" {
+		// As the rows record it: any string selects what it was recorded as.
+		add("session = $%d", HostID(f.Session))
 	}
 	if !f.From.IsZero() {
 		add("at >= $%d", f.From.UnixNano())
@@ -252,6 +255,10 @@ func spendQuery(project string, f Filter, table string) (string, []any) {
 		key = fmt.Sprintf("at / %d", bucketNanos)
 	case ByKey:
 		key = "coalesce(key_id, '')"
+	case BySession:
+		key = "session"
+	case ByHostAgent:
+		key = "host_agent"
 	}
 	where, args := filterWhere(project, f, 1)
 	q := "SELECT " + key + " AS k, count(*)," +

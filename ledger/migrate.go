@@ -36,7 +36,7 @@ func nextMigration(applied []int, target int) (m migration, ok bool) {
 
 // LatestSchemaVersion is the schema version this package writes: the
 // version of the last migration.
-const LatestSchemaVersion = 7
+const LatestSchemaVersion = 8
 
 var migrations = []migration{
 	{
@@ -359,6 +359,24 @@ var migrations = []migration{
 		postgres: []string{
 			`ALTER TABLE _S_.attempts ADD COLUMN key_id TEXT`,
 			`CREATE INDEX attempts_key ON _S_.attempts (project, key_id, at)`,
+		},
+	},
+	{
+		version:     8,
+		description: "attempts name the host session, subagent and parent agent of a gateway call ('' for none)",
+		// The rows written before this version had no host: they read as
+		// made without a session, by no subagent.
+		sqlite: []string{
+			`ALTER TABLE attempts ADD COLUMN session TEXT NOT NULL DEFAULT ''`,
+			`ALTER TABLE attempts ADD COLUMN host_agent TEXT NOT NULL DEFAULT ''`,
+			`ALTER TABLE attempts ADD COLUMN parent_agent TEXT NOT NULL DEFAULT ''`,
+			`CREATE INDEX attempts_session ON attempts (project, session, at)`,
+		},
+		postgres: []string{
+			`ALTER TABLE _S_.attempts ADD COLUMN session TEXT NOT NULL DEFAULT ''`,
+			`ALTER TABLE _S_.attempts ADD COLUMN host_agent TEXT NOT NULL DEFAULT ''`,
+			`ALTER TABLE _S_.attempts ADD COLUMN parent_agent TEXT NOT NULL DEFAULT ''`,
+			`CREATE INDEX attempts_session ON _S_.attempts (project, session, at)`,
 		},
 	},
 }

@@ -260,13 +260,15 @@ func readBatchCharge(br pgx.BatchResults, nScopes int) (charged []scopeState, er
 func insertAttemptsSQL(table string) string {
 	return `INSERT INTO ` + table + ` (invocation_id, at, task, agent, provider, model, outcome,
 		input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
-		cost_nanos, cache_hit, saving_nanos, estimated, project, unpriced, key_id)
+		cost_nanos, cache_hit, saving_nanos, estimated, project, unpriced, key_id,
+		session, host_agent, parent_agent)
 		SELECT id, at, task, agent, provider, model, outcome, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
-			cost, cache_hit, saving, estimated, $16, unpriced, key_id
+			cost, cache_hit, saving, estimated, $16, unpriced, key_id, session, host_agent, parent_agent
 		FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-			$8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::boolean[], $14::bigint[], $15::boolean[], $17::boolean[], $18::text[])
+			$8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::boolean[], $14::bigint[], $15::boolean[], $17::boolean[], $18::text[],
+			$19::text[], $20::text[], $21::text[])
 			WITH ORDINALITY AS r (id, at, task, agent, provider, model, outcome, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
-				cost, cache_hit, saving, estimated, unpriced, key_id, k)
+				cost, cache_hit, saving, estimated, unpriced, key_id, session, host_agent, parent_agent, k)
 		ORDER BY k`
 }
 
@@ -278,6 +280,7 @@ type attemptCols struct {
 	at, input, output, cacheRead, cacheWrite, cost, savings []int64
 	cacheHit, estimated, unpriced                           []bool
 	keys                                                    []*string
+	sessions, hostAgents, parentAgents                      []string
 }
 
 func attemptColsOf(project string) *attemptCols { return &attemptCols{project: project} }
@@ -300,9 +303,13 @@ func (c *attemptCols) add(a AttemptRow) {
 	c.estimated = append(c.estimated, a.EstimatedUsage)
 	c.unpriced = append(c.unpriced, a.Unpriced)
 	c.keys = append(c.keys, keyColumn(a.Key))
+	c.sessions = append(c.sessions, a.Session)
+	c.hostAgents = append(c.hostAgents, a.HostAgent)
+	c.parentAgents = append(c.parentAgents, a.ParentAgent)
 }
 
 func (c *attemptCols) args() []any {
 	return []any{c.ids, c.at, c.tasks, c.agents, c.providers, c.models, c.outcomes,
-		c.input, c.output, c.cacheRead, c.cacheWrite, c.cost, c.cacheHit, c.savings, c.estimated, c.project, c.unpriced, c.keys}
+		c.input, c.output, c.cacheRead, c.cacheWrite, c.cost, c.cacheHit, c.savings, c.estimated, c.project, c.unpriced, c.keys,
+		c.sessions, c.hostAgents, c.parentAgents}
 }

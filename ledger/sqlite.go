@@ -308,15 +308,17 @@ func (s *SQLite) prepare(ctx context.Context) error {
 func insertAttemptSQL(table string) string {
 	return `INSERT INTO ` + table + ` (invocation_id, at, task, agent, provider, model, outcome,
 		input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
-		cost_nanos, cache_hit, saving_nanos, estimated, project, unpriced, key_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`
+		cost_nanos, cache_hit, saving_nanos, estimated, project, unpriced, key_id,
+		session, host_agent, parent_agent)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`
 }
 
 // attemptArgs are the arguments of insertAttemptSQL for a row of project.
 func attemptArgs(project string, a AttemptRow) []any {
 	return []any{a.InvocationID, nanos(a.Time), a.Task, a.Agent, a.Provider, a.Model, a.Outcome,
 		a.InputTokens, a.OutputTokens, a.CacheReadTokens, a.CacheWriteTokens,
-		int64(a.Cost), a.CacheHit, int64(a.Saving), a.EstimatedUsage, project, a.Unpriced, keyColumn(a.Key)}
+		int64(a.Cost), a.CacheHit, int64(a.Saving), a.EstimatedUsage, project, a.Unpriced, keyColumn(a.Key),
+		a.Session, a.HostAgent, a.ParentAgent}
 }
 
 // keyColumn is the key_id of a row: NULL for a call made without a
@@ -942,14 +944,16 @@ func (s *SQLite) RecordAttempt(ctx context.Context, a AttemptRow) error {
 
 const attemptColumns = `invocation_id, at, task, agent, provider, model, outcome,
 	input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
-	cost_nanos, cache_hit, saving_nanos, estimated, unpriced, coalesce(key_id, '')`
+	cost_nanos, cache_hit, saving_nanos, estimated, unpriced, coalesce(key_id, ''),
+	session, host_agent, parent_agent`
 
 func scanAttempt(sc interface{ Scan(...any) error }) (AttemptRow, error) {
 	var a AttemptRow
 	var at int64
 	err := sc.Scan(&a.InvocationID, &at, &a.Task, &a.Agent, &a.Provider, &a.Model, &a.Outcome,
 		&a.InputTokens, &a.OutputTokens, &a.CacheReadTokens, &a.CacheWriteTokens,
-		(*int64)(&a.Cost), &a.CacheHit, (*int64)(&a.Saving), &a.EstimatedUsage, &a.Unpriced, &a.Key)
+		(*int64)(&a.Cost), &a.CacheHit, (*int64)(&a.Saving), &a.EstimatedUsage, &a.Unpriced, &a.Key,
+		&a.Session, &a.HostAgent, &a.ParentAgent)
 	a.Time = fromNanos(at)
 	return a, err
 }

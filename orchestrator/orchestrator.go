@@ -323,6 +323,23 @@ type Call struct {
 	// Key is the public id of the virtual key the call is made with (the
 	// gateway's), recorded on its ledger rows; "" for none.
 	Key string
+	// Session is the host's id of the coding session the call was made in,
+	// as the gateway reads it from the request: Claude Code's
+	// X-Claude-Code-Session-Id header (one per session), Codex's
+	// session_id header (its conversation id; older versions also send it
+	// as conversation_id). "" for none. It is recorded on every ledger row
+	// of the call (ledger.AttemptRow.Session), which 'spend --by session'
+	// and 'spend --session' read. It is client input: the ledger keeps
+	// ledger.HostID of it; the gateway refuses what ledger.CheckHostID
+	// refuses.
+	Session string
+	// HostAgent is the host's id of the subagent that made the call (Claude
+	// Code's x-claude-code-agent-id header), "" for the session's main
+	// agent; ParentAgent is the id of the agent that started that subagent
+	// (x-claude-code-parent-agent-id), "" when the host does not say. Both
+	// are recorded on every ledger row of the call, like Session.
+	HostAgent   string
+	ParentAgent string
 	// KeyBudget, when set, limits what the calls made with Key cost per
 	// period: the key's scope is held with the month's and the task's. The
 	// key's lifetime scope is held in any case (see keyScopes).

@@ -358,9 +358,10 @@ func (o *Orchestrator) settle(ctx context.Context, h *hold, c *Call, attempts []
 	rows := make([]ledger.AttemptRow, len(attempts))
 	for i, a := range attempts {
 		total += a.Cost
-		rows[i] = ledger.AttemptRow{InvocationID: h.id, Time: a.StartedAt, Task: c.Task, Agent: c.Agent, Key: c.Key, Provider: a.Provider, Model: a.Model, Outcome: a.Outcome,
-			InputTokens: a.Usage.InputTokens, OutputTokens: a.Usage.OutputTokens, CacheReadTokens: a.Usage.CacheReadTokens, CacheWriteTokens: a.Usage.CacheWriteTokens,
-			Cost: a.Cost, EstimatedUsage: a.Estimated, Unpriced: a.Unpriced}
+		rows[i] = c.ledgerRow(h.id, a)
+		rows[i].InputTokens, rows[i].OutputTokens = a.Usage.InputTokens, a.Usage.OutputTokens
+		rows[i].CacheReadTokens, rows[i].CacheWriteTokens = a.Usage.CacheReadTokens, a.Usage.CacheWriteTokens
+		rows[i].Cost, rows[i].EstimatedUsage, rows[i].Unpriced = a.Cost, a.Estimated, a.Unpriced
 	}
 	report := func(err error) {
 		if err != nil && !errors.Is(err, ledger.ErrAlreadySettled) {
@@ -472,10 +473,20 @@ func (o *Orchestrator) invokeCached(ctx context.Context, c Call) (*Outcome, erro
 	}
 	a := Attempt{Provider: res.Provider, Model: res.Model, Tier: kept[0].Tier, Outcome: "cache_hit", StartedAt: o.s.Now()}
 	if o.s.Ledger != nil {
-		row := ledger.AttemptRow{InvocationID: id, Time: a.StartedAt, Task: c.Task, Agent: c.Agent, Key: c.Key, Provider: a.Provider, Model: a.Model, Outcome: a.Outcome, CacheHit: true, Saving: oc.Saved}
+		row := c.ledgerRow(id, a)
+		row.CacheHit, row.Saving = true, oc.Saved
 		if err := o.s.Ledger.RecordAttempt(ctx, row); err != nil {
 			o.notify(ctx, "warning", "ledger_write_failed", "", "a cache hit was not recorded: "+err.Error())
 		}
 	}
 	return &Outcome{Result: res, Attempts: []Attempt{a}, Trace: trace, InvocationID: id, Saved: oc.Saved}, nil
+}
+
+// ledgerRow is the ledger row of attempt a of invocation id with what the
+// call says of itself (task, agent, key, host session and agents); the
+// caller adds the usage and cost.
+func (c *Call) ledgerRow(id string, a Attempt) ledger.AttemptRow {
+	return ledger.AttemptRow{InvocationID: id, Time: a.StartedAt, Task: c.Task, Agent: c.Agent, Key: c.Key,
+		Session: c.Session, HostAgent: c.HostAgent, ParentAgent: c.ParentAgent,
+		Provider: a.Provider, Model: a.Model, Outcome: a.Outcome}
 }

@@ -18,7 +18,7 @@ import (
 // value, whatever its type, is escaped for HTML text and quoted attribute
 // values, unless it is of type [markup]. Attribute values are always
 // written in double quotes, URLs in attributes are constants or built with
-// url.PathEscape, and pages have no inline script or style (the content
+// url.PathEscape (a query's value with url.QueryEscape), and pages have no inline script or style (the content
 // security policy forbids both).
 
 // markup is HTML written as it is: what [barChart] built, escaping every

@@ -353,6 +353,69 @@ type spendData struct {
 	// catalog lists neither model; UnpricedModels names them.
 	Unpriced       int64
 	UnpricedModels string
+	// Sessions is the month's spend per host session (a coding agent's
+	// session id, "" for calls made without one), the [maxSessions] that
+	// spent most, most first; MoreSessions counts the others.
+	Sessions     []spendRow
+	MoreSessions int
+	// Session is the host session asked for (?session=ID), with its spend
+	// per subagent of the host, all time ("" for its main agent), each
+	// with the agent that started it.
+	Session       string
+	SessionTotal  ledger.Totals
+	SessionAgents []hostAgentRow
+}
+
+// hostAgentRow is the spend of one agent of a host session.
+type hostAgentRow struct {
+	Agent    string
+	Parent   string
+	Cost     provider.Money
+	Attempts int64
+}
+
+// maxSessions is how many host sessions the spend page lists.
+const maxSessions = 25
+
+// sessionSpend fills in d's host sessions between from and to, and the
+// subagents of d.Session.
+func (c *Console) sessionSpend(ctx context.Context, d *spendData, from, to time.Time) error {
+	st := c.opts.Ledger
+	rep, err := st.Spend(ctx, ledger.Filter{From: from, To: to, By: ledger.BySession})
+	if err != nil {
+		return err
+	}
+	groups := slices.Clone(rep.Groups)
+	slices.SortStableFunc(groups, func(a, b ledger.SpendGroup) int { return cmp.Compare(b.Cost, a.Cost) })
+	if len(groups) > maxSessions {
+		d.MoreSessions = len(groups) - maxSessions
+		groups = groups[:maxSessions]
+	}
+	for _, g := range groups {
+		d.Sessions = append(d.Sessions, spendRow{Key: g.Key, Cost: g.Cost, Attempts: g.Attempts})
+	}
+	if d.Session == "" {
+		return nil
+	}
+	agents, err := st.Spend(ctx, ledger.Filter{Session: d.Session, By: ledger.ByHostAgent})
+	if err != nil {
+		return err
+	}
+	rows, err := st.Attempts(ctx, ledger.Filter{Session: d.Session})
+	if err != nil {
+		return err
+	}
+	parents := map[string]string{}
+	for _, r := range rows {
+		if r.HostAgent != "" && r.ParentAgent != "" {
+			parents[r.HostAgent] = r.ParentAgent
+		}
+	}
+	d.SessionTotal = agents.Total
+	for _, g := range agents.Groups {
+		d.SessionAgents = append(d.SessionAgents, hostAgentRow{Agent: g.Key, Parent: parents[g.Key], Cost: g.Cost, Attempts: g.Attempts})
+	}
+	return nil
 }
 
 // keySpendRows returns the spend per access key between from and to,
@@ -391,12 +454,14 @@ func limitText(b ledger.Budget) (string, string) {
 	return "$" + b.Limit.String(), "$" + left.String()
 }
 
-func (c *Console) spendData(ctx context.Context) (spendData, error) {
+// spendData reads the spend page's figures; session names the host
+// session whose subagents it shows ("" for none).
+func (c *Console) spendData(ctx context.Context, session string) (spendData, error) {
 	st := c.opts.Ledger
 	now := c.opts.Now().In(c.opts.Location)
 	start := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, c.opts.Location)
 	end := start.AddDate(0, 1, 0)
-	d := spendData{Month: start.Format("2006-01")}
+	d := spendData{Month: start.Format("2006-01"), Session: session}
 	mb, err := st.Budget(ctx, ledger.MonthScope(now))
 	if err != nil {
 		return d, err
@@ -418,6 +483,9 @@ func (c *Console) spendData(ctx context.Context) (spendData, error) {
 		d.Agents = append(d.Agents, row)
 	}
 	if d.Keys, err = c.keySpendRows(ctx, start, end); err != nil {
+		return d, err
+	}
+	if err := c.sessionSpend(ctx, &d, start, end); err != nil {
 		return d, err
 	}
 	budgets, err := st.Budgets(ctx)
@@ -557,7 +625,7 @@ func recent(rows []ledger.AttemptRow, n int) []invocationView {
 }
 
 func (c *Console) spendPage(w http.ResponseWriter, r *http.Request, s *session) {
-	d, err := c.spendData(r.Context())
+	d, err := c.spendData(r.Context(), r.URL.Query().Get("session"))
 	p := c.page(r, s, "spend", "Spend", spendView(d))
 	if err != nil {
 		p.Error = "The ledger could not be read: " + err.Error()

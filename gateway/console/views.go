@@ -294,7 +294,9 @@ func spendView(d spendData) func(*hw, page) {
 		b.raw(`  </table>
   <p class="hint">A key's limits and its spend in its budget's period are on <a href="/console/access">Access keys</a>.</p>
 </section>
-<section class="card">
+`)
+		sessionsView(b, d)
+		b.raw(`<section class="card">
   <h2>Per task</h2>
   <table id="tasks">
     <tr><th>Task</th><th>Spend</th><th>Attempts</th><th>Budget</th><th>Left</th><th></th></tr>
@@ -665,4 +667,48 @@ func toggleForm(b *hw, p page, path, field, value string, on bool, undo, do stri
         <input type="hidden" name="action" value="%v"><button type="submit">%v</button>
       </form></td></tr>
 `, path, csrfField(p), field, value, strings.ToLower(label), label)
+}
+
+// sessionsView writes the spend per host session, and the subagents of the
+// session asked for.
+func sessionsView(b *hw, d spendData) {
+	if d.Session != "" {
+		b.f(`<section class="card" id="session">
+  <h2>Session <code>%v</code></h2>
+  <p>$<span id="session-total">%v</span> in %v attempt(s), since the session began. <a href="/console/spend">All sessions</a></p>
+  <table id="session-agents">
+    <tr><th>Agent</th><th>Started by</th><th>Spend</th><th>Attempts</th></tr>
+`, d.Session, d.SessionTotal.Cost, d.SessionTotal.Attempts)
+		for _, a := range d.SessionAgents {
+			b.f(`    <tr><td>%v</td><td>%v</td><td class="num">$%v</td><td class="num">%v</td></tr>`+"\n",
+				either(a.Agent == "", "(main agent)", a.Agent), either(a.Parent == "", "-", a.Parent), a.Cost, a.Attempts)
+		}
+		if len(d.SessionAgents) == 0 {
+			emptyRow(b, 4, "no call of this session is in the ledger")
+		}
+		b.raw("  </table>\n</section>\n")
+	}
+	b.raw(`<section class="card">
+  <h2>Per host session this month</h2>
+  <table id="sessions">
+    <tr><th>Session</th><th>Spend</th><th>Attempts</th></tr>
+`)
+	for _, r := range d.Sessions {
+		if r.Key == "" {
+			b.f(`    <tr><td>(no session: calls without a host session id)</td><td class="num">$%v</td><td class="num">%v</td></tr>`+"\n", r.Cost, r.Attempts)
+			continue
+		}
+		b.f(`    <tr><td><a href="/console/spend?session=%v"><code>%v</code></a></td><td class="num">$%v</td><td class="num">%v</td></tr>`+"\n",
+			url.QueryEscape(r.Key), r.Key, r.Cost, r.Attempts)
+	}
+	if len(d.Sessions) == 0 {
+		emptyRow(b, 3, "no spend this month")
+	}
+	b.raw("  </table>\n")
+	if d.MoreSessions > 0 {
+		b.f(`  <p class="hint">%v more session(s) spent less; <code>cortexbuild spend --by session --month</code> lists them all.</p>`+"\n", d.MoreSessions)
+	}
+	b.raw(`  <p class="hint">Coding agents (Claude Code, Codex) send their session id with every call; a session's link shows its spend per subagent.</p>
+</section>
+`)
 }

@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -43,20 +45,26 @@ func (e *env) withStore(cmd *cobra.Command, readOnly bool, fn func(f *config.Fil
 }
 
 func (e *env) spendCmd() *cobra.Command {
-	var task, agent, key, by string
+	var task, agent, key, session, by string
 	var month, asJSON bool
 	cmd := &cobra.Command{
-		Use:   "spend [--task T] [--agent A] [--key ID] [--by task|agent|model|month|key] [--month]",
+		Use:   "spend [--task T] [--agent A] [--key ID] [--session S] [--by task|agent|model|month|key|session|host_agent] [--month]",
 		Short: "What was spent, from the ledger: cost, tokens, attempts, cache hits and savings",
-		Args:  cobra.NoArgs,
+		Long: `What was spent, from the ledger: cost, tokens, attempts, cache hits and savings, in total
+and grouped with --by.
+
+Calls a coding agent (Claude Code, Codex) makes through the gateway carry its session id:
+--by session groups the spend per host session, --session S keeps one session's calls, and
+--by host_agent groups them per subagent of the host ("(main agent)" for the session's own
+calls); with --session, each subagent is shown with the agent that started it.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			flt := ledger.Filter{Task: task, Agent: agent, Key: gateway.PublicID(key), Session: session, By: ledger.GroupBy(by)}
+			if !slices.Contains(ledger.GroupBys(), flt.By) {
+				return withCode(ExitUsage, fmt.Errorf("--by %q: use task, agent, model, month, key, session or host_agent", by))
+			}
 			return e.withStore(cmd, true, func(f *config.File, st ledger.Store) error {
-				flt := ledger.Filter{Task: task, Agent: agent, Key: gateway.PublicID(key), By: ledger.GroupBy(by), Location: budgetLocation(f)}
-				switch flt.By {
-				case ledger.ByNone, ledger.ByTask, ledger.ByAgent, ledger.ByModel, ledger.ByMonth, ledger.ByKey:
-				default:
-					return withCode(ExitUsage, fmt.Errorf("--by %q: use task, agent, model, month or key", by))
-				}
+				flt.Location = budgetLocation(f)
 				if month {
 					now := time.Now().In(flt.Location)
 					flt.From = time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, flt.Location)
@@ -70,17 +78,19 @@ func (e *env) spendCmd() *cobra.Command {
 				if asJSON {
 					return writeJSON(w, rep)
 				}
+				var parents map[string]string
+				if flt.By == ledger.ByHostAgent && flt.Session != "" {
+					if parents, err = hostParents(cmd.Context(), st, flt); err != nil {
+						return withCode(ExitFailure, err)
+					}
+				}
 				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "GROUP\tCOST\tATTEMPTS\tTOKENS IN/OUT\tCACHE HITS\tSAVED")
 				line := func(k string, t ledger.Totals) {
 					fmt.Fprintf(tw, "%s\t$%s\t%d\t%d/%d\t%d\t$%s\n", k, t.Cost, t.Attempts, t.InputTokens, t.OutputTokens, t.CacheHits, t.Savings)
 				}
 				for _, g := range rep.Groups {
-					name := g.Key
-					if flt.By == ledger.ByKey && name == "" {
-						name = "(no key)"
-					}
-					line(name, g.Totals)
+					line(groupName(flt, g.Key, parents), g.Totals)
 				}
 				line("total", rep.Total)
 				if err := tw.Flush(); err != nil {
@@ -97,10 +107,59 @@ func (e *env) spendCmd() *cobra.Command {
 	cmd.Flags().StringVar(&task, "task", "", "only this task")
 	cmd.Flags().StringVar(&agent, "agent", "", "only this agent")
 	cmd.Flags().StringVar(&key, "key", "", "only the calls made with this virtual key (its id, as 'serve keys list' shows it)")
-	cmd.Flags().StringVar(&by, "by", "", "group by task, agent, model, month or key (the virtual key's id)")
+	cmd.Flags().StringVar(&session, "session", "", "only the calls of this host session (a coding agent's session id, as 'spend --by session' shows it)")
+	cmd.Flags().StringVar(&by, "by", "", "group by task, agent, model, month, key (the virtual key's id), session (the host's session id) or host_agent (the host's subagent id)")
+	_ = cmd.RegisterFlagCompletionFunc("by", func(_ *cobra.Command, _ []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		var names []string
+		for _, g := range ledger.GroupBys()[1:] {
+			names = append(names, string(g))
+		}
+		return candidates(names, prefix)
+	})
 	cmd.Flags().BoolVar(&month, "month", false, "only the current calendar month (budgets.timezone)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// groupName is how the spend table names a group of rows grouped by
+// flt.By: the group's key, or what its empty key stands for; a subagent
+// with its parent when parents knows it.
+func groupName(flt ledger.Filter, key string, parents map[string]string) string {
+	switch {
+	case key != "" && parents[key] != "":
+		return key + " (started by " + parents[key] + ")"
+	case key != "":
+		return key
+	}
+	switch flt.By {
+	case ledger.ByKey:
+		return "(no key)"
+	case ledger.BySession:
+		return "(no session)"
+	case ledger.ByHostAgent:
+		if flt.Session != "" {
+			return "(main agent)"
+		}
+		return "(main agent, or no session)"
+	}
+	return key
+}
+
+// hostParents maps each subagent among the rows flt selects to the agent
+// that started it, as the rows recorded it.
+func hostParents(ctx context.Context, st ledger.Store, flt ledger.Filter) (map[string]string, error) {
+	flt.By = ledger.ByNone
+	rows, err := st.Attempts(ctx, flt)
+	if err != nil {
+		return nil, err
+	}
+	parents := map[string]string{}
+	for _, r := range rows {
+		if r.HostAgent != "" && r.ParentAgent != "" {
+			parents[r.HostAgent] = r.ParentAgent
+		}
+	}
+	return parents, nil
 }
 
 // parseScope reads "task:ID", "month:YYYY-MM" or "month" (this month).

@@ -226,7 +226,7 @@ func RunStoreTests(t *testing.T, open Opener) {
 		{"ConcurrentSettleOfOneInvocation", testConcurrentSettle},
 		{"ConcurrentReserveOfOneInvocation", testConcurrentDuplicate},
 	}
-	for _, tc := range slices.Concat(tests, leaseTests, keyTests, alertTests) {
+	for _, tc := range slices.Concat(tests, leaseTests, keyTests, alertTests, sessionTests) {
 		t.Run(tc.name, func(t *testing.T) { tc.run(newEnv(t, open)) })
 	}
 	runTaskTests(t, open)

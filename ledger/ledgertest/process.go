@@ -191,6 +191,7 @@ func RunSiteTests(t *testing.T, newSite SiteMaker) {
 	runTaskSiteTests(t, newSite)
 	runProjectSiteTests(t, newSite)
 	runAlertSiteTests(t, newSite)
+	runSessionSiteTests(t, newSite)
 	runMigrationGapTests(t, newSite)
 }
 
