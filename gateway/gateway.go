@@ -612,6 +612,10 @@ func (g *Gateway) callFor(r *http.Request, key *Key, model string, req provider.
 		req.Model = t.Model
 	}
 	c := orchestrator.Call{Agent: agent, Task: task, Request: req}
+	var hf *failure
+	if c.Session, c.HostAgent, c.ParentAgent, hf = hostIdentity(r.Header); hf != nil {
+		return orchestrator.Call{}, hf
+	}
 	if t.Provider != "" {
 		c.Providers = []string{t.Provider}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/cortexbuild/cortexbuild/ledger"
 	"github.com/cortexbuild/cortexbuild/orchestrator"
 	"github.com/cortexbuild/cortexbuild/provider"
 )
@@ -319,4 +320,55 @@ func nativeErrorEvent(p provider.Protocol, f *failure) []byte {
 		return fmt.Appendf(nil, "event: error\ndata: %s\n\n", mustJSON(map[string]any{"type": "error", "code": e.Code, "message": e.Message, "param": e.Param}))
 	}
 	return fmt.Appendf(nil, "data: %s\n\n", mustJSON(openAIError(f)))
+}
+
+// The hosts' own headers naming the session and the subagent a request
+// is made in: Claude Code sends its session id on every request and, on a
+// subagent's, the subagent's id and its parent's; Codex sends its
+// conversation id as session_id (older versions as conversation_id).
+var (
+	sessionHeaders    = []string{"X-Claude-Code-Session-Id", "Session_id", "Session-Id", "Conversation_id"}
+	hostAgentHeader   = "X-Claude-Code-Agent-Id"
+	parentAgentHeader = "X-Claude-Code-Parent-Agent-Id"
+)
+
+// hostIdentity reads the session, subagent and parent agent ids a host
+// sends, for the ledger rows of the call (spend per session and per
+// subagent). A value the ledger cannot record as it is (over 200
+// characters, control characters) is refused, naming the header.
+func hostIdentity(h http.Header) (session, agent, parent string, f *failure) {
+	get := func(name string) (string, *failure) {
+		v := strings.TrimSpace(headerValue(h, name))
+		if err := ledger.CheckHostID(v); err != nil {
+			return "", fail(classBadRequest, "%s: a host's id is at most %d printable characters", name, ledger.MaxHostIDLen)
+		}
+		return v, nil
+	}
+	for _, name := range sessionHeaders {
+		if headerValue(h, name) != "" {
+			if session, f = get(name); f != nil {
+				return
+			}
+			break
+		}
+	}
+	if agent, f = get(hostAgentHeader); f != nil {
+		return
+	}
+	parent, f = get(parentAgentHeader)
+	return
+}
+
+// headerValue is h.Get for a name that may not be in canonical form
+// (session_id: Go does not canonicalise names with an underscore).
+func headerValue(h http.Header, name string) string {
+	if v := h.Get(name); v != "" {
+		return v
+	}
+	for k, vs := range h {
+		if strings.EqualFold(k, name) && len(vs) > 0 {
+			return vs[0]
+		}
+	}
+	return ""
 }

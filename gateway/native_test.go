@@ -155,6 +155,9 @@ func TestMessagesRelayedAsSent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if rows[0].Session != "3f0c9b1e-session" {
+		t.Errorf("ledger row session %q; want Claude Code's session id", rows[0].Session)
+	}
 	if rows[0].Cost != want || rows[0].InputTokens != 3600 || rows[0].OutputTokens != 180 || rows[0].CacheReadTokens != 1500 {
 		t.Errorf("ledger row %+v; want cost %s for 3600 in (1500 cached), 180 out and a search", rows[0], want)
 	}
@@ -320,5 +323,50 @@ func TestRelayedHeadersAreFiltered(t *testing.T) {
 	}
 	if slices.ContainsFunc(up.Values("X-Api-Key"), func(v string) bool { return v == w.key }) {
 		t.Error("the virtual key went upstream")
+	}
+}
+
+// TestHostSessionAndSubagentInTheLedger: the hosts' session and subagent
+// headers name the ledger rows, so that spend reads per session and per
+// subagent; an id the ledger cannot keep as it is is refused.
+func TestHostSessionAndSubagentInTheLedger(t *testing.T) {
+	w := newWorld(t, withLedger, only("claude"))
+	w.anth.Enqueue(anthropicfake.Reply{Text: "sub"}, anthropicfake.Reply{Text: "codex"})
+	plain := `{"model":"claude-sonnet-4-6","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`
+	if resp, body := w.sendRaw(t, "/v1/messages", plain, "anthropic-version", "2023-06-01",
+		"X-Claude-Code-Session-Id", "sess-1", "X-Claude-Code-Agent-Id", "agent-7", "X-Claude-Code-Parent-Agent-Id", "agent-1"); resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	// Codex's header has an underscore, which Go does not canonicalise.
+	req, _ := http.NewRequestWithContext(ctxT(t), http.MethodPost, w.url+"/v1/messages", strings.NewReader(plain))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Api-Key", w.key)
+	req.Header["session_id"] = []string{"codex-conv-9"}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	rows, err := w.store.Attempts(ctxT(t), ledger.Filter{})
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("rows %d, %v", len(rows), err)
+	}
+	got := map[string]ledger.AttemptRow{}
+	for _, r := range rows {
+		got[r.Session] = r
+	}
+	if r := got["sess-1"]; r.HostAgent != "agent-7" || r.ParentAgent != "agent-1" {
+		t.Errorf("Claude Code's subagent row %+v", r)
+	}
+	if _, ok := got["codex-conv-9"]; !ok {
+		t.Errorf("no row for Codex's session: %+v", rows)
+	}
+	rep, err := w.store.Spend(ctxT(t), ledger.Filter{By: ledger.BySession})
+	if err != nil || len(rep.Groups) != 2 {
+		t.Errorf("spend by session: %+v, %v", rep, err)
+	}
+	resp2, body := w.sendRaw(t, "/v1/messages", plain, "X-Claude-Code-Session-Id", strings.Repeat("s", 201))
+	if resp2.StatusCode != 400 || !strings.Contains(string(body), "X-Claude-Code-Session-Id") {
+		t.Errorf("an overlong session id: %d %s", resp2.StatusCode, body)
 	}
 }
