@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cortexbuild/cortexbuild/cache"
 	"github.com/cortexbuild/cortexbuild/gateway"
 	"github.com/cortexbuild/cortexbuild/ledger"
 	"github.com/cortexbuild/cortexbuild/orchestrator"
@@ -368,5 +369,51 @@ func TestHostSessionAndSubagentInTheLedger(t *testing.T) {
 	resp2, body := w.sendRaw(t, "/v1/messages", plain, "X-Claude-Code-Session-Id", strings.Repeat("s", 201))
 	if resp2.StatusCode != 400 || !strings.Contains(string(body), "X-Claude-Code-Session-Id") {
 		t.Errorf("an overlong session id: %d %s", resp2.StatusCode, body)
+	}
+}
+
+// TestRelayedAnswerFromTheCache: a repeated relayed request of an agent
+// whose answers are cached is answered with the provider's bytes as they
+// came the first time, and reaches the provider once; a request that
+// differs only in what the decoded form does not hold (a server tool) is
+// not served from the first's entry.
+func TestRelayedAnswerFromTheCache(t *testing.T) {
+	w := newWorld(t, withLedger, only("claude"), withOrch(func(s *orchestrator.Settings) {
+		s.Cache = cache.New(cache.NewMemory(cache.MemoryOptions{}), cache.Options{})
+	}))
+	w.anth.Enqueue(anthropicfake.Reply{RawBody: webSearchAnswer}, anthropicfake.Reply{Text: "another"})
+	body := `{"model":"explore","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`
+	hdr := []string{"anthropic-version", "2023-06-01"}
+	_, first := w.sendRaw(t, "/v1/messages", body, hdr...)
+	resp, again := w.sendRaw(t, "/v1/messages", body, hdr...)
+	if resp.StatusCode != 200 || string(again) != webSearchAnswer || string(first) != webSearchAnswer {
+		t.Fatalf("cached answer %d %s; want the provider's bytes", resp.StatusCode, again)
+	}
+	if n := len(w.anth.Requests()); n != 1 {
+		t.Errorf("%d upstream requests; want 1, the second answered from the cache", n)
+	}
+	withTool := strings.Replace(body, `"messages"`, `"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":1}],"messages"`, 1)
+	if _, b := w.sendRaw(t, "/v1/messages", withTool, hdr...); string(b) == webSearchAnswer {
+		t.Error("a request with a server tool was answered from the entry of one without")
+	}
+}
+
+// TestRelayedCallFailsOverToTranslation: when the provider that relays
+// fails, the call fails over to one that translates, and the client gets
+// an answer in its protocol.
+func TestRelayedCallFailsOverToTranslation(t *testing.T) {
+	w := newWorld(t, withLedger, withOrch(func(s *orchestrator.Settings) { s.AllowAlternates = true }))
+	down := anthropicfake.Reply{Status: 500, ErrorType: "api_error"}
+	w.anth.Enqueue(down, down, down)
+	resp, body := w.sendRaw(t, "/v1/messages", `{"model":"claude-sonnet-4-6","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`, "anthropic-version", "2023-06-01")
+	if resp.StatusCode != 200 || resp.Header.Get(gateway.HeaderProvider) != "gpt" {
+		t.Fatalf("status %d from %q: %s; want gpt's answer", resp.StatusCode, resp.Header.Get(gateway.HeaderProvider), body)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil || m["type"] != "message" {
+		t.Errorf("not a Messages answer: %s", body)
+	}
+	if len(w.oai.Requests()) != 1 {
+		t.Errorf("%d requests reached gpt", len(w.oai.Requests()))
 	}
 }
