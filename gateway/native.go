@@ -90,7 +90,37 @@ func nativeOf(r *http.Request, p provider.Protocol, body []byte, stream bool, un
 		}
 	}
 	n.ServiceTier = gjson.GetBytes(body, "service_tier").String()
+	if t := forcedServerTool(p, body, tools); t != "" {
+		n.Required = "tool_choice forces the server tool " + t + ", which only the provider runs"
+	}
 	return n
+}
+
+// forcedServerTool names the server tool (one the provider runs: web
+// search, code execution, …) that body's tool_choice forces, "" when it
+// forces none. A translated route cannot run it, and dropping it would
+// drop what the client required.
+func forcedServerTool(p provider.Protocol, body []byte, tools gjson.Result) string {
+	choice := gjson.GetBytes(body, "tool_choice")
+	switch p {
+	case provider.ProtoMessages:
+		if choice.Get("type").String() != "tool" {
+			return ""
+		}
+		name := choice.Get("name").String()
+		for _, t := range tools.Array() {
+			if typ := t.Get("type").String(); t.Get("name").String() == name && typ != "" && typ != "custom" {
+				return name + " (" + typ + ")"
+			}
+		}
+	case provider.ProtoResponses:
+		switch typ := choice.Get("type").String(); typ {
+		case "", "function", "custom", "allowed_tools", "mcp":
+		default:
+			return typ
+		}
+	}
+	return ""
 }
 
 // minimalDecode is the decoding of a request the full decoders refuse

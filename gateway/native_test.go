@@ -417,3 +417,25 @@ func TestRelayedCallFailsOverToTranslation(t *testing.T) {
 		t.Errorf("%d requests reached gpt", len(w.oai.Requests()))
 	}
 }
+
+// TestForcedServerToolIsNeverDropped: a request whose tool_choice forces
+// a server tool goes to a provider that runs it, or is refused naming it;
+// a translating route never serves it without the tool.
+func TestForcedServerToolIsNeverDropped(t *testing.T) {
+	forced := `{"model":"claude-sonnet-4-6","max_tokens":100,"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":2}],` +
+		`"tool_choice":{"type":"tool","name":"web_search"},"messages":[{"role":"user","content":"news?"}]}`
+	w := newWorld(t, serveOn("gpt", "claude"))
+	w.anth.Enqueue(anthropicfake.Reply{RawBody: webSearchAnswer})
+	resp, body := w.sendRaw(t, "/v1/messages", forced, "anthropic-version", "2023-06-01")
+	if resp.StatusCode != 200 || resp.Header.Get(gateway.HeaderProvider) != "claude" {
+		t.Errorf("status %d from %q: %s; want claude, which runs the tool", resp.StatusCode, resp.Header.Get(gateway.HeaderProvider), body)
+	}
+	x := newWorld(t, only("gpt"))
+	resp, body = x.sendRaw(t, "/v1/messages", forced, "anthropic-version", "2023-06-01")
+	if resp.StatusCode == 200 || !strings.Contains(string(body), "web_search") {
+		t.Errorf("only a translating route: status %d: %s; want a refusal naming the tool", resp.StatusCode, body)
+	}
+	if n := len(x.oai.Requests()); n != 0 {
+		t.Errorf("%d requests reached the translating provider", n)
+	}
+}

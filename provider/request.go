@@ -560,7 +560,9 @@ func (r *Request) Validate() error {
 	switch r.ToolChoice {
 	case "", ToolChoiceAuto, ToolChoiceNone, ToolChoiceRequired:
 	default:
-		if !seen[string(r.ToolChoice)] {
+		// A relay-only request's body declares tools its decoded form
+		// does not hold (the provider's own): the provider judges it.
+		if !seen[string(r.ToolChoice)] && (r.Native == nil || r.Native.Required == "") {
 			return bad("tool_choice names tool %q, which is not declared", string(r.ToolChoice))
 		}
 	}
