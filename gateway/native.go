@@ -356,10 +356,12 @@ func nativeErrorEvent(p provider.Protocol, f *failure) []byte {
 // is made in: Claude Code sends its session id on every request and, on a
 // subagent's, the subagent's id and its parent's; Codex sends its
 // conversation id as session_id (older versions as conversation_id).
+// Codex marks a subagent's requests with x-openai-subagent (review,
+// compact, …) and its parent thread with x-codex-parent-thread-id.
 var (
-	sessionHeaders    = []string{"X-Claude-Code-Session-Id", "Session_id", "Session-Id", "Conversation_id"}
-	hostAgentHeader   = "X-Claude-Code-Agent-Id"
-	parentAgentHeader = "X-Claude-Code-Parent-Agent-Id"
+	sessionHeaders     = []string{"X-Claude-Code-Session-Id", "Session_id", "Session-Id", "Conversation_id"}
+	hostAgentHeaders   = []string{"X-Claude-Code-Agent-Id", "X-Openai-Subagent"}
+	parentAgentHeaders = []string{"X-Claude-Code-Parent-Agent-Id", "X-Codex-Parent-Thread-Id"}
 )
 
 // hostIdentity reads the session, subagent and parent agent ids a host
@@ -374,18 +376,21 @@ func hostIdentity(h http.Header) (session, agent, parent string, f *failure) {
 		}
 		return v, nil
 	}
-	for _, name := range sessionHeaders {
-		if headerValue(h, name) != "" {
-			if session, f = get(name); f != nil {
-				return
+	first := func(names []string) (string, *failure) {
+		for _, name := range names {
+			if headerValue(h, name) != "" {
+				return get(name)
 			}
-			break
 		}
+		return "", nil
 	}
-	if agent, f = get(hostAgentHeader); f != nil {
+	if session, f = first(sessionHeaders); f != nil {
 		return
 	}
-	parent, f = get(parentAgentHeader)
+	if agent, f = first(hostAgentHeaders); f != nil {
+		return
+	}
+	parent, f = first(parentAgentHeaders)
 	return
 }
 
