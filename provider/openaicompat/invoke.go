@@ -3,13 +3,18 @@ package openaicompat
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 
 	"github.com/cortexbuild/cortexbuild/provider"
 )
 
-// Invoke runs req to completion.
+// Invoke runs req to completion. A request relayed in a protocol the
+// adapter speaks ([Adapter.SpeaksNative]) goes upstream as it came.
 func (a *Adapter) Invoke(ctx context.Context, req *provider.Request) (*provider.Result, error) {
+	if provider.SpeaksNative(a, req, a.base.Model(req)) {
+		return a.invokeNative(ctx, req)
+	}
 	at, err := a.begin(ctx, req, false)
 	if err != nil {
 		return nil, err
@@ -29,16 +34,29 @@ func (a *Adapter) Invoke(ctx context.Context, req *provider.Request) (*provider.
 	if at.raw != nil {
 		a.observe(at.raw.Header, 0)
 	}
+	res, err := a.completionResult(req, at.model, cc, at.raw, "")
+	if err != nil {
+		return nil, err
+	}
+	res.Latency = latency
+	return res, nil
+}
+
+// completionResult reads a decoded Chat Completions answer (cc, nil for a
+// JSON null) to model into a Result, priced; raw is the HTTP response it
+// came in, for its request id, and tier the service_tier it reported
+// ("" when not read).
+func (a *Adapter) completionResult(req *provider.Request, model string, cc *completion, raw *http.Response, tier string) (*provider.Result, error) {
 	if cc == nil {
-		return nil, a.protocolError(at.model, at.raw, "the response is null")
+		return nil, a.protocolError(model, raw, "the response is null")
 	}
 	if len(cc.Choices) == 0 {
-		return nil, a.protocolError(at.model, at.raw, "the response has no choices")
+		return nil, a.protocolError(model, raw, "the response has no choices")
 	}
 	ch := cc.Choices[0]
 	res := &provider.Result{Provider: a.base.Name, Model: cc.Model, RawStopReason: ch.FinishReason, ToolCalls: []provider.ToolCall{}}
 	if res.Model == "" {
-		res.Model = at.model
+		res.Model = model
 	}
 	if ch.Message.Content != "" {
 		res.Content = ch.Message.Content
@@ -47,7 +65,7 @@ func (a *Adapter) Invoke(ctx context.Context, req *provider.Request) (*provider.
 	for _, tc := range ch.Message.ToolCalls {
 		args, err := normaliseArguments(tc.Function.Arguments)
 		if err != nil {
-			return nil, a.protocolError(at.model, at.raw, "tool call "+tc.ID+": "+err.Error())
+			return nil, a.protocolError(model, raw, "tool call "+tc.ID+": "+err.Error())
 		}
 		res.ToolCalls = append(res.ToolCalls, provider.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: args})
 	}
@@ -60,12 +78,12 @@ func (a *Adapter) Invoke(ctx context.Context, req *provider.Request) (*provider.
 	} else {
 		res.Usage = estimateUsage(req, res)
 	}
+	res.Usage.ServiceTier = serviceTier(tier)
 	var priced bool
-	res.Cost, priced = a.cost(res.Model, at.model, res.Usage)
+	res.Cost, priced = a.cost(res.Model, model, res.Usage)
 	res.Unpriced = !priced
-	res.Latency = latency
-	if at.raw != nil {
-		res.RequestID = at.raw.Header.Get("x-request-id")
+	if raw != nil {
+		res.RequestID = raw.Header.Get("x-request-id")
 	}
 	return res, nil
 }

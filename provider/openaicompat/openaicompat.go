@@ -56,6 +56,10 @@ type Adapter struct {
 	baseURL string
 	client  openai.Client
 	limits  adapterkit.Limits
+	// hc and sendKey send relayed requests ([provider.Native]), which
+	// bypass the SDK so that their bytes go and come back unchanged.
+	hc      *http.Client
+	sendKey string
 }
 
 var (
@@ -107,14 +111,15 @@ func New(s provider.Settings) (*Adapter, error) {
 		sendKey = "unused" // local servers ignore it, but clients must send one
 	}
 	b := adapterkit.NewBase(s, Type, p.DefaultModels, key)
+	hc := b.HTTPClient(s.HTTPClient)
 	opts := []option.RequestOption{
 		option.WithBaseURL(base),
 		option.WithAPIKey(sendKey),
 		option.WithMaxRetries(0),
 		option.WithMiddleware(stripAmbientHeaders),
-		option.WithHTTPClient(b.HTTPClient(s.HTTPClient)),
+		option.WithHTTPClient(hc),
 	}
-	return &Adapter{base: b, profile: p, baseURL: base, client: openai.NewClient(opts...)}, nil
+	return &Adapter{base: b, profile: p, baseURL: base, client: openai.NewClient(opts...), hc: hc, sendKey: sendKey}, nil
 }
 
 // BaseURL returns the endpoint the adapter talks to.

@@ -38,6 +38,11 @@ type Profile struct {
 	TopK bool
 	// StructuredOutput: the server honours response_format json_schema.
 	StructuredOutput bool
+	// Responses: the server has the Responses API at /responses, so a
+	// request a client sent in that protocol is relayed there as it is
+	// (see [Adapter.SpeaksNative]); without it such a request takes the
+	// translated route through Chat Completions.
+	Responses bool
 	// KeyRequired: an api_key must be configured.
 	KeyRequired bool
 	// Namespace is the price-catalog namespace; "" resolves per model (a
@@ -53,12 +58,12 @@ type Profile struct {
 var (
 	OpenAI = Profile{
 		Name: "openai", DefaultBaseURL: "https://api.openai.com/v1/",
-		StreamUsage: true, MaxCompletionTokens: true, CachedTokens: true, PromptCaching: true, DeveloperRole: true, KeyRequired: true,
+		StreamUsage: true, MaxCompletionTokens: true, CachedTokens: true, PromptCaching: true, DeveloperRole: true, KeyRequired: true, Responses: true,
 		ReasoningModels: true, StructuredOutput: true, Namespace: "openai",
 		DefaultModels: map[provider.Tier]string{
 			provider.TierReasoningHeavy: "gpt-5", provider.TierBalanced: "gpt-5-mini", provider.TierFastCheap: "gpt-5-nano",
 		},
-		Notes: "OpenAI platform: max_completion_tokens, developer role, cached-token usage, x-ratelimit-* headers",
+		Notes: "OpenAI platform: max_completion_tokens, developer role, cached-token usage, x-ratelimit-* headers, the Responses API",
 	}
 	Ollama = Profile{
 		Name: "ollama", DefaultBaseURL: "http://127.0.0.1:11434/v1/", StreamUsage: true, StructuredOutput: true, Namespace: "ollama",

@@ -15,8 +15,13 @@ import (
 )
 
 // Stream starts req and returns its chunks. A failed HTTP status surfaces
-// on the first Recv.
+// on the first Recv. A request relayed in a protocol the adapter speaks
+// ([Adapter.SpeaksNative]) goes upstream as it came, and each of its
+// events comes back as a chunk with its bytes in Raw.
 func (a *Adapter) Stream(ctx context.Context, req *provider.Request) (provider.Stream, error) {
+	if provider.SpeaksNative(a, req, a.base.Model(req)) {
+		return a.streamNative(ctx, req)
+	}
 	at, err := a.begin(ctx, req, true)
 	if err != nil {
 		return nil, err
@@ -64,6 +69,7 @@ type stream struct {
 	byIndex   map[int64]int // wire index -> position in calls of the call now open there
 	finish    string
 	respModel string
+	tier      string // service_tier the chunks report (read on a relay only)
 	usage     *provider.Usage
 	recv      adapterkit.Received // what an early end bills
 	pending   []provider.Chunk
@@ -206,6 +212,7 @@ func (s *stream) result() (*provider.Result, error) {
 	} else {
 		res.Usage = estimateUsage(s.req, res)
 	}
+	res.Usage.ServiceTier = serviceTier(s.tier)
 	var priced bool
 	res.Cost, priced = s.a.cost(res.Model, s.at.model, res.Usage)
 	res.Unpriced = !priced

@@ -55,6 +55,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch route {
 	case RouteChat:
 		s.serveChat(w, r, rec)
+	case RouteResponses:
+		s.serveResponses(w, r, rec)
 	case RouteModels:
 		s.serveModels(w, r, rec, modelID)
 	case RouteHealth:
@@ -76,6 +78,8 @@ func (s *Server) routeOf(r *http.Request) (route Route, modelID string, status i
 		{http.MethodGet, "/v1/models", RouteModels},
 	}
 	switch f {
+	case FlavorOpenAI:
+		table = append(table, entry{http.MethodPost, "/v1/responses", RouteResponses})
 	case FlavorVLLM:
 		table = append(table, entry{http.MethodGet, "/health", RouteHealth})
 	case FlavorOllama:

@@ -33,8 +33,21 @@ type Reply struct {
 	// Usage is reported as given; the zero Usage means "derive it" (see
 	// [CountTokens]): prompt = [CountTokens], completion = ceil(generated
 	// bytes / 4) but at most the request's output limit, no cached or
-	// reasoning tokens.
+	// reasoning tokens (on the Responses API, a reasoning item's tokens
+	// are ceil(bytes of its summary / 4), at least 1, part of the
+	// completion).
 	Usage Usage
+
+	// Reasoning is the summary text of the reasoning item a Responses
+	// answer starts with. A reasoning model (gpt-5*, o*) always starts
+	// with a reasoning item, with an empty summary when Reasoning is "";
+	// another model has one only when Reasoning is set. Chat Completions
+	// ignores it.
+	Reasoning string
+	// WebSearches are the queries of the web_search_call items a
+	// Responses answer holds (after its reasoning item, before its
+	// message), each one web search billed. Chat Completions ignores it.
+	WebSearches []string
 
 	// Status is the HTTP status of a fault. Zero means 200 for a RawBody
 	// and 400 for an error given only by ErrorType or ErrorMessage.
@@ -103,7 +116,9 @@ type Reply struct {
 // ToolCall is one function call of the assistant.
 type ToolCall struct {
 	// ID defaults to a generated id in the flavour's format (call_<24
-	// base62>, call_<8 [a-z0-9]>, chatcmpl-tool-<32 hex>).
+	// base62>, call_<8 [a-z0-9]>, chatcmpl-tool-<32 hex>). On the
+	// Responses API it is the call_id (call_<24 base62>); the item's own
+	// id is fc_<50 hex>.
 	ID   string
 	Name string
 	// Arguments is the JSON text of the arguments, sent as a JSON string
@@ -135,8 +150,14 @@ type StreamError struct {
 	// status a non-streaming request gets instead (default 500).
 	Status int
 	// AfterChunks is how many chunks are written before the error chunk.
-	// 0 sends the error as the very first chunk.
+	// 0 sends the error as the very first chunk. On the Responses API a
+	// chunk is an event: 0 sends the error before response.created.
 	AfterChunks int
+	// Failed, on the Responses API, ends the stream with a
+	// response.failed event (the response with status "failed" and
+	// error {code: Code or "server_error", message}) instead of an error
+	// event ({"type":"error","code","message","param"}).
+	Failed bool
 }
 
 // WithHeader returns a copy of r with one more response header.
@@ -169,6 +190,13 @@ func (r *Reply) hasContent() bool {
 	return r.Text != "" || len(r.ToolCalls) > 0
 }
 
+// ReasoningToolCallReply is a Responses answer of a reasoning model that
+// thinks (summary) and then calls one function, arguments being its JSON
+// text: the turn whose reasoning item the next turn must send back.
+func ReasoningToolCallReply(summary, name, arguments string) Reply {
+	return Reply{Reasoning: summary, ToolCalls: []ToolCall{{Name: name, Arguments: arguments}}}
+}
+
 // faultStatus resolves the status of a fault.
 func (r *Reply) faultStatus() int {
 	switch {
@@ -186,6 +214,11 @@ func (r *Reply) validate() error {
 	for i, tc := range r.ToolCalls {
 		if tc.Name == "" {
 			return fmt.Errorf("ToolCalls[%d]: empty Name", i)
+		}
+	}
+	for i, q := range r.WebSearches {
+		if q == "" {
+			return fmt.Errorf("WebSearches[%d]: empty query", i)
 		}
 	}
 	if r.Status != 0 && (r.Status < 100 || r.Status > 999) {

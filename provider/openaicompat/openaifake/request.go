@@ -154,12 +154,16 @@ func (r Recorded) ResponseSchema() json.RawMessage {
 
 // Echo is the default reply: the text "echo: <last user text>" (truncated
 // to 200 runes), with derived usage; for a request with a JSON schema
-// response format, a JSON value matching the schema.
+// response format (a Responses request's text.format), a JSON value
+// matching the schema.
 func Echo(r Recorded) Reply {
-	if schema := r.ResponseSchema(); schema != nil {
+	schema, text := r.ResponseSchema(), r.LastUserText()
+	if isResponses(r) {
+		schema, text = responsesSchema(r), responsesText(r)
+	}
+	if schema != nil {
 		return Reply{Text: string(fakekit.SchemaInstance(schema))}
 	}
-	text := r.LastUserText()
 	if utf8.RuneCountInString(text) > 200 {
 		text = string([]rune(text)[:200])
 	}
@@ -171,12 +175,13 @@ func Echo(r Recorded) Reply {
 
 // CountTokens is the fake's deterministic prompt-token count of a request
 // body, used when a reply's Usage is zero and for the context-window
-// checks:
-// [fakekit.PromptTokens] of its "messages" and "tools" values (one token per
-// 4 ASCII bytes of their keys, strings and numbers, one per byte outside
-// ASCII; each image by its pixels as the body's model bills it, see
-// imageBill), at least 1. It is not the real tokenizer, but never more lenient
-// than one on the texts where tokenizers differ most.
+// checks: [fakekit.PromptTokens] of its "messages", "instructions",
+// "input" and "tools" values (messages for Chat Completions, instructions
+// and input for the Responses API): one token per 4 ASCII bytes of their
+// keys, strings and numbers, one per byte outside ASCII; each image_url
+// part by its pixels as the body's model bills it (see imageBill); at
+// least 1. It is not the real tokenizer, but never more lenient than one
+// on the texts where tokenizers differ most.
 func CountTokens(body []byte) int {
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(body, &fields) != nil {
@@ -185,12 +190,22 @@ func CountTokens(body []byte) int {
 	var model string
 	_ = json.Unmarshal(fields["model"], &model)
 	var vals []json.RawMessage
-	for _, k := range []string{"messages", "tools"} {
+	for _, k := range []string{"messages", "instructions", "input", "tools"} {
 		if v, ok := fields[k]; ok {
 			vals = append(vals, v)
 		}
 	}
 	return max(1, fakekit.PromptTokens(imageBill(model), vals...))
+}
+
+// servedTier is the service_tier an OpenAI answer reports for the one
+// asked for: "default" for none or "auto", else the tier asked for
+// ("flex", "priority", "scale").
+func servedTier(asked string) string {
+	if asked == "" || asked == "auto" {
+		return "default"
+	}
+	return asked
 }
 
 // completionTokens is the derived completion count: ceil(bytes/4), at
@@ -218,6 +233,7 @@ type chatRequest struct {
 	hasMaxTokens        bool
 	maxTokens           int
 	maxCompletionTokens int
+	serviceTier         string
 }
 
 // parseChat validates a chat body the way the flavour's server does and
@@ -266,6 +282,9 @@ func (s *Server) parseChat(body []byte) (chatRequest, *apiError) {
 	}
 	if present("max_completion_tokens") {
 		_ = json.Unmarshal(fields["max_completion_tokens"], &req.maxCompletionTokens)
+	}
+	if present("service_tier") {
+		_ = json.Unmarshal(fields["service_tier"], &req.serviceTier)
 	}
 	var msgs []json.RawMessage
 	msgsOK := present("messages") && json.Unmarshal(fields["messages"], &msgs) == nil

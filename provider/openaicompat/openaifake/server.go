@@ -44,6 +44,9 @@ type Route string
 const (
 	// RouteChat is POST /v1/chat/completions (streaming or not).
 	RouteChat Route = "chat"
+	// RouteResponses is POST /v1/responses (streaming or not), on the
+	// OpenAI flavour only: Ollama and vLLM answer it as an unknown route.
+	RouteResponses Route = "responses"
 	// RouteModels is GET /v1/models (and GET /v1/models/{id} on OpenAI and
 	// Ollama).
 	RouteModels Route = "models"
@@ -144,8 +147,8 @@ func WithSeed(seed uint64) Option { return func(c *config) { c.seed = &seed } }
 // safe for concurrent use.
 func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
 
-// WithDefaultReply sets the reply used when the chat queue is empty
-// (default [Echo]).
+// WithDefaultReply sets the reply used when the chat or responses queue
+// is empty (default [Echo]).
 func WithDefaultReply(f func(Recorded) Reply) Option {
 	return func(c *config) { c.defaultReply = f }
 }
@@ -203,6 +206,10 @@ type Server struct {
 
 	mu      sync.Mutex // guards buckets
 	buckets buckets
+
+	rmu    sync.Mutex            // guards issued and fcCall
+	issued map[string]issuedCall // call_id -> the items of the Responses answer that made the call
+	fcCall map[string]string     // function call item id (fc_…) -> its call_id
 }
 
 // New starts a fake of the selected flavour on a loopback address
@@ -238,6 +245,8 @@ func NewUnstarted(opts ...Option) *Server {
 		kit:    kit,
 		cfg:    cfg,
 		rnd:    fakekit.NewRand(cfg.seed),
+		issued: map[string]issuedCall{},
+		fcCall: map[string]string{},
 	}
 }
 
@@ -253,6 +262,12 @@ func (s *Server) Handler() http.Handler { return s }
 // check and the context-window check take a reply. It panics on a reply
 // that cannot be sent (e.g. a tool call without a name).
 func (s *Server) Enqueue(replies ...Reply) { s.kit.EnqueueRoute(RouteChat, replies...) }
+
+// EnqueueResponses appends replies for POST /v1/responses, as [Server.Enqueue]
+// does for Chat Completions. It panics on a reply that cannot be sent.
+func (s *Server) EnqueueResponses(replies ...Reply) {
+	s.kit.EnqueueRoute(RouteResponses, replies...)
+}
 
 const (
 	base62   = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"

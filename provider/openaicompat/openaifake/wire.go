@@ -20,6 +20,7 @@ type resolved struct {
 	usage        Usage
 	includeUsage bool
 	obfuscate    bool
+	serviceTier  string
 }
 
 // resolve fills in every default of a success reply. promptCap > 0 caps
@@ -35,6 +36,7 @@ func (s *Server) resolve(reply Reply, req chatRequest, body []byte, promptCap in
 		usage:        reply.Usage,
 		includeUsage: req.stream && req.includeUsage,
 		obfuscate:    f == FlavorOpenAI && !req.noObfuscation,
+		serviceTier:  servedTier(req.serviceTier),
 	}
 	if res.model == "" {
 		res.model = req.model
@@ -235,7 +237,7 @@ func (s *Server) openAICompletion(m *resolved) []byte {
 		ID: m.id, Object: "chat.completion", Created: m.created, Model: m.model,
 		Choices:     []oaChoice{{Index: 0, Message: msg, FinishReason: m.finish}},
 		Usage:       m.oaUsage(),
-		ServiceTier: "default", SystemFingerprint: m.fingerprint,
+		ServiceTier: m.serviceTier, SystemFingerprint: m.fingerprint,
 	}, "  ")
 }
 
@@ -244,7 +246,7 @@ func (s *Server) openAIChunks(m *resolved) [][]byte {
 	add := func(choices []oaChunkChoice, usage json.RawMessage) {
 		c := oaChunk{
 			ID: m.id, Object: "chat.completion.chunk", Created: m.created, Model: m.model,
-			ServiceTier: "default", SystemFingerprint: m.fingerprint, Choices: choices,
+			ServiceTier: m.serviceTier, SystemFingerprint: m.fingerprint, Choices: choices,
 		}
 		if m.includeUsage {
 			c.Usage = usage
