@@ -742,7 +742,7 @@ func (g *Gateway) messages(w http.ResponseWriter, r *http.Request) {
 	}
 	servedHeaders(w.Header(), out.Provider, out.Model)
 	if out.Native != nil {
-		writeNative(w, out.Native, 0)
+		writeNative(w, r, out.Native, 0)
 		return
 	}
 	g.unhonoured(w.Header(), &call.Request, out.Provider, out.Model)

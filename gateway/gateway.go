@@ -49,6 +49,12 @@ const (
 	// HeaderIgnored lists the request parameters the gateway accepted but
 	// did not apply (temperature, unknown fields, …).
 	HeaderIgnored = "X-CortexBuild-Ignored-Params"
+	// HeaderRelayed, on an answer relayed as the provider sent it (the
+	// client's protocol is the provider's: see docs/gateway.md, "Same
+	// protocol, same bytes"), names that protocol ("anthropic.messages",
+	// "openai.chat", "openai.responses"); absent on a translated answer
+	// and on the gateway's own refusals.
+	HeaderRelayed = "X-CortexBuild-Relayed"
 )
 
 // DefaultMaxBodyBytes is the default request size limit (32 MiB, the size

@@ -214,7 +214,7 @@ func (g *Gateway) routesNative(ctx context.Context, call orchestrator.Call) bool
 // the gateway's), then the gateway's own, which name what it changed
 // (the adapter's edits of the body). What a translated route ignores
 // does not apply: nothing was ignored.
-func nativeReplyHeaders(w http.ResponseWriter, rep *provider.NativeReply) {
+func nativeReplyHeaders(w http.ResponseWriter, r *http.Request, rep *provider.NativeReply) {
 	h := w.Header()
 	// The request ids are the provider's; the gateway's invocation id
 	// stays in X-CortexBuild-Invocation.
@@ -228,6 +228,7 @@ func nativeReplyHeaders(w http.ResponseWriter, rep *provider.NativeReply) {
 		}
 		h[k] = append([]string(nil), vs...)
 	}
+	h.Set(HeaderRelayed, string(nativeProtocol(r.URL.Path)))
 	var adjusted []string
 	for _, e := range rep.Edits {
 		if !strings.HasPrefix(e, "model=") { // X-CortexBuild-Model says it
@@ -242,8 +243,8 @@ func nativeReplyHeaders(w http.ResponseWriter, rep *provider.NativeReply) {
 // writeNative writes a relayed answer as the provider sent it. wait, when
 // positive, is the wait the gateway knows of for a relayed error: sent as
 // retry-after and retry-after-ms where the provider named none.
-func writeNative(w http.ResponseWriter, rep *provider.NativeReply, wait time.Duration) {
-	nativeReplyHeaders(w, rep)
+func writeNative(w http.ResponseWriter, r *http.Request, rep *provider.NativeReply, wait time.Duration) {
+	nativeReplyHeaders(w, r, rep)
 	h := w.Header()
 	if wait > 0 {
 		if h.Get("Retry-After") == "" {
@@ -290,7 +291,7 @@ func writeFailure(w http.ResponseWriter, r *http.Request, p protocol, err error)
 	}
 	f := classify(ctx, err)
 	if rep := nativeError(err); rep != nil {
-		writeNative(w, rep, f.retryAfter)
+		writeNative(w, r, rep, f.retryAfter)
 		return
 	}
 	p.writeError(w, r, f)
@@ -303,7 +304,7 @@ func writeFailure(w http.ResponseWriter, r *http.Request, p protocol, err error)
 // client going away ends it quietly.
 func relayNative(w http.ResponseWriter, r *http.Request, s *keptStream) {
 	rep := s.Reply()
-	nativeReplyHeaders(w, rep)
+	nativeReplyHeaders(w, r, rep)
 	w.Header().Del("Content-Length")
 	w.WriteHeader(rep.Status)
 	rc := http.NewResponseController(w)

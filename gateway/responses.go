@@ -819,7 +819,7 @@ func (g *Gateway) responses(w http.ResponseWriter, r *http.Request) {
 	}
 	servedHeaders(w.Header(), out.Provider, out.Model)
 	if out.Native != nil {
-		writeNative(w, out.Native, 0)
+		writeNative(w, r, out.Native, 0)
 		return
 	}
 	dropped := g.unhonoured(w.Header(), &call.Request, out.Provider, out.Model)
