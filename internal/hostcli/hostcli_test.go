@@ -292,10 +292,14 @@ func checkCriticSpawn(t *testing.T, rows []ledger.AttemptRow) {
 // run runs a host's one-shot mode on a prompt, with more flags.
 type run func(prompt string, flags ...string) string
 
-func (w *world) claudeCode(t *testing.T, task string) run {
+func (w *world) claudeCode(t *testing.T, task string) run { return w.claudeCodeAt(t, task, w.base) }
+
+// claudeCodeAt is Claude Code's recipe with the gateway at base (a tap in
+// front of it, say).
+func (w *world) claudeCodeAt(t *testing.T, task, base string) run {
 	bin := binary(t, "claude")
 	env := []string{
-		"ANTHROPIC_BASE_URL=" + w.base,
+		"ANTHROPIC_BASE_URL=" + base,
 		"ANTHROPIC_AUTH_TOKEN=" + w.key,
 		"ANTHROPIC_CUSTOM_HEADERS=X-CortexBuild-Agent: " + w.agent + "\nX-CortexBuild-Task: " + task,
 		"IS_SANDBOX=1", "DISABLE_TELEMETRY=1", "DISABLE_AUTOUPDATER=1", "DISABLE_ERROR_REPORTING=1",

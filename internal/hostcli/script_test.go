@@ -286,6 +286,9 @@ func chatConvo(body []byte) convo {
 }
 
 func anthropicReply(r anthropicfake.Recorded) anthropicfake.Reply {
+	if rep, ok := nativeReply(r); ok {
+		return rep
+	}
 	m := play(anthropicConvo(r.Body))
 	if m.tool == "" {
 		return anthropicfake.TextReply(m.text)
