@@ -17,10 +17,11 @@ import (
 // other. "model" becomes model when the client named another; each of
 // limitFields (the protocol's names for the output limit: max_tokens,
 // max_completion_tokens, max_output_tokens) that the body sets above
-// req.MaxTokens is lowered to it. A field the body does not set is not
-// added. The client's bytes are never changed in place. edits names each
-// change with its value ("model=…", "max_tokens=…"), for
-// [provider.NativeReply.Edits].
+// req.MaxTokens is lowered to it; when the body sets none of them, the
+// first is added with req.MaxTokens, the limit the call was priced with
+// (a provider's own default may be far higher). The client's bytes are
+// never changed in place. edits names each change with its value
+// ("model=…", "max_tokens=…"), for [provider.NativeReply.Edits].
 func NativeBody(req *provider.Request, model string, limitFields ...string) (body []byte, edits []string, err error) {
 	body = req.Native.Body
 	if m := gjson.GetBytes(body, "model"); m.String() != model {
@@ -33,6 +34,17 @@ func NativeBody(req *provider.Request, model string, limitFields ...string) (bod
 	}
 	if req.MaxTokens <= 0 {
 		return body, edits, nil
+	}
+	set := false
+	for _, f := range limitFields {
+		set = set || gjson.GetBytes(body, f).Exists()
+	}
+	if !set && len(limitFields) > 0 {
+		b, err := sjson.SetBytes(bytes.Clone(body), limitFields[0], req.MaxTokens)
+		if err != nil {
+			return nil, nil, fmt.Errorf("the request body's %s cannot be set: %w", limitFields[0], err)
+		}
+		return b, append(edits, fmt.Sprintf("%s=%d", limitFields[0], req.MaxTokens)), nil
 	}
 	for _, f := range limitFields {
 		v := gjson.GetBytes(body, f)

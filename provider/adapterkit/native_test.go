@@ -85,3 +85,22 @@ func TestNativeBodyEditsOnlyModelAndLimit(t *testing.T) {
 		t.Fatal("an unedited body was copied")
 	}
 }
+
+// A body without an output limit gets the one the call was priced with:
+// the provider's own default may be far above it.
+func TestNativeBodyAddsTheLimitItWasPricedWith(t *testing.T) {
+	req := &provider.Request{MaxTokens: 4096, Native: &provider.Native{Body: []byte(`{"model":"gpt-5","input":"hi"}`)}}
+	got, edits, err := adapterkit.NativeBody(req, "gpt-5", "max_output_tokens")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != `{"model":"gpt-5","input":"hi","max_output_tokens":4096}` || strings.Join(edits, ",") != "max_output_tokens=4096" {
+		t.Errorf("body %s, edits %q", got, edits)
+	}
+	// One of the protocol's names set: nothing added under the other.
+	req.Native.Body = []byte(`{"model":"gpt-5","max_tokens":100}`)
+	got, _, _ = adapterkit.NativeBody(req, "gpt-5", "max_completion_tokens", "max_tokens")
+	if string(got) != `{"model":"gpt-5","max_tokens":100}` {
+		t.Errorf("body %s", got)
+	}
+}

@@ -96,7 +96,11 @@ func (a *Adapter) nativePrepare(ctx context.Context, req *provider.Request, stre
 	var limits []string
 	switch n.Protocol {
 	case provider.ProtoChat:
+		// The first is the one added when the body sets neither.
 		limits = []string{"max_tokens", "max_completion_tokens"}
+		if a.profile.MaxCompletionTokens {
+			limits = []string{"max_completion_tokens", "max_tokens"}
+		}
 	case provider.ProtoResponses:
 		limits = []string{"max_output_tokens"}
 	default:
@@ -112,6 +116,11 @@ func (a *Adapter) nativePrepare(ctx context.Context, req *provider.Request, stre
 	if at.body, at.edits, err = adapterkit.NativeBody(&clamped, at.model, limits...); err != nil {
 		return nil, a.base.BadRequest(at.model, err.Error())
 	}
+	if asked := gjson.GetBytes(n.Body, "model").String(); asked != at.model {
+		if at.body, err = a.fitModel(at, n.Protocol); err != nil {
+			return nil, a.base.BadRequest(at.model, err.Error())
+		}
+	}
 	if stream && n.Protocol == provider.ProtoChat && a.profile.StreamUsage && !gjson.GetBytes(at.body, "stream_options.include_usage").Bool() {
 		// The usage chunk settles the call exactly; without it the
 		// usage would be an estimate.
@@ -124,6 +133,42 @@ func (a *Adapter) nativePrepare(ctx context.Context, req *provider.Request, stre
 	}
 	at.ctx, at.cancel = a.base.Attempt(ctx, req)
 	return at, nil
+}
+
+// fitModel adapts a relayed body to the model the router chose in place
+// of the one the client named, where that model refuses what the client
+// could not know it would meet: OpenAI's reasoning models take the output
+// limit only as max_completion_tokens, and no temperature or top_p. Each
+// change is named in the edits. A client that named the model itself gets
+// its body as sent, and the provider's word on it.
+func (a *Adapter) fitModel(at *nativeAttempt, p provider.Protocol) ([]byte, error) {
+	body := at.body
+	if p == provider.ProtoChat && a.profile.MaxCompletionTokens {
+		if v := gjson.GetBytes(body, "max_tokens"); v.Exists() && !gjson.GetBytes(body, "max_completion_tokens").Exists() {
+			b, err := sjson.SetRawBytes(bytes.Clone(body), "max_completion_tokens", []byte(v.Raw))
+			if err == nil {
+				b, err = sjson.DeleteBytes(b, "max_tokens")
+			}
+			if err != nil {
+				return nil, fmt.Errorf("the request body's max_tokens cannot be renamed: %w", err)
+			}
+			body = b
+			at.edits = append(at.edits, "max_completion_tokens="+v.Raw)
+		}
+	}
+	if a.profile.ReasoningModels && reasoningModel(at.model) {
+		for _, k := range []string{"temperature", "top_p"} {
+			if gjson.GetBytes(body, k).Exists() {
+				b, err := sjson.DeleteBytes(bytes.Clone(body), k)
+				if err != nil {
+					return nil, fmt.Errorf("the request body's %s cannot be dropped: %w", k, err)
+				}
+				body = b
+				at.edits = append(at.edits, k+"=dropped")
+			}
+		}
+	}
+	return body, nil
 }
 
 // nativeSend posts the attempt's body with the client's headers (less
