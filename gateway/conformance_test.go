@@ -51,6 +51,7 @@ func TestPassthroughConformance(t *testing.T) {
 			w := newWorld(t, withLedger, only(vendor), func(s *setup) {
 				// The corpus is what the real API accepts.
 				s.anthOpts = append(s.anthOpts, anthropicfake.WithAcceptedFields(fields...))
+				s.oaiOpts = append(s.oaiOpts, openaifake.WithAcceptedFields(fields...))
 			})
 			ct := e.Response.Header.Get("Content-Type")
 			headers := map[string]string{}
@@ -62,7 +63,12 @@ func TestPassthroughConformance(t *testing.T) {
 			if vendor == "claude" {
 				w.anth.Enqueue(anthropicfake.Reply{Status: e.Response.Status, RawBody: string(e.Response.Body), RawContentType: ct, Headers: headers})
 			} else {
-				w.oai.Enqueue(openaifake.Reply{Status: e.Response.Status, RawBody: string(e.Response.Body), RawContentType: ct, Headers: headers})
+				r := openaifake.Reply{Status: e.Response.Status, RawBody: string(e.Response.Body), RawContentType: ct, Headers: headers}
+				if e.Protocol == provider.ProtoResponses {
+					w.oai.EnqueueResponses(r)
+				} else {
+					w.oai.Enqueue(r)
+				}
 			}
 
 			req, err := http.NewRequestWithContext(ctxT(t), e.Request.Method, w.url+e.Request.Path, bytes.NewReader(e.Request.Body))

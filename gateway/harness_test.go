@@ -43,6 +43,7 @@ type world struct {
 // setup adjusts a world before it starts.
 type setup struct {
 	anthOpts   []anthropicfake.Option
+	oaiOpts    []openaifake.Option
 	preference []string // default: claude, gpt
 	ledger     bool
 	orch       func(*orchestrator.Settings)
@@ -87,7 +88,7 @@ func newWorld(t testing.TB, opts ...func(*setup)) *world {
 	}
 	w := &world{t: t}
 	w.anth = anthropicfake.New(append([]anthropicfake.Option{anthropicfake.WithAPIKey("ak-upstream")}, su.anthOpts...)...)
-	w.oai = openaifake.New(openaifake.WithAPIKey("ok-upstream"))
+	w.oai = openaifake.New(append([]openaifake.Option{openaifake.WithAPIKey("ok-upstream")}, su.oaiOpts...)...)
 	t.Cleanup(func() { w.anth.Close(); w.oai.Close() })
 	a, err := anthropicadapter.New(provider.Settings{Name: "claude", BaseURL: w.anth.URL(), Credentials: map[string]string{"api_key": "ak-upstream"}, Pricer: cat})
 	if err != nil {

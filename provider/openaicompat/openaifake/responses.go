@@ -214,7 +214,7 @@ func (s *Server) parseResponses(body []byte) (*responsesRequest, *apiError) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if !responsesParams[k] {
+		if !responsesParams[k] && !s.cfg.accepted[k] {
 			return bad(fmt.Sprintf("Unknown parameter: '%s'.", k), k, "unknown_parameter")
 		}
 	}

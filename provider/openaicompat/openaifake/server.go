@@ -109,6 +109,21 @@ type config struct {
 	promptDetails   bool
 	ollamaVersion   string
 	ollamaDefaultNC int
+	accepted        map[string]bool
+}
+
+// WithAcceptedFields makes the Responses endpoint accept top-level fields
+// it does not know (a newer API's, which the real API takes); every other
+// unknown field is still refused as the real API refuses it.
+func WithAcceptedFields(names ...string) Option {
+	return func(c *config) {
+		if c.accepted == nil {
+			c.accepted = map[string]bool{}
+		}
+		for _, n := range names {
+			c.accepted[n] = true
+		}
+	}
 }
 
 // WithFlavor selects the server to imitate (default [FlavorOpenAI]).
