@@ -123,7 +123,7 @@ func eqF(p *float64, v float64) bool { return p != nil && *p == v }
 // response names it in X-CortexBuild-Ignored-Params, streamed or not.
 func TestSamplingThroughEachProtocol(t *testing.T) {
 	var vllm *openaifake.Server
-	w := newWorld(t, withVLLM(&vllm))
+	w := newWorld(t, withVLLM(&vllm), translating)
 	t.Cleanup(func() { vllm.Close() })
 	ctx := ctxT(t)
 	oc := w.openai(w.key)
@@ -167,18 +167,19 @@ func TestSamplingThroughEachProtocol(t *testing.T) {
 		}
 	}
 
-	// Messages to Anthropic is relayed as sent: the API version the SDK
-	// speaks has no sampling parameters, and the provider's own refusal
-	// reaches the client; nothing is dropped on the way.
+	// Messages to Anthropic, translated: the API version the adapter
+	// speaks has no sampling parameters; stop_sequences go.
 	ac := w.anthropic(w.key)
 	msg := anthropic.MessageNewParams{Model: "claude-sonnet-4-6", MaxTokens: 50, Messages: userMsgA("hi"), StopSequences: []string{"END"}}
-	_, err := ac.Messages.New(ctx, msg, aoption.WithJSONSet("temperature", 0.5), aoption.WithJSONSet("top_k", 20))
-	if ae := anthropicErr(t, err); ae.StatusCode != 400 || !strings.Contains(ae.Error(), "Extra inputs are not permitted") {
-		t.Errorf("messages → claude: %v; want the provider's 400", err)
+	if _, err := ac.Messages.New(ctx, msg, aoption.WithJSONSet("temperature", 0.5), aoption.WithJSONSet("top_k", 20), aoption.WithResponseInto(&raw)); err != nil {
+		t.Fatal(err)
 	}
 	got = lastSampling(t, w.anth.Requests()[len(w.anth.Requests())-1].Body)
-	if got.Temperature == nil || got.TopK == nil || !slices.Equal(got.StopSequences, []string{"END"}) {
-		t.Errorf("messages → claude sent %+v; want it as the client sent it", got)
+	if got.Temperature != nil || got.TopK != nil || !slices.Equal(got.StopSequences, []string{"END"}) {
+		t.Errorf("messages → claude sent %+v", got)
+	}
+	if h := raw.Header.Get(gateway.HeaderIgnored); h != "temperature, top_k" {
+		t.Errorf("messages → claude: ignored = %q, want \"temperature, top_k\"", h)
 	}
 	// Messages to vLLM: all of it, under Chat's names.
 	msg.Model = "qwen"
@@ -190,7 +191,7 @@ func TestSamplingThroughEachProtocol(t *testing.T) {
 		t.Errorf("messages → vllm sent %+v", got)
 	}
 	// Messages keeps Anthropic's range.
-	_, err = ac.Messages.New(ctx, msg, aoption.WithJSONSet("temperature", 1.5))
+	_, err := ac.Messages.New(ctx, msg, aoption.WithJSONSet("temperature", 1.5))
 	if ae := anthropicErr(t, err); ae.StatusCode != 400 || !strings.Contains(ae.Error(), "temperature: must be between 0 and 1, got 1.5") {
 		t.Errorf("temperature 1.5 on Messages = %d %v", ae.StatusCode, err)
 	}
@@ -267,7 +268,7 @@ func upstreamField(t *testing.T, raw []byte, path ...string) json.RawMessage {
 // each caller protocol, and the answer is JSON matching it, streamed or
 // not.
 func TestStructuredOutputThroughEachProtocol(t *testing.T) {
-	w := newWorld(t)
+	w := newWorld(t, translating)
 	ctx := ctxT(t)
 	oc := w.openai(w.key)
 	wantSchema, _ := json.Marshal(tripSchema)
@@ -351,7 +352,7 @@ var pngBytes = []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x
 // turn's text; a model without vision is never sent one.
 func TestImagesThroughEachProtocol(t *testing.T) {
 	var vllm *openaifake.Server
-	w := newWorld(t, withVLLM(&vllm))
+	w := newWorld(t, withVLLM(&vllm), translating)
 	t.Cleanup(func() { vllm.Close() })
 	ctx := ctxT(t)
 	oc := w.openai(w.key)

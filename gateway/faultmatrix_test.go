@@ -114,7 +114,7 @@ func newGMWorld(t *testing.T, pref []string, alternates, hold bool) (*world, gmF
 	gem := geminifake.New(geminifake.WithAPIKey("gk-upstream"))
 	t.Cleanup(gem.Close)
 	var fast *ledger.Fast
-	w := newWorld(t, withLedger, withOrch(func(s *orchestrator.Settings) {
+	w := newWorld(t, withLedger, translating, withOrch(func(s *orchestrator.Settings) {
 		s.Endpoints = append(s.Endpoints, orchestrator.Endpoint{Name: "gemini", Adapter: gmAdapter(t, "gemini", gem.URL(), 0)})
 		s.Preference, s.AllowAlternates = pref, alternates
 		s.Agents = map[string]orchestrator.AgentSettings{"builder": {Providers: pref}}

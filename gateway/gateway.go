@@ -126,6 +126,11 @@ type Options struct {
 	// loopback, localhost and the loopback IPs with its port). Any other
 	// Host gets a 421.
 	AllowedHosts []string
+	// Translate serves every call through the contract, relaying none
+	// (see docs/gateway.md, "Same protocol, same bytes"): a request is
+	// decoded and encoded anew for whichever provider serves it. For
+	// embedding and tests; the configuration has no such setting.
+	Translate bool
 	// StrictParams refuses (400) requests carrying parameters the gateway
 	// does not apply; by default they are ignored and named in the
 	// X-CortexBuild-Ignored-Params response header.
@@ -753,6 +758,9 @@ func decodeCall[U any, PT interface {
 		return fail(f)
 	}
 	proto := nativeProtocol(r.URL.Path)
+	if g.opts.Translate {
+		proto = ""
+	}
 	v, err := decode(body)
 	if err != nil {
 		refused := classify(r.Context(), err)

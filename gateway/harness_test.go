@@ -54,6 +54,18 @@ func serveOn(pref ...string) func(*setup) { return func(s *setup) { s.preference
 
 func withLedger(s *setup) { s.ledger = true }
 
+// translating makes the gateway translate every call, relaying none: for
+// the tests of translation itself (a same-vendor route relays otherwise).
+func translating(s *setup) {
+	prev := s.gw
+	s.gw = func(o *gateway.Options) {
+		if prev != nil {
+			prev(o)
+		}
+		o.Translate = true
+	}
+}
+
 // only keeps the one provider named ("claude" or "gpt"): a request in the
 // other vendor's protocol is then translated, with no relay to fall to.
 func only(name string) func(*setup) {
@@ -71,7 +83,17 @@ func withOrch(f func(*orchestrator.Settings)) func(*setup) {
 	return func(s *setup) { s.orch = f }
 }
 
-func withGateway(f func(*gateway.Options)) func(*setup) { return func(s *setup) { s.gw = f } }
+func withGateway(f func(*gateway.Options)) func(*setup) {
+	return func(s *setup) {
+		prev := s.gw
+		s.gw = func(o *gateway.Options) {
+			if prev != nil {
+				prev(o)
+			}
+			f(o)
+		}
+	}
+}
 
 func newWorld(t testing.TB, opts ...func(*setup)) *world {
 	t.Helper()

@@ -286,7 +286,7 @@ func TestOutputLimitFollowsTheProtocol(t *testing.T) {
 // without a limit asked for, named as an adjustment and reported by the
 // Responses object.
 func TestOutputLimitOfAModelWithoutOne(t *testing.T) {
-	w := newWorld(t, serveOn("gpt"))
+	w := newWorld(t, serveOn("gpt"), translating)
 	for _, path := range []string{"/v1/chat/completions", "/v1/responses"} {
 		b := `{"model":"gpt/my-finetune","messages":[{"role":"user","content":"hi"}]}`
 		if path == "/v1/responses" {

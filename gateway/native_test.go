@@ -439,3 +439,38 @@ func TestForcedServerToolIsNeverDropped(t *testing.T) {
 		t.Errorf("%d requests reached the translating provider", n)
 	}
 }
+
+// TestChatRelayedToOpenAI: a Chat Completions request on an OpenAI route
+// goes as sent but for what the router's choice of model demands (the
+// reasoning model takes its limit as max_completion_tokens and no
+// temperature), each change named; OpenAI-Beta goes, the organisation
+// and the client's key do not; the answer is OpenAI's.
+func TestChatRelayedToOpenAI(t *testing.T) {
+	w := newWorld(t, withLedger, only("gpt"))
+	body := `{"model":"builder","max_tokens":300,"temperature":0.2,"prompt_cache_key":"k1","service_tier":"flex",` +
+		`"messages":[{"role":"user","content":"hi"}]}`
+	resp, got := w.sendRaw(t, "/v1/chat/completions", body, "OpenAI-Beta", "assistants=v2", "OpenAI-Organization", "org-client")
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, got)
+	}
+	if resp.Header.Get(gateway.HeaderRelayed) != "openai.chat" {
+		t.Errorf("%s = %q", gateway.HeaderRelayed, resp.Header.Get(gateway.HeaderRelayed))
+	}
+	if adj := resp.Header.Get(gateway.HeaderAdjusted); adj != "max_completion_tokens=300, temperature=dropped" {
+		t.Errorf("%s = %q", gateway.HeaderAdjusted, adj)
+	}
+	up := w.oai.Requests()[0]
+	want := `{"model":"x","max_completion_tokens":300,"prompt_cache_key":"k1","service_tier":"flex","messages":[{"role":"user","content":"hi"}]}`
+	sameJSONExcept(t, up.Body, []byte(want), "model")
+	if up.Header.Get("Openai-Beta") != "assistants=v2" || up.Header.Get("Openai-Organization") != "" || up.APIKey() != "ok-upstream" {
+		t.Errorf("upstream headers %v", up.Header)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(got, &m); err != nil || !strings.HasPrefix(m["id"].(string), "chatcmpl-") || m["service_tier"] != "flex" {
+		t.Errorf("not OpenAI's answer: %s", got)
+	}
+	rows, err := w.store.Attempts(ctxT(t), ledger.Filter{})
+	if err != nil || len(rows) != 1 || rows[0].EstimatedUsage || rows[0].InputTokens == 0 {
+		t.Errorf("ledger %+v, %v; want one row with the reported usage", rows, err)
+	}
+}

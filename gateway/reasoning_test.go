@@ -67,7 +67,7 @@ func (w *world) anthBodies() [][]byte {
 // reasoning capability drops it and the answer names it.
 func TestReasoningSettingsThroughEachProtocol(t *testing.T) {
 	var vllm *openaifake.Server
-	w := newWorld(t, withVLLM(&vllm))
+	w := newWorld(t, withVLLM(&vllm), translating)
 	t.Cleanup(func() { vllm.Close() })
 	ctx := ctxT(t)
 	oc, ac := w.openai(w.key), w.anthropic(w.key)

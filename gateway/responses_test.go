@@ -107,7 +107,7 @@ func TestResponsesServedByAnthropic(t *testing.T) {
 // two function calls: the event sequence, argument deltas, and the final
 // response in response.completed, checked with the SDK's accumulator.
 func TestResponsesStream(t *testing.T) {
-	w := newWorld(t, serveOn("gpt"))
+	w := newWorld(t, serveOn("gpt"), translating)
 	ctx := ctxT(t)
 	c := w.openai(w.key)
 	w.oai.Enqueue(openaifake.Reply{Text: "Two cities.", ToolCalls: []openaifake.ToolCall{
@@ -165,7 +165,7 @@ func TestResponsesStream(t *testing.T) {
 // carrying the error; stateful requests are refused with a 400 naming the
 // field.
 func TestResponsesFailuresAndStatefulRefused(t *testing.T) {
-	w := newWorld(t, serveOn("gpt"))
+	w := newWorld(t, serveOn("gpt"), translating)
 	ctx := ctxT(t)
 	c := w.openai(w.key)
 	w.oai.Enqueue(openaifake.Reply{Text: "partial answer", MidStreamError: &openaifake.StreamError{Message: "The server had an error while processing your request.", AfterChunks: 2}})

@@ -323,7 +323,7 @@ func TestOpenAPISchemasLoad(t *testing.T) {
 // Every Chat chunk has the usage key OpenAI sends, null but on the usage
 // chunk of stream_options.include_usage.
 func TestChatChunksCarryUsage(t *testing.T) {
-	w := newWorld(t, serveOn("gpt"))
+	w := newWorld(t, serveOn("gpt"), translating)
 	p := gmProtos[0]
 	a := p.call(t, w, "T1", true)
 	p.answered(t, a)

@@ -45,7 +45,7 @@ func TestStreamsNameTheServedModel(t *testing.T) {
 	for _, up := range []string{"claude", "gpt"} {
 		for _, p := range gmProtos {
 			t.Run(up+"/"+p.name, func(t *testing.T) {
-				w := newWorld(t, serveOn(up))
+				w := newWorld(t, serveOn(up), translating)
 				text := "Four words, no more."
 				for range 2 {
 					w.anth.Enqueue(anthropicfake.Reply{Text: text, Usage: anthropicfake.Usage{Input: 1234, Output: 5}})

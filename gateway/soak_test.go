@@ -213,7 +213,7 @@ func soakWorld(t *testing.T) (*world, *ledger.Fast, func()) {
 	}))
 	t.Cleanup(func() { anth.Close(); oai.Close() })
 	var fast *ledger.Fast
-	w := newWorld(t, withLedger, withOrch(func(s *orchestrator.Settings) {
+	w := newWorld(t, withLedger, translating, withOrch(func(s *orchestrator.Settings) {
 		s.Endpoints = []orchestrator.Endpoint{
 			{Name: "claude", Adapter: gmAdapter(t, "claude", anth.URL(), 0)},
 			{Name: "gpt", Adapter: gmAdapter(t, "gpt", oai.URL()+"/v1", 0)},

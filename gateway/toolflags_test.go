@@ -23,7 +23,7 @@ func TestToolSettingsReachEitherProvider(t *testing.T) {
 		{"/v1/messages", `{"model":"claude-sonnet-4-6","max_tokens":50,"tool_choice":{"type":"auto","disable_parallel_tool_use":true},"tools":[{"name":"f","strict":true,"input_schema":` + schema + `}],"messages":[{"role":"user","content":"hi"}]}`},
 	}
 	for _, upstream := range []string{"claude", "gpt"} {
-		w := newWorld(t, serveOn(upstream))
+		w := newWorld(t, serveOn(upstream), translating)
 		for _, c := range requests {
 			resp, m := rawPost(t, w, w.key, c.path, c.body)
 			if resp.StatusCode != 200 {
