@@ -449,7 +449,7 @@ func TestChatRelayedToOpenAI(t *testing.T) {
 	w := newWorld(t, withLedger, only("gpt"))
 	body := `{"model":"builder","max_tokens":300,"temperature":0.2,"prompt_cache_key":"k1","service_tier":"flex",` +
 		`"messages":[{"role":"user","content":"hi"}]}`
-	resp, got := w.sendRaw(t, "/v1/chat/completions", body, "OpenAI-Beta", "assistants=v2", "OpenAI-Organization", "org-client")
+	resp, got := w.sendRaw(t, "/v1/chat/completions", body, "OpenAI-Beta", "assistants=v2", "OpenAI-Organization", "org-client", "X-Client-Trace", "t1")
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d: %s", resp.StatusCode, got)
 	}
@@ -462,7 +462,7 @@ func TestChatRelayedToOpenAI(t *testing.T) {
 	up := w.oai.Requests()[0]
 	want := `{"model":"x","max_completion_tokens":300,"prompt_cache_key":"k1","service_tier":"flex","messages":[{"role":"user","content":"hi"}]}`
 	sameJSONExcept(t, up.Body, []byte(want), "model")
-	if up.Header.Get("Openai-Beta") != "assistants=v2" || up.Header.Get("Openai-Organization") != "" || up.APIKey() != "ok-upstream" {
+	if up.Header.Get("Openai-Beta") != "assistants=v2" || up.Header.Get("Openai-Organization") != "" || up.Header.Get("X-Client-Trace") != "" || up.APIKey() != "ok-upstream" {
 		t.Errorf("upstream headers %v", up.Header)
 	}
 	var m map[string]any
