@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -216,6 +217,7 @@ func (r *relay) client(t *testing.T) openai.Client {
 	return openai.NewClient(option.WithBaseURL(r.srv.URL+"/v1/"), option.WithAPIKey("sk-client-own-key-000000"), option.WithMaxRetries(0),
 		option.WithHTTPClient(&http.Client{Transport: tr}),
 		option.WithHeader("OpenAI-Organization", "org-client"), option.WithHeader("OpenAI-Project", "proj-client"),
+		option.WithHeader("api-key", "client-azure-key"), option.WithHeader("Cookie", "session=client"),
 		option.WithHeader("OpenAI-Beta", "responses=experimental"))
 }
 
@@ -269,7 +271,7 @@ func checkHeaders(t *testing.T, rec openaifake.Recorded) {
 	if rec.APIKey() != testKey {
 		t.Errorf("the upstream key is %q, want the adapter's", rec.APIKey())
 	}
-	for _, h := range []string{"OpenAI-Organization", "OpenAI-Project"} {
+	for _, h := range []string{"OpenAI-Organization", "OpenAI-Project", "Api-Key", "Cookie"} {
 		if v := rec.Header.Get(h); v != "" {
 			t.Errorf("%s reached the provider: %q", h, v)
 		}
@@ -859,5 +861,69 @@ func TestNativeStreamMismatch(t *testing.T) {
 	}
 	if n := len(srv.Requests()); n != 0 {
 		t.Errorf("%d requests sent", n)
+	}
+}
+
+// An output limit above the model's own is lowered to the catalog's
+// max_output_tokens, the limit the estimate priced.
+func TestNativeLimitClampedToTheModel(t *testing.T) {
+	_, srv, _, rl := nativeEnv(t)
+	rl.maxTokens = 900_000
+	c := rl.client(t)
+	p := responsesParams(responses.ResponseInputParam{userItem("x")})
+	p.MaxOutputTokens = openai.Int(1_000_000)
+	if _, err := c.Responses.New(ctx(t), p); err != nil {
+		t.Fatal(err)
+	}
+	l, err := catalog(t).Limits("openai", "gpt-5-mini")
+	if err != nil || l.MaxOutputTokens <= 0 {
+		t.Fatalf("catalog limits %+v %v", l, err)
+	}
+	got := gjson.GetBytes(srv.Requests()[0].Body, "max_output_tokens").Int()
+	if got != l.MaxOutputTokens || !slices.Contains(rl.lastCall(t).res.Native.Edits, "max_output_tokens="+strconv.FormatInt(l.MaxOutputTokens, 10)) {
+		t.Errorf("max_output_tokens sent %d, want %d", got, l.MaxOutputTokens)
+	}
+}
+
+// What a Responses answer holds beyond text and function calls: a custom
+// tool's call, an incomplete answer, a refusal.
+func TestNativeResponsesResultShapes(t *testing.T) {
+	a, srv, _, _ := nativeEnv(t)
+	custom := `{"id":"resp_1","object":"response","status":"completed","model":"gpt-5-mini-2025-08-07","output":[` +
+		`{"id":"ctc_1","type":"custom_tool_call","status":"completed","call_id":"call_p","name":"apply_patch","input":"*** Begin Patch\n*** End Patch"}],` +
+		`"usage":{"input_tokens":10,"input_tokens_details":{"cached_tokens":0},"output_tokens":5,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":15}}`
+	refusal := `{"id":"resp_2","object":"response","status":"completed","model":"gpt-5-mini","output":[` +
+		`{"id":"msg_1","type":"message","status":"completed","role":"assistant","content":[{"type":"refusal","refusal":"I can't help with that."}]}],` +
+		`"service_tier":"flex","usage":{"input_tokens":10,"output_tokens":5}}`
+	srv.EnqueueResponses(openaifake.Reply{Status: 200, RawBody: custom}, openaifake.Reply{Status: 200, RawBody: refusal}, openaifake.Reply{Text: "cut by the limit here", FinishReason: "length"})
+	req := func(stream bool) *provider.Request {
+		body := `{"model":"gpt-5-mini","input":"x"}`
+		if stream {
+			body = `{"model":"gpt-5-mini","input":"x","stream":true}`
+		}
+		return &provider.Request{Model: "gpt-5-mini", Prompt: "x", Native: &provider.Native{Protocol: provider.ProtoResponses, Body: []byte(body), Stream: stream}}
+	}
+	res, err := a.Invoke(ctx(t), req(false))
+	if err != nil || len(res.ToolCalls) != 1 || res.ToolCalls[0].ID != "call_p" || res.ToolCalls[0].Name != "apply_patch" ||
+		string(res.ToolCalls[0].Arguments) != `{"input":"*** Begin Patch\n*** End Patch"}` || res.StopReason != provider.StopToolUse {
+		t.Errorf("custom tool call: %+v %v", res, err)
+	}
+	res, err = a.Invoke(ctx(t), req(false))
+	if err != nil || res.StopReason != provider.StopRefusal || res.Content != "" || res.Usage.ServiceTier != "flex" {
+		t.Errorf("refusal: %+v %v", res, err)
+	}
+	s, err := a.Stream(ctx(t), req(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last provider.Chunk
+	for c, err := range provider.Chunks(s) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = c
+	}
+	if !bytes.HasPrefix(last.Raw, []byte("event: response.incomplete\n")) || last.Result == nil || last.Result.StopReason != provider.StopMaxTokens || last.Result.RawStopReason != "max_output_tokens" {
+		t.Errorf("incomplete: %q %+v", last.Raw, last.Result)
 	}
 }
