@@ -415,14 +415,10 @@ func (s *nativeStream) bill(pe *provider.Error) {
 	}
 }
 
-// release drains what little may follow the end (so the connection can
-// be reused) and closes the body once the final chunk is queued.
-func (s *nativeStream) release() {
-	if s.body != nil {
-		_, _ = io.Copy(io.Discard, io.LimitReader(s.body, 4<<10))
-	}
-	s.Close()
-}
+// release closes the body once the final chunk is queued. What may
+// follow the end is not read: a server that holds the connection open
+// after it must not hold the caller.
+func (s *nativeStream) release() { s.Close() }
 
 // Close releases the connection; it is safe to call more than once.
 func (s *nativeStream) Close() error {
