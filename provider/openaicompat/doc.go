@@ -1,5 +1,6 @@
 // Package openaicompat is CortexBuild's adapter for OpenAI's Chat
-// Completions API and every server that speaks it: OpenAI (and Codex
+// Completions API (and, relayed, the Responses API) and every server that
+// speaks it: OpenAI (and Codex
 // models), Ollama, vLLM, LM Studio, and gateways through which AWS Bedrock,
 // GCP Vertex and Azure OpenAI are reached. It is built on the official SDK
 // (github.com/openai/openai-go/v3, pinned in go.mod) and configured by
@@ -28,13 +29,69 @@
 //
 // # Profiles
 //
-//	            include_usage  max_…_tokens  cached tokens  key       prices
-//	openai      yes            completion    yes            required  openai catalog
-//	ollama      yes            max_tokens    no             ignored   free (local)
-//	vllm        yes            max_tokens    if enabled     optional  free (local)
-//	lmstudio    no (estimate)  max_tokens    no             ignored   free (local)
-//	gateway     yes            max_tokens    if sent        optional  by vendor/model name
-//	(unknown)   no (estimate)  max_tokens    if sent        optional  openai, or free on loopback
+//	            include_usage  max_…_tokens  cached tokens  key       prices                          Responses API
+//	openai      yes            completion    yes            required  openai catalog                  yes
+//	ollama      yes            max_tokens    no             ignored   free (local)                    no
+//	vllm        yes            max_tokens    if enabled     optional  free (local)                    no
+//	lmstudio    no (estimate)  max_tokens    no             ignored   free (local)                    no
+//	gateway     yes            max_tokens    if sent        optional  by vendor/model name            no
+//	(unknown)   no (estimate)  max_tokens    if sent        optional  openai, or free on loopback     no
+//
+// [Profile.Responses] says the server has the Responses API at
+// /responses. Ollama (0.13.3 and later) and vLLM serve one too, but
+// partially (stateless only, no hosted tools, version-dependent), so
+// their profiles do not claim it: a Responses request to them takes the
+// translated route through Chat Completions.
+//
+// # Relay in the client's protocol
+//
+// A request the gateway received in Chat Completions or the Responses API
+// carries it in [provider.Request.Native]; when the adapter speaks that
+// protocol ([Adapter.SpeaksNative]: Chat Completions on every profile,
+// the Responses API where the profile has it) the request is relayed
+// instead of translated:
+//
+//   - The client's body goes to {base_url}/chat/completions or
+//     {base_url}/responses unchanged but for the edits the gateway owns
+//     ([adapterkit.NativeBody]): the model the router chose, and an
+//     output limit (max_tokens, max_completion_tokens, max_output_tokens)
+//     above the request's, lowered to it within the model's catalogued
+//     limit. On a streamed Chat Completions request to a profile with
+//     include_usage, stream_options.include_usage is set when the client
+//     did not ask for it, so that the call settles on reported usage;
+//     the usage chunk is relayed as it comes. Each edit is named in the
+//     reply's Edits.
+//   - The client's headers go along (OpenAI-Beta, …) except credentials
+//     and what bills them elsewhere: Authorization, api-key, cookies,
+//     OpenAI-Organization and OpenAI-Project never leave; the adapter
+//     sends its own key. The body is not validated again: the provider
+//     judges it.
+//   - A unary answer comes back in Result.Native (status, end-to-end
+//     headers, the body's exact bytes); a stream is one chunk per
+//     upstream event with the event's exact bytes in Chunk.Raw (data:
+//     [DONE] included), the first with the status and headers in Reply.
+//     The chunks still carry the text, reasoning and tool-call fragments,
+//     and the final one the Result, read from the answer as on the
+//     translated route.
+//   - An error status comes back in Error.Reply (status, headers such as
+//     retry-after and x-ratelimit-*, the body's bytes), classified as on
+//     the translated route; an error reported after the 200 (an error
+//     chunk, an error event, response.failed) ends the stream with the
+//     event's bytes in Error.Reply (status 200), classified by its code
+//     (the Responses API's invalid_prompt and image codes are bad
+//     requests). A stream that ends early is billed as on the translated
+//     route.
+//   - From a Responses answer: the output_text of message items is the
+//     Content; function_call items are tool calls (id = call_id), a
+//     custom_tool_call one whose arguments are {"input": …}; reasoning
+//     items are reasoning parts with the item in Meta
+//     ([MetaResponsesItem]); usage input_tokens includes
+//     input_tokens_details.cached_tokens and output_tokens the reasoning
+//     tokens; service_tier is Usage.ServiceTier ("default" is ""); each
+//     web_search_call item is one of Usage.WebSearchRequests. A stream is
+//     read from its response.output_text.delta, reasoning summary deltas,
+//     function_call_arguments deltas and response.completed (or
+//     response.incomplete, a max_tokens or content_filter stop).
 //
 // # Behaviour
 //

@@ -46,7 +46,7 @@ func (a *Adapter) SpeaksNative(p provider.Protocol, model string) bool {
 const responsesPath = "responses"
 
 // MetaResponsesItem carries, on a reasoning part of a Result read from the
-// Responses API, the reasoning item as it came (id, summary and, when the
+// Responses API, the reasoning item as it came, compacted (id, summary and, when the
 // request included it, encrypted_content): the item a later turn sends
 // back in its input.
 const MetaResponsesItem = "openai.responses_item"

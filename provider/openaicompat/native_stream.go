@@ -52,7 +52,7 @@ func (a *Adapter) streamNative(ctx context.Context, req *provider.Request) (prov
 		at.cancel()
 		return s, nil
 	}
-	s.sse = adapterkit.NewSSEReader(resp.Body, 0)
+	s.sse = adapterkit.NewSSEReader(readErrors{resp.Body}, 0)
 	if s.chat != nil {
 		s.chat.at.raw, s.chat.start = resp, at.start
 	}
@@ -136,6 +136,10 @@ func (s *nativeStream) Recv() (provider.Chunk, error) {
 		ev, err := s.sse.Next()
 		switch {
 		case err == nil:
+		case errors.As(err, new(*readError)):
+			// The connection failed (cut, over the response cap, the
+			// caller gone): not the stream's own end.
+			return provider.Chunk{}, s.fail(s.a.classify(s.at.ctx, err, nil, s.at.model))
 		case errors.Is(err, io.EOF):
 			if err := s.end(); err != nil {
 				return provider.Chunk{}, s.fail(err)
@@ -161,6 +165,26 @@ func (s *nativeStream) Recv() (provider.Chunk, error) {
 			s.release()
 		}
 	}
+}
+
+// readError is a failure to read the answer's body. The SSE reader
+// passes it on as it is, so that a connection cut inside an event (which
+// the transport may report as io.ErrUnexpectedEOF) is not taken for a
+// stream whose server closed it after its last event.
+type readError struct{ err error }
+
+func (e *readError) Error() string { return e.err.Error() }
+func (e *readError) Unwrap() error { return e.err }
+
+// readErrors wraps the errors of r, except io.EOF, in *readError.
+type readErrors struct{ r io.Reader }
+
+func (r readErrors) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = &readError{err}
+	}
+	return n, err
 }
 
 func isDone(data []byte) bool { return string(bytes.TrimSpace(data)) == "[DONE]" }
@@ -391,14 +415,10 @@ func (s *nativeStream) bill(pe *provider.Error) {
 	}
 }
 
-// release drains what little may follow the end (so the connection can
-// be reused) and closes the body once the final chunk is queued.
-func (s *nativeStream) release() {
-	if s.body != nil {
-		_, _ = io.Copy(io.Discard, io.LimitReader(s.body, 4<<10))
-	}
-	s.Close()
-}
+// release closes the body once the final chunk is queued. What may
+// follow the end is not read: a server that holds the connection open
+// after it must not hold the caller.
+func (s *nativeStream) release() { s.Close() }
 
 // Close releases the connection; it is safe to call more than once.
 func (s *nativeStream) Close() error {

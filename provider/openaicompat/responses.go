@@ -97,7 +97,7 @@ func decodeResponse(body []byte) (*respObject, error) {
 // are tool calls (id = call_id); a custom_tool_call is a tool call whose
 // arguments are {"input": <its input>}; reasoning items are reasoning parts
 // whose text is the summary (or the reasoning text) and whose Meta holds
-// the item as it came ([MetaResponsesItem]); each web_search_call item is
+// the item as it came, compacted ([MetaResponsesItem]); each web_search_call item is
 // one web search billed.
 func (a *Adapter) responsesResult(req *provider.Request, model string, obj *respObject, items []json.RawMessage, raw *http.Response) (*provider.Result, error) {
 	res := &provider.Result{Provider: a.base.Name, Model: obj.Model, ToolCalls: []provider.ToolCall{}}
@@ -148,8 +148,12 @@ func (a *Adapter) responsesResult(req *provider.Request, model string, obj *resp
 					summary = append(summary, c.Text)
 				}
 			}
+			var item bytes.Buffer
+			if err := json.Compact(&item, rawItem); err != nil {
+				return nil, a.protocolError(model, raw, fmt.Sprintf("output[%d] (reasoning) is unreadable: %v", i, err))
+			}
 			res.Parts = append(res.Parts, provider.Part{Type: provider.PartReasoning, Text: strings.Join(summary, "\n\n"),
-				Meta: provider.Metadata{MetaResponsesItem: json.RawMessage(bytes.Clone(rawItem))}})
+				Meta: provider.Metadata{MetaResponsesItem: item.Bytes()}})
 		case "function_call", "custom_tool_call":
 			args, err := it.arguments()
 			if err != nil {

@@ -1,5 +1,6 @@
 // Package openaifake is a wire-faithful fake of OpenAI-compatible Chat
-// Completions servers, in three flavours: OpenAI itself, Ollama and vLLM.
+// Completions servers, in three flavours: OpenAI itself, Ollama and vLLM,
+// and of OpenAI's Responses API (see "Responses API" below).
 // Tests (and simulation runs) use it so that nothing ever reaches a real
 // server.
 //
@@ -47,8 +48,9 @@
 // CreateChatCompletionStreamResponse, CompletionUsage, Error) and
 // observed traffic:
 //
-//   - Routes POST /v1/chat/completions, GET /v1/models and GET
-//     /v1/models/{id}. Any other route is a 404 "Invalid URL (GET /x)".
+//   - Routes POST /v1/chat/completions, POST /v1/responses (see
+//     "Responses API"), GET /v1/models and GET /v1/models/{id}. Any
+//     other route is a 404 "Invalid URL (GET /x)".
 //   - With [WithAPIKey], Authorization: Bearer is required: 401 with
 //     code invalid_api_key and the key masked ("Incorrect API key
 //     provided: sk-ab***yz. …", see [MaskKey]), or the "You didn't
@@ -99,6 +101,105 @@
 //     ([BadGateway]) and the mid-stream chunk
 //     {"error":{"message",…,"type":"server_error","param":null,"code":null}}
 //     after which the stream ends without [DONE].
+//
+// # Responses API (OpenAI flavour)
+//
+// POST /v1/responses serves the Responses API as OpenAI does (the Ollama
+// and vLLM flavours answer it as an unknown route). It is scripted like
+// the chat route, with a queue of its own: [Server.EnqueueResponses]
+// (FIFO, [Echo] of the last user input when empty). A [Reply] becomes
+// the output items, in this order:
+//
+//   - a reasoning item {"id":"rs_<50 hex>","type":"reasoning",
+//     "encrypted_content":…,"summary":[{"type":"summary_text","text":
+//     Reply.Reasoning}]}: always for a reasoning model (gpt-5*, o*; an
+//     empty summary without Reply.Reasoning), for another model only with
+//     Reply.Reasoning. encrypted_content ("gAAAAAB…") is present only when
+//     the request's include lists "reasoning.encrypted_content"
+//     ([IncludeEncryptedReasoning]), in response.output_item.done but not
+//     in response.output_item.added;
+//   - one web_search_call item per Reply.WebSearches query
+//     ({"id":"ws_…","status":"completed","action":{"type":"search","query":…}});
+//   - a message item (msg_…) with one output_text part of Reply.Text,
+//     when there is text or no tool call;
+//   - one function_call item per Reply.ToolCalls ({"id":"fc_<50 hex>",
+//     "call_id": ToolCall.ID or call_<24 base62>, "name", "arguments"}).
+//
+// The response object lists every field the API returns, echoing the
+// request's (instructions, tools, tool_choice, store, prompt_cache_key,
+// reasoning, text, metadata, …); service_tier is the tier asked for
+// ("default" for none or "auto"); usage is {input_tokens,
+// input_tokens_details {cached_tokens, cache_write_tokens},
+// output_tokens, output_tokens_details {reasoning_tokens},
+// total_tokens} from Reply.Usage (Cached ⊂ Prompt, Reasoning ⊂
+// Completion) or derived. FinishReason "length" (or a derived answer
+// over max_output_tokens) makes the response incomplete with reason
+// max_output_tokens, "content_filter" with reason content_filter.
+//
+// A streamed answer ("stream": true) is named SSE events (`event: <type>`
+// then `data: <json>`, each with "type" and "sequence_number" from 0):
+// response.created, response.in_progress, then per item
+// response.output_item.added, its deltas (reasoning_summary_part.added /
+// reasoning_summary_text.delta / .done / reasoning_summary_part.done;
+// web_search_call.in_progress / .searching / .completed;
+// content_part.added / output_text.delta / output_text.done /
+// content_part.done; function_call_arguments.delta / .done) and
+// response.output_item.done, and last response.completed (or
+// response.incomplete) carrying the whole response with its usage; no
+// [DONE]. Deltas carry an obfuscation string unless
+// stream_options.include_obfuscation is false. The stream faults apply,
+// counted in events: MidStreamError sends {"type":"error","code",
+// "message","param"} after AfterChunks events, or with
+// [StreamError.Failed] a response.failed event (status "failed", error
+// {code, message}); CutAfterChunks, EndAfterChunks and StallAfterChunks
+// as on chat.
+//
+// Refusals, with the API's wording and {"error":{…}} shape: a top-level
+// parameter the API does not know (400 unknown_parameter; the API's
+// CreateResponse fields and client_metadata are known), a missing model,
+// max_output_tokens below 16, previous_response_id (400
+// previous_response_not_found: the fake stores no response), an input
+// over a catalogued model's context window (400 context_length_exceeded,
+// "Your input exceeds the context window of this model…",
+// [ResponsesContextLengthExceeded]), and the pairing rules of a tool
+// loop, checked against what the fake answered before:
+//
+//   - a function_call_output (or custom_tool_call_output) whose call is
+//     not in the input: 400 "No tool call found for function call output
+//     with call_id call_….", param input;
+//   - a function_call the fake issued right after a reasoning item, sent
+//     back without that reasoning item before it: 400 "Item 'fc_…' of
+//     type 'function_call' was provided without its required 'reasoning'
+//     item: 'rs_…'.", param input, code null. The reasoning item is
+//     matched by its encrypted_content when the fake issued one (a
+//     stateless client sends the items without ids, as Codex does), else
+//     by its id (or an item_reference to it). A gateway that drops,
+//     rewrites or re-encodes reasoning items fails here, as it would
+//     against the API.
+//
+// # Driving a client's tool loop (Codex)
+//
+// A three-turn loop of a stateless client (store false, include
+// reasoning.encrypted_content, streamed) is scripted by three replies:
+//
+//	fake := openaifake.New(openaifake.WithAPIKey(key))
+//	fake.EnqueueResponses(
+//		openaifake.ReasoningToolCallReply("Look first.", "shell", `{"command":["ls"]}`),
+//		openaifake.ReasoningToolCallReply("Now read it.", "shell", `{"command":["cat","go.mod"]}`),
+//		openaifake.Reply{Reasoning: "Done.", Text: "The module is example.com/m."},
+//	)
+//
+// Point the client (or the gateway's openai provider, base_url
+// fake.URL()+"/v1") at it. Turns 2 and 3 succeed only if the client's
+// input carries each earlier reasoning item (with its encrypted_content)
+// before its function_call, and a function_call_output for each call.
+// Tool names and argument shapes are whatever the client declared: the
+// fake does not check them against the request's tools. Afterwards
+// [Server.Requests] gives each turn; [Recorded.Input] flattens its input
+// items ([InputItem]: type, role, text, call_id, name, arguments,
+// encrypted_content), [Recorded.Include] its include list, and Header the
+// headers as they arrived. A Reply with WebSearches adds web_search_call
+// items; Usage scripts exact counts (Cached, Reasoning).
 //
 // # Ollama ([FlavorOllama])
 //
@@ -207,7 +308,10 @@
 // or structured outputs, stop sequences, seeds, prompt caching (cached
 // counts are whatever the script says), refusals, audio, annotations or
 // moderation, emit reasoning text (Ollama's delta.reasoning, vLLM's
-// reasoning_content), serve the Responses, Completions or Embeddings APIs,
+// reasoning_content), serve the Completions or Embeddings APIs (nor the
+// Responses API on Ollama or vLLM, nor its stored responses, background
+// mode, conversations, custom or hosted tools other than web search
+// results, or a reasoning item's real content),
 // Ollama's native /api routes other than /api/version, or vLLM's extra
 // parameters (continuous_usage_stats, return_token_ids, guided decoding).
 // Rate limits are never enforced on their own (a 429 happens only when

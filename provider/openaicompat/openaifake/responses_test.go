@@ -382,3 +382,34 @@ func TestChatServiceTierEcho(t *testing.T) {
 		t.Errorf("auto: service_tier %q", cc.ServiceTier)
 	}
 }
+
+// Without encrypted content a reasoning item is matched by its id, sent
+// as the item or as an item_reference; a custom tool's output needs its
+// call too.
+func TestResponsesPairingByID(t *testing.T) {
+	fake := start(t)
+	hdr := map[string]string{"Content-Type": "application/json"}
+	fake.EnqueueResponses(ReasoningToolCallReply("", "shell", `{}`), ReasoningToolCallReply("", "shell", `{}`))
+	_, body := raw(t, fake, "POST", "/v1/responses", hdr, `{"model":"gpt-5-mini","input":"go"}`)
+	out := decodeMap(t, body)["output"].([]any)
+	rsID := path(out[0], "id").(string)
+	fc := out[1].(map[string]any)
+	call := `{"type":"function_call","call_id":"` + fc["call_id"].(string) + `","name":"shell","arguments":"{}"},{"type":"function_call_output","call_id":"` + fc["call_id"].(string) + `","output":"ok"}`
+	for _, tc := range []struct {
+		name, input string
+		status      int
+	}{
+		{"reference", `[{"type":"item_reference","id":"` + rsID + `"},` + call + `]`, 200},
+		{"item by id", `[{"type":"reasoning","id":"` + rsID + `","summary":[]},` + call + `]`, 200},
+		{"missing", `[` + call + `]`, 400},
+		{"custom output alone", `[{"type":"custom_tool_call_output","call_id":"call_nope","output":"x"}]`, 400},
+	} {
+		resp, body := raw(t, fake, "POST", "/v1/responses", hdr, `{"model":"gpt-5-mini","input":`+tc.input+`}`)
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s: %d %s", tc.name, resp.StatusCode, body)
+		}
+		if tc.name == "custom output alone" && !strings.Contains(string(body), "No tool call found for custom tool call output with call_id call_nope.") {
+			t.Errorf("custom: %s", body)
+		}
+	}
+}
