@@ -474,3 +474,27 @@ func TestChatRelayedToOpenAI(t *testing.T) {
 		t.Errorf("ledger %+v, %v; want one row with the reported usage", rows, err)
 	}
 }
+
+// TestRelayedStreamCutSettlesWhatWasBilled: a relayed stream the provider
+// cuts after content ends with the protocol's error event (never a
+// message_stop it did not send), and the ledger settles what the provider
+// can bill for what it sent.
+func TestRelayedStreamCutSettlesWhatWasBilled(t *testing.T) {
+	w := newWorld(t, withLedger, only("claude"))
+	w.anth.Enqueue(anthropicfake.Reply{Text: strings.Repeat("words and more words ", 40), CutAfterEvents: 6})
+	body := `{"model":"claude-sonnet-4-6","max_tokens":500,"stream":true,"messages":[{"role":"user","content":"write"}]}`
+	resp, got := w.sendRaw(t, "/v1/messages", body, "anthropic-version", "2023-06-01")
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, got)
+	}
+	if !strings.Contains(string(got), "event: message_start") || strings.Contains(string(got), "event: message_stop") || !strings.HasSuffix(string(got), "\n\n") || !strings.Contains(string(got), "event: error") {
+		t.Errorf("a cut stream reached the client as:\n%s", got)
+	}
+	rows, err := w.store.Attempts(ctxT(t), ledger.Filter{})
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("rows %d, %v", len(rows), err)
+	}
+	if r := rows[0]; r.Outcome != "network" || r.InputTokens == 0 || r.OutputTokens == 0 || r.Cost == 0 {
+		t.Errorf("ledger row %+v; want the cut attempt billed for what was sent", r)
+	}
+}
