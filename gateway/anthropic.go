@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -762,6 +763,21 @@ func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request) {
 	if err := call.Request.Validate(); err != nil {
 		p.writeError(w, r, classify(ctx, err))
 		return
+	}
+	// An Anthropic provider counts itself, for free: relayed as sent.
+	if c, ok := g.opts.Orchestrator.(interface {
+		CountTokens(context.Context, orchestrator.Call) (*provider.NativeReply, bool, error)
+	}); ok && call.Request.Native != nil {
+		rep, relayed, err := c.CountTokens(ctx, call)
+		switch {
+		case relayed && err != nil:
+			writeFailure(w, r, p, err)
+			return
+		case relayed:
+			servedHeaders(w.Header(), "", call.Request.Model)
+			writeNative(w, r, rep, 0)
+			return
+		}
 	}
 	prov := ""
 	tr := g.opts.Orchestrator.Route(ctx, call)

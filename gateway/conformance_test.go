@@ -12,7 +12,6 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/cortexbuild/cortexbuild/gateway"
-	"github.com/cortexbuild/cortexbuild/gateway/internal/nativecorpus"
 	"github.com/cortexbuild/cortexbuild/ledger"
 	"github.com/cortexbuild/cortexbuild/pricing"
 	"github.com/cortexbuild/cortexbuild/provider"
@@ -35,12 +34,9 @@ func TestPassthroughConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range loadCorpus(t) {
-		if e.Protocol == nativecorpus.ProtoCountTokens {
-			continue // counted by the gateway, offline: nothing is relayed
-		}
 		t.Run(strings.TrimSuffix(e.File, ".json"), func(t *testing.T) {
 			vendor, ns := "claude", "anthropic"
-			if e.Protocol != provider.ProtoMessages {
+			if e.Protocol != provider.ProtoMessages && e.Protocol != provider.ProtoCountTokens {
 				vendor, ns = "gpt", "openai"
 			}
 			var fields []string
@@ -61,7 +57,12 @@ func TestPassthroughConformance(t *testing.T) {
 				}
 			}
 			if vendor == "claude" {
-				w.anth.Enqueue(anthropicfake.Reply{Status: e.Response.Status, RawBody: string(e.Response.Body), RawContentType: ct, Headers: headers})
+				r := anthropicfake.Reply{Status: e.Response.Status, RawBody: string(e.Response.Body), RawContentType: ct, Headers: headers}
+				if e.Protocol == provider.ProtoCountTokens {
+					w.anth.EnqueueRoute(anthropicfake.RouteCountTokens, r)
+				} else {
+					w.anth.Enqueue(r)
+				}
 			} else {
 				r := openaifake.Reply{Status: e.Response.Status, RawBody: string(e.Response.Body), RawContentType: ct, Headers: headers}
 				if e.Protocol == provider.ProtoResponses {
@@ -129,6 +130,13 @@ func TestPassthroughConformance(t *testing.T) {
 			}
 
 			rows, err := w.store.Attempts(ctxT(t), ledger.Filter{})
+			if e.Protocol == provider.ProtoCountTokens {
+				// Free: counted by the provider, recorded nowhere.
+				if err != nil || len(rows) != 0 {
+					t.Errorf("ledger rows %d, %v for a count; want none", len(rows), err)
+				}
+				return
+			}
 			if err != nil || len(rows) != 1 {
 				t.Fatalf("ledger rows %d, %v; want 1", len(rows), err)
 			}

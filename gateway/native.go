@@ -35,6 +35,8 @@ func nativeProtocol(path string) provider.Protocol {
 		return provider.ProtoChat
 	case "/v1/responses":
 		return provider.ProtoResponses
+	case "/v1/messages/count_tokens":
+		return provider.ProtoCountTokens
 	}
 	return ""
 }
@@ -52,7 +54,7 @@ func relayedRequestHeaders(h http.Header, p provider.Protocol) http.Header {
 		ck := http.CanonicalHeaderKey(k)
 		var pass bool
 		switch p {
-		case provider.ProtoMessages:
+		case provider.ProtoMessages, provider.ProtoCountTokens:
 			pass = strings.HasPrefix(ck, "Anthropic-")
 		case provider.ProtoChat, provider.ProtoResponses:
 			pass = ck == "Openai-Beta" || ck == "X-Client-Request-Id"
@@ -170,6 +172,8 @@ func minimalDecode(p provider.Protocol, body []byte) (*decoded, error) {
 		}
 	}
 	switch p {
+	case provider.ProtoCountTokens:
+		texts(root.Get("system"))
 	case provider.ProtoMessages:
 		ok, err := limit("max_tokens")
 		if err != nil {

@@ -498,3 +498,28 @@ func TestRelayedStreamCutSettlesWhatWasBilled(t *testing.T) {
 		t.Errorf("ledger row %+v; want the cut attempt billed for what was sent", r)
 	}
 }
+
+// TestCountTokensRelayed: on an Anthropic route the provider counts, for
+// free (the request as sent, its answer as it came, no ledger row); on a
+// route to another vendor the gateway counts offline.
+func TestCountTokensRelayed(t *testing.T) {
+	w := newWorld(t, withLedger, serveOn("claude"))
+	body := `{"model":"claude-sonnet-4-6","messages":[{"role":"user","content":"How many tokens is this?"}],"tools":[{"type":"web_search_20250305","name":"web_search"}]}`
+	resp, got := w.sendRaw(t, "/v1/messages/count_tokens", body, "anthropic-version", "2023-06-01")
+	if resp.StatusCode != 200 || resp.Header.Get(gateway.HeaderRelayed) != "anthropic.count_tokens" {
+		t.Fatalf("status %d, relayed %q: %s", resp.StatusCode, resp.Header.Get(gateway.HeaderRelayed), got)
+	}
+	reqs := w.anth.Requests()
+	if len(reqs) != 1 || reqs[0].Path != "/v1/messages/count_tokens" {
+		t.Fatalf("upstream %+v", reqs)
+	}
+	sameJSONExcept(t, reqs[0].Body, []byte(body), "model")
+	if rows, err := w.store.Attempts(ctxT(t), ledger.Filter{}); err != nil || len(rows) != 0 {
+		t.Errorf("a count made %d ledger rows (%v)", len(rows), err)
+	}
+	x := newWorld(t, only("gpt"))
+	resp, got = x.sendRaw(t, "/v1/messages/count_tokens", body, "anthropic-version", "2023-06-01")
+	if resp.StatusCode != 200 || resp.Header.Get(gateway.HeaderRelayed) != "" || len(x.oai.Requests()) != 0 || !strings.Contains(string(got), "input_tokens") {
+		t.Errorf("offline count: %d %q %s", resp.StatusCode, resp.Header.Get(gateway.HeaderRelayed), got)
+	}
+}

@@ -276,10 +276,11 @@ func TestAnthropicStreamServedByOpenAI(t *testing.T) {
 	}
 }
 
-// Both SDKs list the models the mapping exposes, and count_tokens counts
-// offline without calling a provider.
+// Both SDKs list the models the mapping exposes, and count_tokens on a
+// translating route counts offline without calling a provider
+// (TestCountTokensRelayed: an Anthropic route relays it).
 func TestModelsAndCountTokens(t *testing.T) {
-	w := newWorld(t, withGateway(func(o *gateway.Options) {
+	w := newWorld(t, translating, withGateway(func(o *gateway.Options) {
 		o.CountTokens = func(prov string, _ *provider.Request) int64 {
 			if prov == "claude" {
 				return 1234

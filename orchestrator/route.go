@@ -230,6 +230,31 @@ func (o *Orchestrator) Route(ctx context.Context, c Call) Trace {
 	return o.route(&c, tier, c.Needs.Union(c.Request.RequiredCapabilities()))
 }
 
+// CountTokens relays a token count request in its client's protocol
+// ([provider.ProtoCountTokens]) to the first candidate of c that counts
+// natively ([provider.NativeCounter]), after the locality gate: the
+// provider counts, for free, so nothing is reserved or recorded. ok is
+// false when no candidate counts natively (the caller counts offline).
+func (o *Orchestrator) CountTokens(ctx context.Context, c Call) (rep *provider.NativeReply, ok bool, err error) {
+	tr := o.Route(ctx, c)
+	for _, k := range tr.Kept() {
+		nc, counts := k.endpoint.Adapter.(provider.NativeCounter)
+		if !counts || !k.Native {
+			continue
+		}
+		if o.s.Gate != nil {
+			if err := o.s.Gate.Check(ctx, k.Provider, o.baseURL(k.endpoint)); err != nil {
+				return nil, true, &Error{Err: err}
+			}
+		}
+		req := c.Request
+		req.Model, req.Tier = k.Model, k.Tier
+		rep, err := nc.CountNative(ctx, &req)
+		return rep, true, err
+	}
+	return nil, false, nil
+}
+
 // Estimate asks the named provider for an upper bound of req's cost.
 func (o *Orchestrator) Estimate(providerName string, req *provider.Request) (provider.Money, error) {
 	ep := o.endpoints()[providerName]

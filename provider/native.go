@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"context"
 	"net/http"
 	"strings"
 )
@@ -18,6 +19,9 @@ const (
 	ProtoChat Protocol = "openai.chat"
 	// ProtoResponses is OpenAI's Responses API (POST /v1/responses).
 	ProtoResponses Protocol = "openai.responses"
+	// ProtoCountTokens is the Messages API's token count (POST
+	// /v1/messages/count_tokens): free, never billed (see [NativeCounter]).
+	ProtoCountTokens Protocol = "anthropic.count_tokens"
 )
 
 // Native is a request as a client sent it in a provider's own protocol.
@@ -60,6 +64,14 @@ type Native struct {
 type NativeSpeaker interface {
 	// SpeaksNative reports whether requests in p go to model as they are.
 	SpeaksNative(p Protocol, model string) bool
+}
+
+// NativeCounter is implemented by adapters that relay a token count
+// request ([ProtoCountTokens]) as sent: the provider counts, nothing is
+// billed. The reply is the provider's, an error status included; an error
+// is a failure to get one.
+type NativeCounter interface {
+	CountNative(ctx context.Context, req *Request) (*NativeReply, error)
 }
 
 // SpeaksNative reports whether a speaks req's native protocol for model.

@@ -24,7 +24,39 @@ var _ provider.NativeSpeaker = (*Adapter)(nil)
 // SpeaksNative reports whether requests in protocol p go to model as the
 // client sent them: Messages API requests do, for every model.
 func (a *Adapter) SpeaksNative(p provider.Protocol, model string) bool {
-	return p == provider.ProtoMessages
+	return p == provider.ProtoMessages || p == provider.ProtoCountTokens
+}
+
+var _ provider.NativeCounter = (*Adapter)(nil)
+
+// countPath is the token count endpoint, relative to the base URL.
+const countPath = "v1/messages/count_tokens"
+
+// CountNative relays a count_tokens request as the client sent it, with
+// the model the router chose, and returns the provider's answer as it
+// came: an error status is a reply, not an error.
+func (a *Adapter) CountNative(ctx context.Context, req *provider.Request) (*provider.NativeReply, error) {
+	model := a.base.Model(req)
+	unlimited := *req
+	unlimited.MaxTokens = 0 // a count has no output limit
+	body, edits, err := adapterkit.NativeBody(&unlimited, model)
+	if err != nil {
+		return nil, a.base.BadRequest(model, err.Error())
+	}
+	actx, cancel := a.base.Attempt(ctx, req)
+	defer cancel()
+	var raw *http.Response
+	var out []byte
+	opts := append([]option.RequestOption{option.WithRequestTimeout(a.base.AttemptTimeout(req)), option.WithResponseInto(&raw)},
+		headerOptions(req.Native.Header)...)
+	err = a.client.Post(actx, countPath, body, &out, opts...)
+	if rep := errorReply(err, edits); rep != nil {
+		return rep, nil
+	}
+	if err != nil {
+		return nil, a.classify(actx, err, model)
+	}
+	return &provider.NativeReply{Status: raw.StatusCode, Header: provider.EndToEnd(raw.Header), Body: out, Edits: edits}, nil
 }
 
 // beginNative prepares a relayed request ([provider.Native]): the

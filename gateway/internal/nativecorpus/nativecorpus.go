@@ -52,7 +52,7 @@ import (
 
 // ProtoCountTokens is Anthropic's token-counting endpoint (POST
 // /v1/messages/count_tokens), which Claude Code calls besides Messages.
-const ProtoCountTokens provider.Protocol = "anthropic.count_tokens"
+const ProtoCountTokens = provider.ProtoCountTokens
 
 // Redacted is the value every credential header holds in the corpus (after
 // the scheme, for Authorization: "Bearer REDACTED"). A test that replays a

@@ -219,6 +219,10 @@ func (s *Server) Handler() http.Handler { return s }
 // on a reply that cannot be sent (e.g. a tool Input that is not an object).
 func (s *Server) Enqueue(replies ...Reply) { s.kit.EnqueueRoute(RouteMessages, replies...) }
 
+// EnqueueRoute appends replies for route (RouteCountTokens, RouteModels):
+// see the package doc for what of a reply they use.
+func (s *Server) EnqueueRoute(route Route, replies ...Reply) { s.kit.EnqueueRoute(route, replies...) }
+
 const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 // newID returns prefix followed by n random base62 characters, the shape
