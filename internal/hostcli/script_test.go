@@ -297,8 +297,106 @@ func anthropicReply(r anthropicfake.Recorded) anthropicfake.Reply {
 	return anthropicfake.Reply{ToolUses: []anthropicfake.ToolUse{{Name: m.tool, Input: args}}}
 }
 
-func chatReply(r openaifake.Recorded) openaifake.Reply {
-	m := play(chatConvo(r.Body))
+// responsesConvo reads a Responses request: the system prompt is its
+// instructions and developer (or system) messages, the first user text
+// every user message before the first item of another kind (Codex sends
+// its context and the prompt as separate messages).
+func responsesConvo(body []byte) convo {
+	var req struct {
+		Instructions string `json:"instructions"`
+		Tools        []struct {
+			Name  string `json:"name"`
+			Tools []struct {
+				Name string `json:"name"`
+			} `json:"tools"`
+		} `json:"tools"`
+		Input json.RawMessage `json:"input"`
+	}
+	_ = json.Unmarshal(body, &req)
+	c := convo{tools: map[string]bool{}}
+	for _, t := range req.Tools {
+		if t.Name != "" {
+			c.tools[t.Name] = true
+		}
+		for _, n := range t.Tools { // a namespace's tools
+			c.tools[n.Name] = true
+		}
+	}
+	var items []struct {
+		Type    string          `json:"type"`
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+		CallID  string          `json:"call_id"`
+		Name    string          `json:"name"`
+		Output  json.RawMessage `json:"output"`
+	}
+	if json.Unmarshal(req.Input, &items) != nil {
+		c.firstUser = textOf(req.Input)
+	}
+	system := []string{req.Instructions}
+	names := map[string]string{}
+	leading := true // still in the user messages that open the conversation
+	for i, it := range items {
+		if it.Type == "" && it.Role != "" {
+			it.Type = "message"
+		}
+		switch {
+		case it.Type == "message" && (it.Role == "system" || it.Role == "developer"):
+			system = append(system, textOf(it.Content))
+		case it.Type == "message" && it.Role == "user":
+			if leading {
+				c.firstUser += textOf(it.Content) + "\n"
+			} else if strings.Contains(textOf(it.Content), criticAnswer) {
+				c.heard = true
+			}
+		case it.Type == "function_call" || it.Type == "custom_tool_call":
+			leading = false
+			names[it.CallID] = it.Name
+			if _, ok := spawnTools[it.Name]; ok {
+				c.spawned = true
+			}
+		case it.Type == "function_call_output" || it.Type == "custom_tool_call_output":
+			leading = false
+			r := &toolResult{tool: names[it.CallID], content: textOf(it.Output)}
+			c.heard = c.heard || strings.Contains(r.content, criticAnswer)
+			if i == len(items)-1 {
+				c.last = r
+			}
+		default:
+			leading = false
+		}
+	}
+	c.system = strings.Join(system, "\n\n")
+	return c
+}
+
+// openaiConvo reads a request to the OpenAI provider, in Chat Completions
+// or the Responses API: the gateway relays a Responses request as it came.
+func openaiConvo(r openaifake.Recorded) convo {
+	if strings.HasSuffix(r.Path, "/responses") {
+		return responsesConvo(r.Body)
+	}
+	return chatConvo(r.Body)
+}
+
+// openaiBodyConvo is openaiConvo for a body alone, told by its shape.
+func openaiBodyConvo(body []byte) convo {
+	var probe struct {
+		Messages json.RawMessage `json:"messages"`
+	}
+	if json.Unmarshal(body, &probe) == nil && probe.Messages == nil {
+		return responsesConvo(body)
+	}
+	return chatConvo(body)
+}
+
+// openaiReply plays the OpenAI provider, on either route.
+func openaiReply(r openaifake.Recorded) openaifake.Reply {
+	c := openaiConvo(r)
+	if rep, ok := codexLoopReply(r, c); ok {
+		return rep
+	}
+	m := play(c)
 	if m.tool == "" {
 		return openaifake.TextReply(m.text)
 	}
