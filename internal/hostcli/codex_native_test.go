@@ -467,18 +467,13 @@ func checkCodexCosts(t *testing.T, turns []codexTurn, rows []ledger.AttemptRow) 
 	}
 }
 
-// codexSession is the session id Codex sent with a request: its
-// session_id header (Session-Id once Go has read it).
+// codexSession is the session id Codex sent with a request: 0.171 sends
+// it as session-id (older versions as session_id).
 func codexSession(h http.Header) string {
-	for _, k := range []string{"Session-Id", "Session_id", "session_id"} {
-		if v := h.Get(k); v != "" {
-			return v
-		}
-		if v := h[k]; len(v) > 0 {
-			return v[0]
-		}
+	if v := h.Get("Session-Id"); v != "" {
+		return v
 	}
-	return ""
+	return h.Get("Session_id")
 }
 
 // checkCodexSession checks that every turn's ledger row carries Codex's
