@@ -116,7 +116,7 @@ func newWorldWith(t *testing.T, before func(*world)) *world {
 	t.Helper()
 	w := &world{dir: t.TempDir(), home: t.TempDir(), agent: "planner"}
 	w.claude = anthropicfake.New(anthropicfake.WithAPIKey(anthropicKey), anthropicfake.WithDefaultReply(anthropicReply))
-	w.gpt = openaifake.New(openaifake.WithAPIKey(openAIKey), openaifake.WithDefaultReply(chatReply))
+	w.gpt = openaifake.New(openaifake.WithAPIKey(openAIKey), openaifake.WithDefaultReply(openaiReply))
 	t.Cleanup(func() { w.claude.Close(); w.gpt.Close() })
 	config := fmt.Sprintf(`orchestration: true
 project: hostcli
@@ -236,7 +236,7 @@ func (w *world) upstream() string {
 		fmt.Fprintf(&b, "claude: %s tools=%d first=%.80q last=%v\n", r.Path, len(c.tools), c.firstUser, c.last)
 	}
 	for _, r := range w.gpt.Requests() {
-		c := chatConvo(r.Body)
+		c := openaiConvo(r)
 		fmt.Fprintf(&b, "gpt: %s tools=%d first=%.80q last=%v\n", r.Path, len(c.tools), c.firstUser, c.last)
 	}
 	return b.String()
@@ -310,7 +310,11 @@ func (w *world) claudeCodeAt(t *testing.T, task, base string) run {
 	}
 }
 
-func (w *world) codexCLI(t *testing.T, task string) run {
+func (w *world) codexCLI(t *testing.T, task string) run { return w.codexCLIAt(t, task, w.base, "") }
+
+// codexCLIAt is Codex's recipe with the gateway at base (a tap in front of
+// it, say) and more top-level settings of config.toml in extra.
+func (w *world) codexCLIAt(t *testing.T, task, base, extra string) run {
 	bin := binary(t, "codex")
 	codexHome := filepath.Join(w.home, ".codex")
 	if err := os.MkdirAll(codexHome, 0o700); err != nil {
@@ -320,7 +324,7 @@ func (w *world) codexCLI(t *testing.T, task string) run {
 	// general tools, whose spawn_agent takes the rendered role.
 	config := fmt.Sprintf(`model = %q
 model_provider = "cortexbuild"
-
+%s
 [model_providers.cortexbuild]
 name = "CortexBuild gateway"
 base_url = "%s/v1"
@@ -333,7 +337,7 @@ enabled = false
 
 [projects.%q]
 trust_level = "trusted"
-`, w.agent, w.base, w.agent, task, w.dir)
+`, w.agent, extra, base, w.agent, task, w.dir)
 	if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +386,7 @@ func scenarios(t *testing.T, w *world, readOnly bool, run run) {
 	for _, r := range w.gpt.Requests() {
 		bodies = append(bodies, r.Body)
 	}
-	shells := criticShell(bodies, chatConvo)
+	shells := criticShell(bodies, openaiBodyConvo)
 	_, err := os.Stat(filepath.Join(w.dir, criticFile))
 	wrote := err == nil
 	switch {

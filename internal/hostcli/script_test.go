@@ -39,6 +39,16 @@ type convo struct {
 	// critic's answer reached the conversation (a tool result or a
 	// host's notification).
 	spawned, heard bool
+	// kinds are the Responses tools that a call must name in their own
+	// way: a custom tool's, or one in a namespace.
+	kinds map[string]toolKind
+}
+
+// toolKind is how a Responses tool is called: a custom (freeform) tool
+// takes text, a namespace's tool is called with its namespace.
+type toolKind struct {
+	custom    bool
+	namespace string
 }
 
 type toolResult struct{ tool, content string }
@@ -297,11 +307,129 @@ func anthropicReply(r anthropicfake.Recorded) anthropicfake.Reply {
 	return anthropicfake.Reply{ToolUses: []anthropicfake.ToolUse{{Name: m.tool, Input: args}}}
 }
 
-func chatReply(r openaifake.Recorded) openaifake.Reply {
-	m := play(chatConvo(r.Body))
+// responsesTool is a tool of a Responses request: a function or custom
+// tool, or a namespace of them.
+type responsesTool struct {
+	Type  string          `json:"type"`
+	Name  string          `json:"name"`
+	Tools []responsesTool `json:"tools"`
+}
+
+// responsesConvo reads a Responses request: the system prompt is its
+// instructions and developer (or system) messages, the first user text
+// every user message before the first item of another kind (Codex sends
+// its context and the prompt as separate messages), the tools those of
+// the request and of its additional_tools items (Codex's code mode).
+func responsesConvo(body []byte) convo {
+	var req struct {
+		Instructions string          `json:"instructions"`
+		Tools        []responsesTool `json:"tools"`
+		Input        json.RawMessage `json:"input"`
+	}
+	_ = json.Unmarshal(body, &req)
+	c := convo{tools: map[string]bool{}, kinds: map[string]toolKind{}}
+	var declare func(tools []responsesTool, namespace string)
+	declare = func(tools []responsesTool, namespace string) {
+		for _, t := range tools {
+			if t.Type == "namespace" {
+				declare(t.Tools, t.Name)
+				continue
+			}
+			if t.Name != "" {
+				c.tools[t.Name] = true
+				c.kinds[t.Name] = toolKind{custom: t.Type == "custom", namespace: namespace}
+			}
+		}
+	}
+	declare(req.Tools, "")
+	var items []struct {
+		Type    string          `json:"type"`
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+		CallID  string          `json:"call_id"`
+		Name    string          `json:"name"`
+		Output  json.RawMessage `json:"output"`
+		Tools   []responsesTool `json:"tools"`
+	}
+	if json.Unmarshal(req.Input, &items) != nil {
+		c.firstUser = textOf(req.Input)
+	}
+	system := []string{req.Instructions}
+	names := map[string]string{}
+	leading := true // still in the user messages that open the conversation
+	for i, it := range items {
+		if it.Type == "" && it.Role != "" {
+			it.Type = "message"
+		}
+		switch {
+		case it.Type == "additional_tools":
+			declare(it.Tools, "")
+		case it.Type == "message" && (it.Role == "system" || it.Role == "developer"):
+			system = append(system, textOf(it.Content))
+		case it.Type == "message" && it.Role == "user":
+			if leading {
+				c.firstUser += textOf(it.Content) + "\n"
+			} else if strings.Contains(textOf(it.Content), criticAnswer) {
+				c.heard = true
+			}
+		case it.Type == "function_call" || it.Type == "custom_tool_call":
+			leading = false
+			names[it.CallID] = it.Name
+			if _, ok := spawnTools[it.Name]; ok {
+				c.spawned = true
+			}
+		case it.Type == "function_call_output" || it.Type == "custom_tool_call_output":
+			leading = false
+			r := &toolResult{tool: names[it.CallID], content: textOf(it.Output)}
+			c.heard = c.heard || strings.Contains(r.content, criticAnswer)
+			if i == len(items)-1 {
+				c.last = r
+			}
+		default:
+			leading = false
+		}
+	}
+	c.system = strings.Join(system, "\n\n")
+	return c
+}
+
+// openaiConvo reads a request to the OpenAI provider, in Chat Completions
+// or the Responses API: the gateway relays a Responses request as it came.
+func openaiConvo(r openaifake.Recorded) convo {
+	if strings.HasSuffix(r.Path, "/responses") {
+		return responsesConvo(r.Body)
+	}
+	return chatConvo(r.Body)
+}
+
+// openaiBodyConvo is openaiConvo for a body alone, told by its shape.
+func openaiBodyConvo(body []byte) convo {
+	var probe struct {
+		Messages json.RawMessage `json:"messages"`
+	}
+	if json.Unmarshal(body, &probe) == nil && probe.Messages == nil {
+		return responsesConvo(body)
+	}
+	return chatConvo(body)
+}
+
+// openaiReply plays the OpenAI provider, on either route.
+func openaiReply(r openaifake.Recorded) openaifake.Reply {
+	c := openaiConvo(r)
+	if rep, ok := codexLoopReply(r, c); ok {
+		return rep
+	}
+	m := play(c)
 	if m.tool == "" {
 		return openaifake.TextReply(m.text)
 	}
 	args, _ := json.Marshal(m.args)
-	return openaifake.Reply{ToolCalls: []openaifake.ToolCall{{Name: m.tool, Arguments: string(args)}}}
+	call := openaifake.ToolCall{Name: m.tool, Arguments: string(args)}
+	if k, ok := c.kinds[m.tool]; ok { // a relayed Responses request
+		call.Namespace = k.namespace
+		if input, _ := m.args["input"].(string); k.custom {
+			call.Custom, call.Arguments = true, input
+		}
+	}
+	return openaifake.Reply{ToolCalls: []openaifake.ToolCall{call}}
 }

@@ -123,7 +123,12 @@
 //   - a message item (msg_…) with one output_text part of Reply.Text,
 //     when there is text or no tool call;
 //   - one function_call item per Reply.ToolCalls ({"id":"fc_<50 hex>",
-//     "call_id": ToolCall.ID or call_<24 base62>, "name", "arguments"}).
+//     "call_id": ToolCall.ID or call_<24 base62>, "name", "arguments"}),
+//     or, for a ToolCall with Custom, a custom_tool_call item
+//     ({"id":"ctc_<50 hex>","call_id","input","name"}, its input
+//     ToolCall.Arguments as text); either with "namespace" when the
+//     ToolCall has one (a tool of a namespace the request declared, such
+//     as Codex's multi_agent_v1, or functions in its code mode).
 //
 // The response object lists every field the API returns, echoing the
 // request's (instructions, tools, tool_choice, store, prompt_cache_key,
@@ -143,7 +148,8 @@
 // reasoning_summary_text.delta / .done / reasoning_summary_part.done;
 // web_search_call.in_progress / .searching / .completed;
 // content_part.added / output_text.delta / output_text.done /
-// content_part.done; function_call_arguments.delta / .done) and
+// content_part.done; function_call_arguments.delta / .done;
+// custom_tool_call_input.delta / .done) and
 // response.output_item.done, and last response.completed (or
 // response.incomplete) carrying the whole response with its usage; no
 // [DONE]. Deltas carry an obfuscation string unless
@@ -167,10 +173,11 @@
 //   - a function_call_output (or custom_tool_call_output) whose call is
 //     not in the input: 400 "No tool call found for function call output
 //     with call_id call_….", param input;
-//   - a function_call the fake issued right after a reasoning item, sent
-//     back without that reasoning item before it: 400 "Item 'fc_…' of
-//     type 'function_call' was provided without its required 'reasoning'
-//     item: 'rs_…'.", param input, code null. The reasoning item is
+//   - a function_call (or custom_tool_call) the fake issued right after
+//     a reasoning item, sent back without that reasoning item before it:
+//     400 "Item 'fc_…' of type 'function_call' was provided without its
+//     required 'reasoning' item: 'rs_…'.", param input, code null. The
+//     reasoning item is
 //     matched by its encrypted_content when the fake issued one (a
 //     stateless client sends the items without ids, as Codex does), else
 //     by its id (or an item_reference to it). A gateway that drops,
@@ -310,8 +317,9 @@
 // moderation, emit reasoning text (Ollama's delta.reasoning, vLLM's
 // reasoning_content), serve the Completions or Embeddings APIs (nor the
 // Responses API on Ollama or vLLM, nor its stored responses, background
-// mode, conversations, custom or hosted tools other than web search
-// results, or a reasoning item's real content),
+// mode, conversations, hosted tools other than web search results,
+// custom tool calls on Chat Completions, or a reasoning item's real
+// content),
 // Ollama's native /api routes other than /api/version, or vLLM's extra
 // parameters (continuous_usage_stats, return_token_ids, guided decoding).
 // Rate limits are never enforced on their own (a 429 happens only when

@@ -125,7 +125,16 @@ type ToolCall struct {
 	// (OpenAI verbatim, Ollama compacted, vLLM re-spaced as Python's
 	// json.dumps writes it, when it is valid JSON). Empty means "{}". It
 	// need not be valid JSON, to test clients on malformed arguments.
+	// For a Custom call it is the call's input text, sent as it is.
 	Arguments string
+	// Custom makes the call, on the Responses API, a custom_tool_call
+	// item (id ctc_<50 hex>) of a custom (freeform) tool, whose input is
+	// Arguments. Chat Completions ignores it: the call is a function call.
+	Custom bool
+	// Namespace, on the Responses API, is the namespace of the tool called
+	// (a tool of a {"type":"namespace"} the request declared), sent as the
+	// item's namespace. Chat Completions ignores it.
+	Namespace string
 }
 
 // Usage is the token accounting of a reply. Cached is part of Prompt and

@@ -404,7 +404,7 @@ func (s *Server) remember(res *respResolved) {
 		switch it.typ {
 		case "reasoning":
 			rs = it
-		case "function_call":
+		case "function_call", "custom_tool_call":
 			iss := issuedCall{fcID: it.id}
 			if rs != nil {
 				iss.rsID, iss.encrypted = rs.id, rs.encrypted
@@ -417,13 +417,14 @@ func (s *Server) remember(res *respResolved) {
 
 // respItem is one output item of a resolved Responses answer.
 type respItem struct {
-	typ       string // reasoning, web_search_call, message, function_call
+	typ       string // reasoning, web_search_call, message, function_call, custom_tool_call
 	id        string
 	text      string // message text, reasoning summary, web search query
 	encrypted string // reasoning
 	callID    string
 	name      string
-	arguments string
+	namespace string
+	arguments string // a function call's arguments, a custom tool call's input
 }
 
 // respResolved is a success Reply with every default filled in.
@@ -472,9 +473,13 @@ func (s *Server) resolveResponse(reply Reply, req *responsesRequest, body []byte
 		res.items = append(res.items, respItem{typ: "message", id: s.itemID("msg_"), text: reply.Text})
 	}
 	for _, tc := range reply.ToolCalls {
-		args := cmpOr(tc.Arguments, "{}")
-		res.items = append(res.items, respItem{typ: "function_call", id: s.itemID("fc_"), callID: cmpOr(tc.ID, "call_"+s.rnd.String(base62, 24)), name: tc.Name, arguments: args})
-		outBytes += len(tc.Name) + len(args)
+		it := respItem{typ: "function_call", id: s.itemID("fc_"), callID: cmpOr(tc.ID, "call_"+s.rnd.String(base62, 24)), name: tc.Name,
+			namespace: tc.Namespace, arguments: cmpOr(tc.Arguments, "{}")}
+		if tc.Custom {
+			it.typ, it.id, it.arguments = "custom_tool_call", "ctc_"+it.id[len("fc_"):], tc.Arguments
+		}
+		res.items = append(res.items, it)
+		outBytes += len(tc.Name) + len(it.arguments)
 	}
 	switch reply.FinishReason {
 	case "length":
@@ -603,13 +608,27 @@ func (it *respItem) itemObject(done bool) object {
 			content = append(content, it.textPart(it.text))
 		}
 		return object{{"id", it.id}, {"type", "message"}, {"status", status}, {"content", content}, {"role", "assistant"}}
+	case "custom_tool_call":
+		input := ""
+		if done {
+			input = it.arguments
+		}
+		return it.withNamespace(object{{"id", it.id}, {"type", "custom_tool_call"}, {"status", status}, {"call_id", it.callID}, {"input", input}, {"name", it.name}})
 	default:
 		args := ""
 		if done {
 			args = it.arguments
 		}
-		return object{{"id", it.id}, {"type", "function_call"}, {"status", status}, {"arguments", args}, {"call_id", it.callID}, {"name", it.name}}
+		return it.withNamespace(object{{"id", it.id}, {"type", "function_call"}, {"status", status}, {"arguments", args}, {"call_id", it.callID}, {"name", it.name}})
 	}
+}
+
+// withNamespace adds the call's namespace, when it has one.
+func (it *respItem) withNamespace(o object) object {
+	if it.namespace != "" {
+		o = append(o, kv{"namespace", it.namespace})
+	}
+	return o
 }
 
 func (it *respItem) textPart(text string) object {
@@ -708,6 +727,11 @@ func (s *Server) responsesEvents(r *respResolved) []respEvent {
 				add("response.function_call_arguments.delta", append([]kv{itemID, idx, {"delta", frag}}, obf()...)...)
 			}
 			add("response.function_call_arguments.done", itemID, idx, kv{"name", it.name}, kv{"arguments", it.arguments})
+		case "custom_tool_call":
+			for _, piece := range splitText(it.arguments) {
+				add("response.custom_tool_call_input.delta", append([]kv{idx, itemID, {"delta", piece}}, obf()...)...)
+			}
+			add("response.custom_tool_call_input.done", idx, itemID, kv{"input", it.arguments})
 		}
 		add("response.output_item.done", idx, kv{"item", it.itemObject(true)})
 	}

@@ -413,3 +413,65 @@ func TestResponsesPairingByID(t *testing.T) {
 		}
 	}
 }
+
+// A custom tool call (Codex's code-mode exec) and a namespaced function
+// call come as the API sends them, read by the SDK from the stream; the
+// custom call, sent back, needs the reasoning item issued before it.
+func TestResponsesCustomAndNamespacedCalls(t *testing.T) {
+	fake := start(t)
+	client, _ := sdk(t, fake)
+	const script = "const r = await tools.exec_command({cmd: \"echo hi\"});\ntext(r);"
+	fake.EnqueueResponses(Reply{Reasoning: "Run it.", ToolCalls: []ToolCall{
+		{Name: "exec", Custom: true, Namespace: "functions", Arguments: script},
+		{Name: "spawn_agent", Namespace: "multi_agent_v1", Arguments: `{"agent_type":"critic"}`},
+	}})
+	s := client.Responses.NewStreaming(testCtx(t), codexParams(responses.ResponseInputParam{userInput("go")}))
+	var deltas, done strings.Builder
+	var final *responses.Response
+	for s.Next() {
+		switch ev := s.Current(); ev.Type {
+		case "response.custom_tool_call_input.delta":
+			deltas.WriteString(ev.Delta)
+		case "response.custom_tool_call_input.done":
+			done.WriteString(ev.Input)
+		case "response.completed":
+			r := ev.AsResponseCompleted().Response
+			final = &r
+		}
+	}
+	if s.Err() != nil || final == nil || deltas.String() != script || done.String() != script {
+		t.Fatalf("stream: %v, deltas %q, done %q", s.Err(), deltas.String(), done.String())
+	}
+	if len(final.Output) != 3 || final.Output[1].Type != "custom_tool_call" || final.Output[2].Type != "function_call" {
+		t.Fatalf("output = %s", final.RawJSON())
+	}
+	ctc, fc := final.Output[1].AsCustomToolCall(), final.Output[2].AsFunctionCall()
+	if !regexp.MustCompile(`^ctc_[0-9a-f]{50}$`).MatchString(ctc.ID) || ctc.Input != script || ctc.Name != "exec" || ctc.Namespace != "functions" || !strings.HasPrefix(ctc.CallID, "call_") {
+		t.Errorf("custom call = %s", final.Output[1].RawJSON())
+	}
+	if !fcIDRe.MatchString(fc.ID) || fc.Name != "spawn_agent" || fc.Namespace != "multi_agent_v1" || fc.Arguments != `{"agent_type":"critic"}` {
+		t.Errorf("namespaced call = %s", final.Output[2].RawJSON())
+	}
+	if !strings.Contains(final.Output[1].RawJSON(), `"status":"completed"`) {
+		t.Errorf("custom call without status: %s", final.Output[1].RawJSON())
+	}
+	hdr := map[string]string{"Content-Type": "application/json"}
+	call := `{"type":"custom_tool_call","call_id":"` + ctc.CallID + `","name":"exec","input":` + string(marshal(script, false)) + `},` +
+		`{"type":"custom_tool_call_output","call_id":"` + ctc.CallID + `","output":"hi"}`
+	reasoning := `{"type":"reasoning","summary":[],"encrypted_content":"` + final.Output[0].EncryptedContent + `"},`
+	for _, tc := range []struct {
+		name, input string
+		status      int
+	}{
+		{"without its reasoning", `[` + call + `]`, 400},
+		{"with its reasoning", `[` + reasoning + call + `]`, 200},
+	} {
+		resp, body := raw(t, fake, "POST", "/v1/responses", hdr, `{"model":"gpt-5-mini","input":`+tc.input+`}`)
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s: %d %s", tc.name, resp.StatusCode, body)
+		}
+		if tc.status == 400 && !strings.Contains(string(body), "Item '"+ctc.ID+"' of type 'custom_tool_call' was provided without its required 'reasoning' item: '"+final.Output[0].ID+"'.") {
+			t.Errorf("%s: %s", tc.name, body)
+		}
+	}
+}
