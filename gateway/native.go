@@ -92,6 +92,15 @@ func nativeOf(r *http.Request, p provider.Protocol, body []byte, stream bool, un
 		}
 	}
 	n.ServiceTier = gjson.GetBytes(body, "service_tier").String()
+	if p == provider.ProtoResponses && unmodeled == 0 {
+		// The decoded request leaves out reasoning items, which the
+		// provider reads (and bills) as input: bound them by their bytes.
+		for _, it := range gjson.GetBytes(body, "input").Array() {
+			if it.Get("type").String() == "reasoning" {
+				n.UnmodeledBytes += int64(len(it.Raw))
+			}
+		}
+	}
 	if t := forcedServerTool(p, body, tools); t != "" {
 		n.Required = "tool_choice forces the server tool " + t + ", which only the provider runs"
 	}

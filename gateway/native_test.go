@@ -523,3 +523,24 @@ func TestCountTokensRelayed(t *testing.T) {
 		t.Errorf("offline count: %d %q %s", resp.StatusCode, resp.Header.Get(gateway.HeaderRelayed), got)
 	}
 }
+
+// TestReasoningItemsBoundTheEstimate: the reasoning items a Responses
+// client sends back are input the provider bills, which the decoded
+// request does not hold: the estimate bounds them by their bytes, so a
+// budget that fits the rest of the request but not them refuses the call.
+func TestReasoningItemsBoundTheEstimate(t *testing.T) {
+	w := newWorld(t, withLedger, only("gpt"))
+	task := ledger.TaskScope("reasoning")
+	if err := w.store.SetBudget(ctxT(t), task, provider.MustMoney("0.004")); err != nil {
+		t.Fatal(err)
+	}
+	item := `{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"` + strings.Repeat("A", 200_000) + `"}`
+	body := `{"model":"builder","max_output_tokens":16,"store":false,"include":["reasoning.encrypted_content"],"input":[{"role":"user","content":"hi"},` + item + `]}`
+	resp, got := w.sendRaw(t, "/v1/responses", body, "X-CortexBuild-Task", "reasoning")
+	if resp.StatusCode == 200 {
+		t.Errorf("a request whose reasoning items alone bound over the budget was served: %s", got)
+	}
+	if n := len(w.oai.Requests()); n != 0 {
+		t.Errorf("%d requests reached the provider", n)
+	}
+}
