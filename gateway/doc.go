@@ -16,16 +16,20 @@
 //	  → a slot of gateway.max_in_flight_per_key (else the overloaded error)
 //	  → Content-Type: application/json (415)
 //	  → body within gateway.body_timeout (408) and the body limit (413)
-//	  → strict decoding (400 naming the field)
+//	  → strict decoding (400 naming the field; a body only a relay can
+//	    carry goes on with the body itself: see below)
 //	  → model name → Target (alias, tier, agent, provider/model)
-//	  → X-CortexBuild-Agent / X-CortexBuild-Task, key bindings
+//	  → X-CortexBuild-Agent / X-CortexBuild-Task, key bindings, host ids
 //	  ▼
 //	orchestrator.Invoke / Stream: route → locality gate → cache → budget
 //	reserve → adapter → failure policy → settle
 //	  ▼
-//	the caller's protocol, whichever provider served: JSON, SSE events with
-//	tool-call argument deltas, or the protocol's error shape with its
-//	status, retry-after and x-should-retry
+//	an adapter that speaks the caller's protocol relays the body as sent
+//	and the provider's answer, events and errors as they came
+//	(X-CortexBuild-Relayed); any other is translated: the caller's
+//	protocol, whichever provider served: JSON, SSE events with tool-call
+//	argument deltas, or the protocol's error shape with its status,
+//	retry-after and x-should-retry
 //
 // [New] builds the http.Handler; [Gateway.Listen] binds it (refusing a
 // gateway without authentication on a non-loopback address) and returns a
