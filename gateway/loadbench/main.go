@@ -2,10 +2,17 @@
 // runs it; docs/benchmarks.md has the figures).
 //
 //	loadbench fake -listen 127.0.0.1:18801
-//	    serves the loopback OpenAI fake (openaifake) as the upstream.
+//	    serves the loopback provider fakes as the upstream: the Anthropic
+//	    fake (anthropicfake) on /v1/messages, the OpenAI fake (openaifake)
+//	    on every other path; a directive in the prompt shapes the answer
+//	    (see fake.go).
 //	loadbench run -target name=URL[,pid=PID][,header=K:V]... [flags]
 //	    runs, for each target in turn, open-loop phases at fixed rates,
 //	    a streamed phase and a closed-loop phase, and prints a table.
+//	loadbench coding -target name=…,url=…,route=LABEL:PROTO:MODEL... [flags]
+//	    runs the workloads coding agents produce (big prompts, long
+//	    streams, many slow streams, small calls) on each route of each
+//	    target, and prints each figure beside the floor's (see coding.go).
 //	loadbench proxy -listen 127.0.0.1:18804 -upstream http://127.0.0.1:18801
 //	    serves a pass-through reverse proxy (net/http server and client,
 //	    nothing else): the floor any net/http gateway pays on the machine.
@@ -19,7 +26,8 @@
 // (coordinated omission). The closed-loop phase runs a fixed number of
 // workers, each sending its next request when the previous one is
 // answered. CPU time comes from /proc/PID/stat (utime+stime) around each
-// phase, peak RSS from VmHWM in /proc/PID/status.
+// phase, peak RSS from VmHWM and the resident set from VmRSS in
+// /proc/PID/status.
 package main
 
 import (
