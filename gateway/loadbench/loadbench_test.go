@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -213,17 +214,9 @@ func TestSendCountsEvents(t *testing.T) {
 	bad := ctarget{url: srv.URL, headers: http.Header{"Authorization": {"Bearer sk-wrong"}}}
 	r := route{label: "chat", proto: "chat", model: "gpt-5-mini"}
 	var se *statusError
-	if _, err := c.send(testCtx(t), c.client, bad, r, smallBody("chat", "gpt-5-mini", 64, false, "hi"), false, nil); err == nil || !errorsAs(err, &se) || se.status != 401 {
+	if _, err := c.send(testCtx(t), c.client, bad, r, smallBody("chat", "gpt-5-mini", 64, false, "hi"), false, nil); err == nil || !errors.As(err, &se) || se.status != 401 {
 		t.Errorf("wrong key: %v, want a 401", err)
 	}
-}
-
-func errorsAs(err error, se **statusError) bool {
-	e, ok := err.(*statusError)
-	if ok {
-		*se = e
-	}
-	return ok
 }
 
 // The big prompts are valid requests of their protocol, of the size
