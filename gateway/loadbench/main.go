@@ -2,10 +2,17 @@
 // runs it; docs/benchmarks.md has the figures).
 //
 //	loadbench fake -listen 127.0.0.1:18801
-//	    serves the loopback OpenAI fake (openaifake) as the upstream.
+//	    serves the loopback provider fakes as the upstream: the Anthropic
+//	    fake (anthropicfake) on /v1/messages, the OpenAI fake (openaifake)
+//	    on every other path; a directive in the prompt shapes the answer
+//	    (see fake.go).
 //	loadbench run -target name=URL[,pid=PID][,header=K:V]... [flags]
 //	    runs, for each target in turn, open-loop phases at fixed rates,
 //	    a streamed phase and a closed-loop phase, and prints a table.
+//	loadbench coding -target name=…,url=…,route=LABEL:PROTO:MODEL... [flags]
+//	    runs the workloads coding agents produce (big prompts, long
+//	    streams, many slow streams, small calls) on each route of each
+//	    target, and prints each figure beside the floor's (see coding.go).
 //	loadbench proxy -listen 127.0.0.1:18804 -upstream http://127.0.0.1:18801
 //	    serves a pass-through reverse proxy (net/http server and client,
 //	    nothing else): the floor any net/http gateway pays on the machine.
@@ -19,7 +26,8 @@
 // (coordinated omission). The closed-loop phase runs a fixed number of
 // workers, each sending its next request when the previous one is
 // answered. CPU time comes from /proc/PID/stat (utime+stime) around each
-// phase, peak RSS from VmHWM in /proc/PID/status.
+// phase, peak RSS from VmHWM and the resident set from VmRSS in
+// /proc/PID/status.
 package main
 
 import (
@@ -44,12 +52,11 @@ import (
 	"time"
 
 	"github.com/cortexbuild/cortexbuild/internal/cli"
-	"github.com/cortexbuild/cortexbuild/provider/openaicompat/openaifake"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: loadbench fake|run|profile …")
+		fmt.Fprintln(os.Stderr, "usage: loadbench fake|run|coding|proxy|profile …")
 		os.Exit(2)
 	}
 	var err error
@@ -60,6 +67,8 @@ func main() {
 		err = run(os.Args[2:])
 	case "proxy":
 		err = proxy(os.Args[2:])
+	case "coding":
+		err = coding(os.Args[2:])
 	case "profile":
 		err = profile(os.Args[2:])
 	default:
@@ -69,15 +78,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "loadbench:", err)
 		os.Exit(1)
 	}
-}
-
-// fake serves the OpenAI fake until SIGTERM.
-func fake(args []string) error {
-	fs := flag.NewFlagSet("fake", flag.ExitOnError)
-	listen := fs.String("listen", "127.0.0.1:18801", "address")
-	key := fs.String("key", "sk-upstream", "the API key the fake checks")
-	_ = fs.Parse(args)
-	return serveUntilSignal(*listen, openaifake.NewUnstarted(openaifake.WithAPIKey(*key), openaifake.WithSeed(1)))
 }
 
 // serveUntilSignal serves h on addr until SIGINT or SIGTERM.
@@ -110,6 +110,10 @@ func proxy(args []string) error {
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 256, 256
 	client := &http.Client{Transport: tr}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The request body is still being sent upstream when the answer
+		// starts: without full duplex the server may discard and close it
+		// at the first flush, under the transport's feet.
+		_ = http.NewResponseController(w).EnableFullDuplex()
 		req, err := http.NewRequestWithContext(r.Context(), r.Method, *upstream+r.URL.Path, r.Body)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
@@ -138,6 +142,9 @@ func proxy(args []string) error {
 				_ = rc.Flush()
 			}
 			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					fmt.Fprintf(os.Stderr, "proxy: %s %s: reading the upstream's answer: %v\n", r.Method, r.URL.Path, err)
+				}
 				return
 			}
 		}

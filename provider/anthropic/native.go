@@ -3,7 +3,6 @@ package anthropic
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -277,7 +276,7 @@ func (s *stream) nativeEvent(ev adapterkit.SSEEvent) (provider.Chunk, error) {
 	var c provider.Chunk
 	if data := bytes.TrimSpace(ev.Data); len(data) > 0 {
 		var we wireEvent
-		if err := json.Unmarshal(data, &we); err != nil {
+		if err := decodeEvent(data, &we); err != nil {
 			return provider.Chunk{}, s.fail(s.a.classify(s.ctx, err, s.model))
 		}
 		got, ok, err := s.handle(&we)

@@ -608,3 +608,49 @@ func TestRelayOnlyWhatItSpeaks(t *testing.T) {
 		t.Errorf("Stream of a unary body: %v", err)
 	}
 }
+
+// A relayed event the adapter cannot read ends the stream with the error
+// its decoding gives, after the events before it; an event in a shape the
+// fixed structs refuse but the SDK reads is read as the SDK reads it.
+func TestRelayStreamUnreadableEvent(t *testing.T) {
+	start := `event: message_start` + "\n" + `data: {"type":"message_start","message":{"model":"claude-sonnet-4-6","id":"msg_01X","type":"message","role":"assistant","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":7,"output_tokens":1}}}` + "\n\n" +
+		`event: content_block_start` + "\n" + `data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}` + "\n\n"
+	delta := `event: content_block_delta` + "\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello"}}` + "\n\n"
+	end := `event: content_block_stop` + "\n" + `data: {"type":"content_block_stop","index":0}` + "\n\n" +
+		`event: message_delta` + "\n" + `data: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":3}}` + "\n\n" +
+		`event: message_stop` + "\n" + `data: {"type":"message_stop"}` + "\n\n"
+	run := func(body string) ([]provider.Chunk, error) {
+		a, f := newEnv(t)
+		f.srv.Enqueue(anthropicfake.Reply{RawBody: body, RawContentType: "text/event-stream; charset=utf-8"})
+		s, err := a.Stream(context.Background(), nativeReq(streamBody, versionHeader()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return collect(t, s)
+	}
+	chunks, err := run(start + delta + end)
+	if err != nil || string(rawOf(chunks)) != start+delta+end {
+		t.Fatalf("a well-formed stream: %v, %d chunks", err, len(chunks))
+	}
+
+	bad := `event: content_block_delta` + "\n" + `data: {"type":"content_block_delta","index":0,"delta":` + "\n\n"
+	chunks, err = run(start + delta + bad + end)
+	var pe *provider.Error
+	if !errors.As(err, &pe) || pe.Kind != provider.KindServer || !strings.Contains(err.Error(), "unreadable response") || !strings.Contains(err.Error(), "unexpected end of JSON input") {
+		t.Errorf("an event that is not JSON: %v (%+v), want the decoder's error", err, pe)
+	}
+	if len(chunks) != 3 {
+		t.Errorf("%d chunks before the unreadable event, want 3", len(chunks))
+	}
+
+	// index as a string of digits: encoding/json refuses it, the SDK reads it.
+	lenient := strings.Replace(delta, `"index":0`, `"index":"0"`, 1)
+	chunks, err = run(start + lenient + end)
+	var text strings.Builder
+	for _, c := range chunks {
+		text.WriteString(c.Text)
+	}
+	if err != nil || text.String() != "Hello" {
+		t.Errorf("a lenient event: %v, text %q", err, text.String())
+	}
+}

@@ -250,6 +250,20 @@ type wireDelta struct {
 	StopReason  string `json:"stop_reason"`
 }
 
+// decodeEvent is json.Unmarshal(data, e) in one pass over an event the
+// fixed struct reads: json.Unmarshal would scan the event once to
+// validate it before handing it to UnmarshalJSON, which decodes it
+// (validating it again). Any other event is decoded by json.Unmarshal,
+// so that the SDK's lenient decoding still sees only valid JSON.
+func decodeEvent(data []byte, e *wireEvent) error {
+	type plain wireEvent
+	if utf8.Valid(data) && json.Unmarshal(data, (*plain)(e)) == nil {
+		return nil
+	}
+	*e = wireEvent{}
+	return json.Unmarshal(data, e)
+}
+
 // UnmarshalJSON decodes an event's data into the fixed structs, or, for
 // data they do not take as they are, through the SDK's own event type
 // (see [decodeAnswer]).

@@ -226,8 +226,11 @@ func (s *nativeStream) chatEvent(ev adapterkit.SSEEvent) error {
 		eb, _ := parseErrorBody(data)
 		return s.eventError(s.a.streamError(s.at.model, eb, s.requestID()), ev.Raw)
 	}
+	// UnmarshalJSON directly: json.Unmarshal would scan the chunk once
+	// more to validate it before handing it over, and UnmarshalJSON's own
+	// decoding validates it anyway (the same error on bad JSON).
 	var wc wireChunk
-	if err := json.Unmarshal(data, &wc); err != nil {
+	if err := wc.UnmarshalJSON(data); err != nil {
 		return s.a.base.Finish(s.a.base.Unreadable(err, s.at.model))
 	}
 	if t := gjson.GetBytes(data, "service_tier"); t.Type == gjson.String {
