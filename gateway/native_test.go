@@ -544,3 +544,28 @@ func TestReasoningItemsBoundTheEstimate(t *testing.T) {
 		t.Errorf("%d requests reached the provider", n)
 	}
 }
+
+// TestRelayedErrorsTheGatewayOwns: on a relayed route a refusal of the
+// gateway's own credentials is not the provider's 401 (the client's key
+// is fine): the project is paused and the client told so, as on a
+// translated route; and a relayed error that names its wait only in
+// seconds gets the gateway's retry-after-ms beside it.
+func TestRelayedErrorsTheGatewayOwns(t *testing.T) {
+	alone := withOrch(func(s *orchestrator.Settings) { s.Endpoints, s.Preference = s.Endpoints[:1], s.Preference[:1] })
+	w := newWorld(t, alone)
+	w.anth.Enqueue(anthropicfake.Reply{Status: 401, ErrorType: "authentication_error", ErrorMessage: "invalid x-api-key"})
+	body := `{"model":"claude-sonnet-4-6","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`
+	resp, got := w.sendRaw(t, "/v1/messages", body, "anthropic-version", "2023-06-01")
+	if resp.StatusCode != 400 || strings.Contains(string(got), "invalid x-api-key") || resp.Header.Get(gateway.HeaderRelayed) != "" {
+		t.Errorf("the provider refused the gateway's key: %d %q %s; want the gateway's 400, not the provider's words", resp.StatusCode, resp.Header.Get(gateway.HeaderRelayed), got)
+	}
+
+	x := newWorld(t, alone)
+	limited := `{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}`
+	r429 := anthropicfake.Reply{Status: 429, RawBody: limited, Headers: map[string]string{"retry-after": "2"}}
+	x.anth.Enqueue(r429, r429, r429, r429)
+	resp, got = x.sendRaw(t, "/v1/messages", body, "anthropic-version", "2023-06-01")
+	if resp.StatusCode != 429 || string(got) != limited || resp.Header.Get("Retry-After") != "2" || resp.Header.Get("Retry-After-Ms") == "" {
+		t.Errorf("relayed 429: %d retry-after %q, -ms %q: %s", resp.StatusCode, resp.Header.Get("Retry-After"), resp.Header.Get("Retry-After-Ms"), got)
+	}
+}
