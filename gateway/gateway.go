@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -175,6 +176,8 @@ type Gateway struct {
 	turns *turnState
 	// rates counts each key's requests and tokens per minute.
 	rates *keyRates
+	// decodes counts the request bodies decoded in full (see relayOnly).
+	decodes atomic.Int64
 }
 
 // New returns a gateway.
@@ -761,17 +764,41 @@ func decodeCall[U any, PT interface {
 	if g.opts.Translate {
 		proto = ""
 	}
+	var rb relayBody
+	scanned := false
+	if proto != "" {
+		var f *failure
+		if rb, scanned, f = scanRelayBody(body); f != nil {
+			return fail(f)
+		}
+	}
+	if scanned {
+		if d, call, ok := g.relayOnly(r, key, proto, rb); ok {
+			// Nothing to restore or ignore: the body goes as sent.
+			v := PT(new(U))
+			*v.common() = *d
+			v.common().key = keyID(key)
+			if call.Agent != "" {
+				w.Header().Set(HeaderAgent, call.Agent)
+			}
+			return v, call, true
+		}
+	}
+	g.decodes.Add(1)
 	v, err := decode(body)
 	if err != nil {
 		refused := classify(r.Context(), err)
-		if v = relayedAnyway[U, PT](g, r, key, proto, body, refused); v == nil {
+		if !scanned {
+			return fail(refused)
+		}
+		if v = relayedAnyway[U, PT](g, r, key, proto, rb, refused); v == nil {
 			return fail(refused)
 		}
 	}
 	d := v.common()
 	d.key = keyID(key)
-	if d.req.Native == nil && proto != "" {
-		d.req.Native = nativeOf(r, proto, body, d.stream, 0)
+	if d.req.Native == nil && scanned {
+		d.req.Native = nativeOf(r, proto, rb, d.stream, 0)
 	}
 	if added, ok := g.turns.restore(d.key, &d.req, g.opts.MaxBodyBytes-int64(len(body))); !ok {
 		return fail(&failure{class: classBadRequest, msg: fmt.Sprintf("the provider state the gateway keeps for this conversation's earlier turns (thinking blocks, signatures: %d bytes) would take the %d-byte request over the gateway's limit of %d bytes (gateway.max_body_bytes): send fewer turns, or start a new conversation", added, len(body), g.opts.MaxBodyBytes)})
@@ -799,18 +826,18 @@ func decodeCall[U any, PT interface {
 func relayedAnyway[U any, PT interface {
 	*U
 	common() *decoded
-}](g *Gateway, r *http.Request, key *Key, proto provider.Protocol, body []byte, refused *failure) PT {
+}](g *Gateway, r *http.Request, key *Key, proto provider.Protocol, rb relayBody, refused *failure) PT {
 	// A thread is the provider's state of one conversation, which no
 	// failover carries: refused on every route (the SDKs then send the
 	// whole conversation).
 	if proto == "" || refused.class != classBadRequest || refused.errorCode == "thread_unsupported_request" {
 		return nil
 	}
-	d, err := minimalDecode(proto, body)
+	d, err := minimalDecode(proto, rb)
 	if err != nil {
 		return nil
 	}
-	d.req.Native = nativeOf(r, proto, body, d.stream, int64(len(body)))
+	d.req.Native = nativeOf(r, proto, rb, d.stream, int64(len(rb.raw)))
 	d.req.Native.Required = "it holds what the gateway cannot translate (" + refused.msg + ")"
 	call, f := g.callFor(r, key, d.model, d.req)
 	if f != nil || !g.routesNative(r.Context(), call) {

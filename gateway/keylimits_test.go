@@ -87,7 +87,9 @@ func TestKeyBudgetRunsOutUnderConcurrentCalls(t *testing.T) {
 		t.Errorf("ledger rows of the key: %+v, %v; want one row costing $%s", rep.Total, err, b.Spent)
 	}
 	// The Messages API's shape of the same refusal is a 402.
-	msgBody := `{"model":"gpt/gpt-5-mini","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`
+	// (A larger output limit: the relayed Chat call's estimate bounds its
+	// body by its bytes, which may leave room for a small translated one.)
+	msgBody := `{"model":"gpt/gpt-5-mini","max_tokens":4096,"messages":[{"role":"user","content":"hi"}]}`
 	if st, m := w.call(t, "POST", "/v1/messages", "", msgBody, bearer(token)...); st != 402 || !strings.Contains(errMessage(m), k.ID) {
 		t.Errorf("/v1/messages over the key's budget: %d %q; want 402 naming the key", st, errMessage(m))
 	}

@@ -75,9 +75,9 @@ const defaultWebSearches = 10
 // nativeOf describes body, a request in protocol p, for the relay: the
 // headers that go with it and what changes its price (web searches, the
 // service tier). unmodeled bounds the bytes the decoded request lacks.
-func nativeOf(r *http.Request, p provider.Protocol, body []byte, stream bool, unmodeled int64) *provider.Native {
-	n := &provider.Native{Protocol: p, Body: body, Header: relayedRequestHeaders(r.Header, p), Stream: stream, UnmodeledBytes: unmodeled}
-	tools := gjson.GetBytes(body, "tools")
+func nativeOf(r *http.Request, p provider.Protocol, rb relayBody, stream bool, unmodeled int64) *provider.Native {
+	n := &provider.Native{Protocol: p, Body: rb.raw, Header: relayedRequestHeaders(r.Header, p), Stream: stream, UnmodeledBytes: unmodeled}
+	tools := rb.top.get("tools")
 	if tools.IsArray() {
 		for _, t := range tools.Array() {
 			typ := t.Get("type").String()
@@ -91,17 +91,18 @@ func nativeOf(r *http.Request, p provider.Protocol, body []byte, stream bool, un
 			}
 		}
 	}
-	n.ServiceTier = gjson.GetBytes(body, "service_tier").String()
+	n.ServiceTier = rb.top.get("service_tier").String()
 	if p == provider.ProtoResponses && unmodeled == 0 {
 		// The decoded request leaves out reasoning items, which the
 		// provider reads (and bills) as input: bound them by their bytes.
-		for _, it := range gjson.GetBytes(body, "input").Array() {
+		rb.top.get("input").ForEach(func(_, it gjson.Result) bool {
 			if it.Get("type").String() == "reasoning" {
 				n.UnmodeledBytes += int64(len(it.Raw))
 			}
-		}
+			return true
+		})
 	}
-	if t := forcedServerTool(p, body, tools); t != "" {
+	if t := forcedServerTool(p, rb.top.get("tool_choice"), tools); t != "" {
 		n.Required = "tool_choice forces the server tool " + t + ", which only the provider runs"
 	}
 	return n
@@ -111,8 +112,7 @@ func nativeOf(r *http.Request, p provider.Protocol, body []byte, stream bool, un
 // search, code execution, …) that body's tool_choice forces, "" when it
 // forces none. A translated route cannot run it, and dropping it would
 // drop what the client required.
-func forcedServerTool(p provider.Protocol, body []byte, tools gjson.Result) string {
-	choice := gjson.GetBytes(body, "tool_choice")
+func forcedServerTool(p provider.Protocol, choice, tools gjson.Result) string {
 	switch p {
 	case provider.ProtoMessages:
 		if choice.Get("type").String() != "tool" {
@@ -139,24 +139,18 @@ func forcedServerTool(p provider.Protocol, body []byte, tools gjson.Result) stri
 // that relays it as sent: the model, stream, the output limit and the
 // system text (an agent's persona marker), enough to route, budget and
 // record it. Its whole body counts as unmodeled prompt bytes.
-func minimalDecode(p provider.Protocol, body []byte) (*decoded, error) {
-	if !gjson.ValidBytes(body) {
-		return nil, badField("", "the request body is not valid JSON")
-	}
-	root := gjson.ParseBytes(body)
-	if !root.IsObject() {
-		return nil, badField("", "the request body must be a JSON object")
-	}
+func minimalDecode(p provider.Protocol, rb relayBody) (*decoded, error) {
+	root := rb.top
 	d := &decoded{}
-	m := root.Get("model")
+	m := root.get("model")
 	if m.Type != gjson.String {
 		return nil, badField("model", "required: a string")
 	}
 	d.model = m.String()
-	d.stream = root.Get("stream").Bool()
+	d.stream = root.get("stream").Bool()
 	limit := func(names ...string) (bool, error) {
 		for _, n := range names {
-			v := root.Get(n)
+			v := root.get(n)
 			if !v.Exists() || v.Type == gjson.Null {
 				continue
 			}
@@ -182,7 +176,7 @@ func minimalDecode(p provider.Protocol, body []byte) (*decoded, error) {
 	}
 	switch p {
 	case provider.ProtoCountTokens:
-		texts(root.Get("system"))
+		texts(root.get("system"))
 	case provider.ProtoMessages:
 		ok, err := limit("max_tokens")
 		if err != nil {
@@ -191,25 +185,26 @@ func minimalDecode(p provider.Protocol, body []byte) (*decoded, error) {
 		if !ok {
 			return nil, badField("max_tokens", "Field required: the Messages API takes the output limit from the caller")
 		}
-		texts(root.Get("system"))
+		texts(root.get("system"))
 	case provider.ProtoChat:
 		ok, err := limit("max_completion_tokens", "max_tokens")
 		if err != nil {
 			return nil, err
 		}
 		d.modelMax = !ok
-		for _, msg := range root.Get("messages").Array() {
+		root.get("messages").ForEach(func(_, msg gjson.Result) bool {
 			if role := msg.Get("role").String(); role == "system" || role == "developer" {
 				texts(msg.Get("content"))
 			}
-		}
+			return true
+		})
 	case provider.ProtoResponses:
 		ok, err := limit("max_output_tokens")
 		if err != nil {
 			return nil, err
 		}
 		d.modelMax = !ok
-		texts(root.Get("instructions"))
+		texts(root.get("instructions"))
 	}
 	d.req.System = strings.Join(system, "\n\n")
 	return d, nil
