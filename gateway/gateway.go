@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode"
@@ -774,7 +775,20 @@ func decodeCall[U any, PT interface {
 	}
 	if scanned {
 		if d, call, ok := g.relayOnly(r, key, proto, rb); ok {
-			// Nothing to restore or ignore: the body goes as sent.
+			// Nothing to restore or ignore: the body goes as sent. An
+			// estimate that must be exact decodes it then, once.
+			scan := d.req.Native
+			scan.Full = sync.OnceValues(func() (*provider.Request, error) {
+				g.decodes.Add(1)
+				v, err := decode(body)
+				if err != nil {
+					return nil, err
+				}
+				full := v.common().req
+				full.Native = nativeOf(r, proto, rb, scan.Stream, 0)
+				full.Native.Required = scan.Required
+				return &full, nil
+			})
 			v := PT(new(U))
 			*v.common() = *d
 			v.common().key = keyID(key)
@@ -871,8 +885,9 @@ func admit[U any, PT interface {
 		f = g.rates.admit(key, call.InvocationID, func() int64 {
 			// No provider is chosen yet: each image counts the neutral
 			// [pricing.ImageTokens].
-			n, _ := pricing.BoundRequestTokens(&call.Request, nil, nil)
-			if nat := call.Request.Native; nat != nil {
+			req := call.Request.Exact()
+			n, _ := pricing.BoundRequestTokens(req, nil, nil)
+			if nat := req.Native; nat != nil {
 				n += nat.UnmodeledBytes
 			}
 			return n + int64(call.Request.MaxTokens)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -89,7 +90,9 @@ func scanRelayBody(body []byte) (rb relayBody, ok bool, f *failure) {
 	if !gjson.ValidBytes(body) {
 		return relayBody{}, false, nil
 	}
-	root := gjson.ParseBytes(body)
+	// The Results point into body, which nothing changes: no copy of a
+	// 200 KB prompt to read its top level.
+	root := gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body)))
 	if !root.IsObject() {
 		return relayBody{}, false, nil
 	}
@@ -161,6 +164,8 @@ func (g *Gateway) relayOnly(r *http.Request, key *Key, proto provider.Protocol, 
 		return nil, orchestrator.Call{}, false
 	}
 	d.req.Native = nativeOf(r, proto, rb, d.stream, int64(len(rb.raw)))
+	d.req.Native.Scanned = true
+	d.req.PromptCache = cacheMarks(proto, rb.raw)
 	call, f := g.callFor(r, key, d.model, d.req)
 	if f != nil {
 		return nil, orchestrator.Call{}, false
@@ -185,7 +190,8 @@ func (g *Gateway) relayOnly(r *http.Request, key *Key, proto provider.Protocol, 
 
 // relayNeeds returns the capabilities a relayed body asks of a model
 // that the full decoder would have found ([provider.Request.RequiredCapabilities]):
-// tools, a JSON Schema for the answer, prompt caching.
+// tools, a JSON Schema for the answer (prompt caching comes with
+// [cacheMarks]).
 func relayNeeds(p provider.Protocol, rb relayBody) provider.CapabilitySet {
 	var s provider.CapabilitySet
 	if t := rb.top.get("tools"); t.IsArray() && len(t.Array()) > 0 {
@@ -195,9 +201,6 @@ func relayNeeds(p provider.Protocol, rb relayBody) provider.CapabilitySet {
 	switch p {
 	case provider.ProtoMessages:
 		format = rb.top.get("output_format").IsObject() || rb.top.get("output_config").Get("format").IsObject()
-		if bytes.Contains(rb.raw, []byte(`"cache_control"`)) {
-			s = s.With(provider.CapPromptCaching)
-		}
 	case provider.ProtoChat:
 		format = rb.top.get("response_format").Get("type").String() == "json_schema"
 	case provider.ProtoResponses:
@@ -207,4 +210,19 @@ func relayNeeds(p provider.Protocol, rb relayBody) provider.CapabilitySet {
 		s = s.With(provider.CapStructuredOutput)
 	}
 	return s
+}
+
+// cacheMarks returns the longest prompt-cache lifetime a Messages body
+// may ask for, from a scan of all its bytes: none without a
+// "cache_control" key, the hour when "1h" appears anywhere or when a
+// \u escape could spell it, five minutes otherwise. The other protocols'
+// caching is the provider's own, priced with every relayed request.
+func cacheMarks(p provider.Protocol, body []byte) provider.PromptCache {
+	switch {
+	case p != provider.ProtoMessages || !bytes.Contains(body, []byte(`"cache_control"`)):
+		return provider.PromptCacheOff
+	case bytes.Contains(body, []byte(`"1h"`)) || bytes.Contains(body, []byte(`\u`)):
+		return provider.PromptCache1h
+	}
+	return provider.PromptCache5m
 }

@@ -93,3 +93,34 @@ func TestRelayOnlyRoutesSkipTheFullDecoder(t *testing.T) {
 		t.Errorf("%d full decodes of a request a candidate would translate; want 1", n)
 	}
 }
+
+// TestRelayOnlyEstimateIsExactNearALimit: the cheap bound of a request
+// read at its top level counts every byte of its body as a token; when
+// that does not fit the budget, the call is estimated exactly from its
+// body decoded then, as a fully decoded call is: a body padded with
+// whitespace is admitted under a budget its bytes alone would exceed.
+func TestRelayOnlyEstimateIsExactNearALimit(t *testing.T) {
+	w := newWorld(t, withLedger, only("claude"))
+	task := ledger.TaskScope("padded")
+	if err := w.store.SetBudget(ctxT(t), task, provider.MustMoney("0.05")); err != nil {
+		t.Fatal(err)
+	}
+	// 60,000 bytes of whitespace: $0.23 at $3.75 a million as bytes, a
+	// few tokens decoded.
+	body := `{"model":"claude-sonnet-4-6",` + strings.Repeat(" ", 60_000) + `"max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`
+	resp, got := w.sendRaw(t, "/v1/messages", body, "anthropic-version", "2023-06-01", "X-CortexBuild-Task", "padded")
+	if resp.StatusCode != 200 || resp.Header.Get(gateway.HeaderRelayed) == "" {
+		t.Fatalf("status %d (relayed %q): %s; want the call admitted on its exact estimate and relayed", resp.StatusCode, resp.Header.Get(gateway.HeaderRelayed), got)
+	}
+	if n := w.g.FullDecodes(); n != 1 {
+		t.Errorf("%d full decodes; want the one the exact estimate made", n)
+	}
+	// A body that does not fit even exactly is refused, unsent.
+	big := `{"model":"claude-sonnet-4-6","max_tokens":16,"messages":[{"role":"user","content":"` + strings.Repeat("lorem ipsum dolor sit amet ", 4000) + `"}]}`
+	if resp, got := w.sendRaw(t, "/v1/messages", big, "anthropic-version", "2023-06-01", "X-CortexBuild-Task", "padded"); resp.StatusCode == 200 {
+		t.Errorf("a prompt over the budget was admitted: %s", got)
+	}
+	if n := len(w.anth.Requests()); n != 1 {
+		t.Errorf("%d requests reached the provider; want 1", n)
+	}
+}

@@ -608,11 +608,17 @@ func (c *RateCard) Cost(u provider.Usage) provider.Money {
 // card of the service tier its body asks for ([Namespace.Cards]: an
 // unknown tier at the dearest card the model has), and its web searches
 // at the per-search price; web searches on a model the catalog has no
-// per-search price for are an error wrapping [ErrUnpriced].
+// per-search price for are an error wrapping [ErrUnpriced]. One the
+// gateway read only at its top level ([provider.Native] Scanned) is
+// bounded by its body's bytes under CeilingEstimate, and decoded in full
+// ([provider.Request.Exact]) for the exact bound.
 func (c *Catalog) Estimate(ns, model string, req *provider.Request, images provider.ImageTokens, at time.Time) (provider.Money, error) {
 	m, local, err := c.Lookup(ns, model)
 	if err != nil || local {
 		return 0, err
+	}
+	if !req.CeilingEstimate {
+		req = req.Exact()
 	}
 	n, t := c.Namespaces[ns], c.at(at)
 	in, err := BoundRequestTokens(req, n.TokenFactor, images)
@@ -651,7 +657,7 @@ func (c *RateCard) estimate(in, out int64, req *provider.Request) provider.Money
 		// A relayed body may write to a provider's automatic cache, and
 		// what of it is not decoded may ask for any lifetime.
 		inRate = max(inRate, r.cacheRead(), r.cacheWrite())
-		if req.Native.UnmodeledBytes > 0 {
+		if req.Native.UnmodeledBytes > 0 && !req.Native.Scanned {
 			longest = provider.PromptCache1h
 		}
 	}
@@ -725,8 +731,11 @@ func (c *Catalog) Limits(ns, model string) (provider.ModelLimits, error) {
 // body the decoded request does not hold ([provider.Native]
 // UnmodeledBytes), each at most a token. An image that cannot be priced
 // counts as the formula's maximum, as in [BoundRequestTokens]: a request
-// holding one was refused by its estimate, so it never ran.
+// holding one was refused by its estimate, so it never ran. A request
+// the gateway read only at its top level is decoded in full first
+// ([provider.Request.Exact]).
 func (c *Catalog) BoundPrompt(ns string, req *provider.Request, images provider.ImageTokens) int64 {
+	req = req.Exact()
 	n, _ := BoundRequestTokens(req, c.factor(ns), images)
 	return n + unmodeledBytes(req)
 }

@@ -57,6 +57,33 @@ type Native struct {
 	// serve the request (a server tool the client forced, a content block
 	// the contract does not model); a route to another is refused with it.
 	Required string
+	// Scanned says the gateway read only Body's top level: the Request
+	// holds what routes it (the model, the output limit, the system
+	// text) and no content, UnmodeledBytes is the whole body, and
+	// Request.PromptCache is the longest cache lifetime a scan of every
+	// byte found Body may ask for.
+	Scanned bool
+	// Full, when set (with Scanned), returns the request decoded in full,
+	// for the estimates that must be exact ([Request.Exact]); it decodes
+	// once, and fails for a body the decoder cannot hold.
+	Full func() (*Request, error) `json:"-"`
+}
+
+// Exact returns r with its content when the gateway read only its top
+// level ([Native.Full]): the fully decoded request with r's model, tier
+// and output limit. Otherwise, or when the body cannot be decoded (its
+// bound by bytes then stands), r itself.
+func (r *Request) Exact() *Request {
+	if r.Native == nil || r.Native.Full == nil {
+		return r
+	}
+	full, err := r.Native.Full()
+	if err != nil || full == nil {
+		return r
+	}
+	out := *full
+	out.Model, out.Tier, out.MaxTokens, out.CeilingEstimate = r.Model, r.Tier, r.MaxTokens, r.CeilingEstimate
+	return &out
 }
 
 // NativeSpeaker is implemented by adapters that can relay a [Native]

@@ -3,11 +3,15 @@ package adapterkit
 import (
 	"bufio"
 	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 
 	"github.com/cortexbuild/cortexbuild/provider"
 )
@@ -24,41 +28,90 @@ import (
 // ("model=…", "max_tokens=…"), for [provider.NativeReply.Edits].
 func NativeBody(req *provider.Request, model string, limitFields ...string) (body []byte, edits []string, err error) {
 	body = req.Native.Body
+	var ch []change
 	if m := gjson.GetBytes(body, "model"); m.String() != model {
-		b, err := sjson.SetBytes(bytes.Clone(body), "model", model)
-		if err != nil {
-			return nil, nil, fmt.Errorf("the request body's model cannot be set: %w", err)
+		q, _ := json.Marshal(model)
+		if m.Exists() {
+			ch = append(ch, change{old: m, val: q})
+		} else {
+			ch = append(ch, change{add: append([]byte(`"model":`), q...)})
 		}
-		body = b
 		edits = append(edits, "model="+model)
 	}
-	if req.MaxTokens <= 0 {
-		return body, edits, nil
-	}
-	set := false
-	for _, f := range limitFields {
-		set = set || gjson.GetBytes(body, f).Exists()
-	}
-	if !set && len(limitFields) > 0 {
-		b, err := sjson.SetBytes(bytes.Clone(body), limitFields[0], req.MaxTokens)
-		if err != nil {
-			return nil, nil, fmt.Errorf("the request body's %s cannot be set: %w", limitFields[0], err)
+	if req.MaxTokens > 0 {
+		set := false
+		for _, f := range limitFields {
+			v := gjson.GetBytes(body, f)
+			set = set || v.Exists()
+			if v.Type == gjson.Number && v.Int() > int64(req.MaxTokens) {
+				ch = append(ch, change{old: v, val: strconv.AppendInt(nil, int64(req.MaxTokens), 10)})
+				edits = append(edits, fmt.Sprintf("%s=%d", f, req.MaxTokens))
+			}
 		}
-		return b, append(edits, fmt.Sprintf("%s=%d", limitFields[0], req.MaxTokens)), nil
+		if !set && len(limitFields) > 0 {
+			field, _ := json.Marshal(limitFields[0])
+			ch = append(ch, change{add: fmt.Appendf(nil, "%s:%d", field, req.MaxTokens)})
+			edits = append(edits, fmt.Sprintf("%s=%d", limitFields[0], req.MaxTokens))
+		}
 	}
-	for _, f := range limitFields {
-		v := gjson.GetBytes(body, f)
-		if v.Type != gjson.Number || v.Int() <= int64(req.MaxTokens) {
-			continue
-		}
-		b, err := sjson.SetBytes(bytes.Clone(body), f, req.MaxTokens)
-		if err != nil {
-			return nil, nil, fmt.Errorf("the request body's %s cannot be set: %w", f, err)
-		}
-		body = b
-		edits = append(edits, fmt.Sprintf("%s=%d", f, req.MaxTokens))
+	if len(ch) == 0 {
+		return body, nil, nil
+	}
+	if body, err = apply(body, ch); err != nil {
+		return nil, nil, err
 	}
 	return body, edits, nil
+}
+
+// change is one edit of a body: old's value (found with its index)
+// replaced by val, or, with add, a member added at the end of the object.
+type change struct {
+	old gjson.Result
+	val []byte
+	add []byte
+}
+
+// apply returns a copy of body with ch made, in one pass over it: a
+// 200 KB prompt is copied once, whatever the edits.
+func apply(body []byte, ch []change) ([]byte, error) {
+	open, end := bytes.IndexByte(body, '{'), bytes.LastIndexByte(body, '}')
+	if open < 0 || end < open {
+		return nil, errors.New("the request body is not a JSON object")
+	}
+	slices.SortStableFunc(ch, func(a, b change) int { return cmp.Compare(a.at(end), b.at(end)) })
+	members := len(bytes.TrimSpace(body[open+1:end])) > 0
+	grow := 0
+	for _, c := range ch {
+		if c.add == nil && (c.old.Index <= open || c.old.Index+len(c.old.Raw) > end || string(body[c.old.Index:c.old.Index+len(c.old.Raw)]) != c.old.Raw) {
+			return nil, errors.New("the request body's member cannot be located to edit it")
+		}
+		grow += len(c.val) + len(c.add) + 1
+	}
+	out := make([]byte, 0, len(body)+grow)
+	at := 0
+	for _, c := range ch {
+		if c.add != nil {
+			out = append(out, body[at:end]...)
+			if members {
+				out = append(out, ',')
+			}
+			out = append(out, c.add...)
+			members, at = true, end
+			continue
+		}
+		out = append(out, body[at:c.old.Index]...)
+		out = append(out, c.val...)
+		at = c.old.Index + len(c.old.Raw)
+	}
+	return append(out, body[at:]...), nil
+}
+
+// at is where c applies in a body whose object ends at end.
+func (c change) at(end int) int {
+	if c.add != nil {
+		return end
+	}
+	return c.old.Index
 }
 
 // SSEEvent is one server-sent event as it came: Raw holds its bytes,

@@ -104,3 +104,24 @@ func TestNativeBodyAddsTheLimitItWasPricedWith(t *testing.T) {
 		t.Errorf("body %s", got)
 	}
 }
+
+// Edits land on the members wherever they are and however the client
+// spaced them, in one copy; nothing else moves.
+func TestNativeBodyEditsInPlaceOfTheMembers(t *testing.T) {
+	client := []byte("{\n  \"messages\": [{\"role\": \"user\", \"content\": \"} \\\"model\\\": x\"}],\n  \"max_tokens\" : 99999 ,\n  \"model\": \"planner\"\n}\n")
+	req := &provider.Request{MaxTokens: 4096, Native: &provider.Native{Body: client}}
+	got, edits, err := adapterkit.NativeBody(req, "claude-\"q\"-4", "max_tokens")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "{\n  \"messages\": [{\"role\": \"user\", \"content\": \"} \\\"model\\\": x\"}],\n  \"max_tokens\" : 4096 ,\n  \"model\": \"claude-\\\"q\\\"-4\"\n}\n"
+	if string(got) != want || strings.Join(edits, ",") != `model=claude-"q"-4,max_tokens=4096` {
+		t.Errorf("body\n%s\nwant\n%s\nedits %q", got, want, edits)
+	}
+	// No model and no limit: both added, the object still valid.
+	req = &provider.Request{MaxTokens: 10, Native: &provider.Native{Body: []byte(`{ }`)}}
+	got, _, err = adapterkit.NativeBody(req, "m", "max_tokens")
+	if err != nil || string(got) != `{ "model":"m","max_tokens":10}` {
+		t.Errorf("body %s, %v", got, err)
+	}
+}
