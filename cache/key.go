@@ -16,7 +16,7 @@ import (
 // KeyVersion is the version of the key format. Raise it whenever what goes
 // into a key, or how, changes, so that old entries are never read with a new
 // meaning.
-const KeyVersion = 4
+const KeyVersion = 5
 
 // ErrNoNamespace is returned by [NewKey] for a request without a cache_key:
 // the caller did not ask for caching, so the request is sent as is.
@@ -229,6 +229,7 @@ func (w *keyWriter) request(scope Scope, req *provider.Request) {
 			}
 		}
 		w.names = names[:0]
+		w.str(n.Query.Encode())
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -66,6 +67,34 @@ func relayedRequestHeaders(h http.Header, p provider.Protocol) http.Header {
 	return out
 }
 
+// relayedQuery returns the client's query parameters that go upstream
+// with a relayed request (Claude Code asks for /v1/messages?beta=true):
+// all but those whose name may carry a credential (key, token, …), which
+// only the gateway's own go with.
+func relayedQuery(u *url.URL) url.Values {
+	if u.RawQuery == "" {
+		return nil
+	}
+	q := u.Query()
+	for k := range q {
+		lower := strings.ToLower(k)
+		for _, w := range credentialParams {
+			if strings.Contains(lower, w) {
+				delete(q, k)
+				break
+			}
+		}
+	}
+	if len(q) == 0 {
+		return nil
+	}
+	return q
+}
+
+// credentialParams, in a query parameter's name, say it may carry a
+// credential.
+var credentialParams = []string{"key", "token", "auth", "secret", "password", "credential", "session", "sig"}
+
 // defaultWebSearches bounds the web searches of a server tool that sets
 // no max_uses: the Messages API ends a turn with pause_turn after 10
 // iterations of its server-tool loop, and the estimate counts one search
@@ -76,7 +105,7 @@ const defaultWebSearches = 10
 // headers that go with it and what changes its price (web searches, the
 // service tier). unmodeled bounds the bytes the decoded request lacks.
 func nativeOf(r *http.Request, p provider.Protocol, rb relayBody, stream bool, unmodeled int64) *provider.Native {
-	n := &provider.Native{Protocol: p, Body: rb.raw, Header: relayedRequestHeaders(r.Header, p), Stream: stream, UnmodeledBytes: unmodeled}
+	n := &provider.Native{Protocol: p, Body: rb.raw, Header: relayedRequestHeaders(r.Header, p), Query: relayedQuery(r.URL), Stream: stream, UnmodeledBytes: unmodeled}
 	tools := rb.top.get("tools")
 	if tools.IsArray() {
 		for _, t := range tools.Array() {

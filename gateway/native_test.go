@@ -101,7 +101,7 @@ func TestMessagesRelayedAsSent(t *testing.T) {
 	w := newWorld(t, withLedger)
 	w.anth.Enqueue(anthropicfake.Reply{RawBody: webSearchAnswer, Headers: map[string]string{"request-id": "req_upstream_42"}})
 	betas := "context-management-2025-06-27,interleaved-thinking-2025-05-14,a-beta-from-2027-01-01"
-	resp, body := w.sendRaw(t, "/v1/messages?beta=true", claudeCodeTurn,
+	resp, body := w.sendRaw(t, "/v1/messages?beta=true&api_key=sk-client-secret", claudeCodeTurn,
 		"anthropic-version", "2023-06-01", "anthropic-beta", betas, "anthropic-beta", "another-beta-2027",
 		"X-Claude-Code-Session-Id", "3f0c9b1e-session", "X-CortexBuild-Agent", "builder")
 	if resp.StatusCode != 200 {
@@ -126,6 +126,10 @@ func TestMessagesRelayedAsSent(t *testing.T) {
 	}
 	up := reqs[0]
 	sameJSONExcept(t, up.Body, []byte(claudeCodeTurn), "model")
+	// The query goes as sent, but for a parameter named as a credential.
+	if up.RawQuery != "beta=true" {
+		t.Errorf("upstream query %q; want beta=true alone", up.RawQuery)
+	}
 	if got := up.Header.Get("Anthropic-Version"); got != "2023-06-01" {
 		t.Errorf("anthropic-version %q upstream; want the client's", got)
 	}

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -40,6 +41,10 @@ type Native struct {
 	// sent as they are; never the client's credentials, hop-by-hop
 	// headers or the gateway's own.
 	Header http.Header
+	// Query holds the client's query parameters (Claude Code's
+	// beta=true), sent as they are; never one whose name may carry a
+	// credential.
+	Query url.Values
 	// Stream says Body asks for a streamed answer.
 	Stream bool
 	// UnmodeledBytes counts the bytes of Body's content that the decoded

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -47,7 +48,7 @@ func (a *Adapter) CountNative(ctx context.Context, req *provider.Request) (*prov
 	var raw *http.Response
 	var out []byte
 	opts := append([]option.RequestOption{option.WithRequestTimeout(a.base.AttemptTimeout(req)), option.WithResponseInto(&raw)},
-		headerOptions(req.Native.Header)...)
+		relayOptions(req.Native)...)
 	err = a.client.Post(actx, countPath, body, &out, opts...)
 	if rep := errorReply(err, edits); rep != nil {
 		return rep, nil
@@ -89,8 +90,20 @@ func (a *Adapter) beginNative(ctx context.Context, req *provider.Request, stream
 	at.body, at.edits, at.native = body, edits, true
 	at.ctx, at.cancel = a.base.Attempt(ctx, req)
 	at.opts = append([]option.RequestOption{option.WithRequestTimeout(a.base.AttemptTimeout(req)), option.WithResponseInto(&at.raw)},
-		headerOptions(req.Native.Header)...)
+		relayOptions(req.Native)...)
 	return at, nil
+}
+
+// relayOptions sends n's headers (see headerOptions) and its query
+// parameters as the client sent them.
+func relayOptions(n *provider.Native) []option.RequestOption {
+	opts := headerOptions(n.Header)
+	for _, k := range slices.Sorted(maps.Keys(n.Query)) {
+		for _, v := range n.Query[k] {
+			opts = append(opts, option.WithQueryAdd(k, v))
+		}
+	}
+	return opts
 }
 
 // headerOptions sends the client's headers in place of the SDK's: the

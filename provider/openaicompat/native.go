@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -70,6 +71,7 @@ type nativeAttempt struct {
 	model  string
 	stream bool
 	body   []byte
+	query  url.Values // the client's, sent as they are
 	edits  []string
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -82,7 +84,7 @@ type nativeAttempt struct {
 // not validated again (it only routes and prices).
 func (a *Adapter) nativePrepare(ctx context.Context, req *provider.Request, stream bool) (*nativeAttempt, error) {
 	n := req.Native
-	at := &nativeAttempt{proto: n.Protocol, model: a.base.Model(req), stream: stream}
+	at := &nativeAttempt{proto: n.Protocol, model: a.base.Model(req), stream: stream, query: n.Query}
 	if at.model == "" {
 		return nil, a.base.BadRequest("", fmt.Sprintf("no model for tier %s: set providers.%s.models.%s in llm-config.yaml", req.EffectiveTier(), a.base.Name, req.EffectiveTier()))
 	}
@@ -179,7 +181,11 @@ func (a *Adapter) nativeSend(at *nativeAttempt, h http.Header) *provider.Error {
 	if at.proto == provider.ProtoResponses {
 		path = responsesPath
 	}
-	hr, err := http.NewRequestWithContext(at.ctx, http.MethodPost, a.baseURL+path, bytes.NewReader(at.body))
+	target := a.baseURL + path
+	if len(at.query) > 0 {
+		target += "?" + at.query.Encode()
+	}
+	hr, err := http.NewRequestWithContext(at.ctx, http.MethodPost, target, bytes.NewReader(at.body))
 	if err != nil {
 		return a.base.Finish(&provider.Error{Kind: provider.KindBadRequest, Provider: a.base.Name, Model: at.model, Diagnostic: provider.Diagnostic{Message: "the relayed request cannot be built"}, Err: err})
 	}
