@@ -423,8 +423,10 @@ func TestFleetRedisCutDegradesAndRecovers(t *testing.T) {
 	if _, sig, _ := lastCall(t, gem); sig != skipSig {
 		t.Errorf("cut, second turn through another replica: signature %q; want the documented skip value", sig)
 	}
-	if n := strings.Count(logsA.String(), "rate counters (Redis) are unreachable"); n != 1 {
-		t.Errorf("a logged the outage of the rate counters %d times; want once:\n%s", n, logsA.String())
+	for _, what := range []string{"rate counters (Redis) are unreachable", "turn state (Redis) is unreachable"} {
+		if n := strings.Count(logsA.String(), what); n != 1 {
+			t.Errorf("a logged %q %d times; want once:\n%s", what, n, logsA.String())
+		}
 	}
 
 	p.mend()
@@ -434,10 +436,11 @@ func TestFleetRedisCutDegradesAndRecovers(t *testing.T) {
 	clk.Advance(cache.DefaultRedisCooldown)
 	clk.Advance(time.Minute)
 	fleetWide("Redis back")
-	if !strings.Contains(logsA.String(), "rate counters (Redis) answer again") {
-		t.Errorf("a did not log the recovery:\n%s", logsA.String())
+	if n := strings.Count(logsA.String(), "rate counters (Redis) answer again"); n != 1 {
+		t.Errorf("a logged the rate counters' return %d times; want once:\n%s", n, logsA.String())
 	}
-	// State kept in Redis again crosses replicas.
+	// State kept in Redis again crosses replicas (the first turn through a
+	// finds Redis answering: its state is written there).
 	gem.Enqueue(geminifake.Reply{FunctionCalls: []geminifake.FunctionCall{{Name: "get_weather", Args: json.RawMessage(`{"city":"Paris"}`)}}, OmitCallIDs: true})
 	id = toolTurns["chat"].first(t, a, a.key, "gem3")
 	gem.Enqueue(geminifake.TextReply("18C in Paris."))
@@ -446,5 +449,74 @@ func TestFleetRedisCutDegradesAndRecovers(t *testing.T) {
 	}
 	if _, sig, _ := lastCall(t, gem); sig == "" || sig == skipSig {
 		t.Errorf("Redis back, second turn through another replica: signature %q, not Gemini's", sig)
+	}
+	if n := strings.Count(logsA.String(), "turn state (Redis) answers again"); n != 1 {
+		t.Errorf("a logged the turn state's return %d times; want once:\n%s", n, logsA.String())
+	}
+}
+
+// Every key the gateway writes in Redis expires: a key's request and token
+// counters a minute after their last write, its reservations and their
+// sums gateway.RateHold after it, an answer's provider state
+// gateway.DefaultTurnStateTTL after the answer.
+func TestFleetKeysExpire(t *testing.T) {
+	prefix := sharedPrefix(t)
+	clk := &clock{t: time.Now()}
+	gem := geminifake.New(geminifake.WithAPIKey("gk-upstream"))
+	t.Cleanup(gem.Close)
+	a := gemReplica(t, gem, clk, withGateway(replica(nil, clk, openShared(t, redisFor(t, ""), clk, nil), prefix, nil)))
+	token, k, err := a.keys.Create(gateway.KeySpec{Name: "limited", Project: "demo", KeyLimits: gateway.KeyLimits{RPM: 100, TPM: 1_000_000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A call in flight holds a reservation.
+	gate := make(chan struct{})
+	a.oai.Enqueue(openaifake.TextReply("hello").WithHold(gate))
+	first := make(chan int, 1)
+	go func() { st, _ := chatOn(t, a, token); first <- st }()
+	if err := a.oai.WaitRequests(ctxT(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	gem.Enqueue(geminifake.Reply{FunctionCalls: []geminifake.FunctionCall{{Name: "get_weather", Args: json.RawMessage(`{"city":"Paris"}`)}}, OmitCallIDs: true})
+	toolTurns["chat"].first(t, a, token, "gem3")
+	opt, _ := redis.ParseURL(redisFor(t, ""))
+	inspect := redis.NewClient(opt)
+	defer inspect.Close()
+	ctx := context.Background()
+	rate := prefix + "{demo}:rate:" + k.ID + ":"
+	checked := 0
+	check := func(key string, lo, hi time.Duration) {
+		t.Helper()
+		d, err := inspect.PTTL(ctx, key).Result()
+		if err != nil || d < lo || d > hi {
+			t.Errorf("%s expires in %s (%v); want within [%s, %s]", strings.TrimPrefix(key, prefix), d, err, lo, hi)
+		}
+		checked++
+	}
+	check(rate+"req", 50*time.Second, time.Minute)
+	check(rate+"held", gateway.RateHold-10*time.Second, gateway.RateHold)
+	check(rate+"sum", gateway.RateHold-10*time.Second, gateway.RateHold)
+	close(gate)
+	if st := <-first; st != 200 {
+		t.Fatalf("the held call: %d", st)
+	}
+	check(rate+"tok", 50*time.Second, time.Minute)
+	keys, err := inspect.Keys(ctx, prefix+"{demo}:turn:*").Result()
+	if err != nil || len(keys) != 2 {
+		t.Fatalf("turn state keys %v, %v; want the answer's and its call's", keys, err)
+	}
+	for _, key := range keys {
+		check(key, gateway.DefaultTurnStateTTL-time.Minute, gateway.DefaultTurnStateTTL)
+	}
+	// The reservation's set went with its last member; nothing else is
+	// there, and nothing lasts for ever.
+	all, err := inspect.Keys(ctx, prefix+"*").Result()
+	if err != nil || len(all) != checked-1 {
+		t.Errorf("keys under the prefix: %v, %v; want the %d checked but held", all, err, checked-1)
+	}
+	for _, key := range all {
+		if d, err := inspect.PTTL(ctx, key).Result(); err != nil || d <= 0 {
+			t.Errorf("%s expires in %s (%v)", key, d, err)
+		}
 	}
 }
