@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"math"
+	"strconv"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/cortexbuild/cortexbuild/cache"
 	"github.com/cortexbuild/cortexbuild/internal/testenv"
+	"github.com/cortexbuild/cortexbuild/provider"
 )
 
 // An answer's state is written to Redis up to MaxSharedTurnEntry bytes; a
@@ -75,5 +77,39 @@ func TestSharedTurnEntryIsBounded(t *testing.T) {
 	}
 	if got, _ := found(other, "huge"); got {
 		t.Error("another replica found the answer over the bound")
+	}
+}
+
+// BenchmarkSharedRates is one admission and its settlement of a key with
+// rpm and tpm in Redis: the two scripts a limited key's call adds.
+func BenchmarkSharedRates(b *testing.B) {
+	ctx := context.Background()
+	url := testenv.Redis(b)
+	r, err := cache.OpenRedis(ctx, url, cache.RedisOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	rb := make([]byte, 8)
+	rand.Read(rb)
+	prefix := DefaultSharedPrefix + "bench-" + hex.EncodeToString(rb) + ":"
+	rates := newSharedRates(r, prefix, newKeyRates(time.Now), time.Now, slog.New(slog.DiscardHandler))
+	k := &Key{ID: "bench", KeyLimits: KeyLimits{RPM: math.MaxInt32, TPM: math.MaxInt64 / 4}}
+	b.Cleanup(func() {
+		opt, _ := redis.ParseURL(url)
+		c := redis.NewClient(opt)
+		if keys, _ := c.Keys(ctx, prefix+"*").Result(); len(keys) > 0 {
+			c.Del(ctx, keys...)
+		}
+		c.Close()
+	})
+	i := 0
+	for b.Loop() {
+		inv := "inv" + strconv.Itoa(i)
+		i++
+		if f, local := rates.admit(ctx, k, inv, func() int64 { return 1000 }); f != nil || local {
+			b.Fatalf("refused: %v, local %v", f, local)
+		}
+		rates.settle(ctx, k.ID, inv, provider.Usage{InputTokens: 10, OutputTokens: 5}, true)
 	}
 }
