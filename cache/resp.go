@@ -16,8 +16,8 @@ import (
 )
 
 // A small client of the Redis protocol (RESP2), as much of it as the
-// cache needs: AUTH, SELECT, PING, GET and SET over a few pooled
-// connections. A full client library would bring hundreds of commands into
+// cache and the gateway's shared state need: AUTH, SELECT, PING, GET, SET,
+// EVALSHA and EVAL over a few pooled connections. A full client library would bring hundreds of commands into
 // the binary for these five.
 
 // errNil is a nil bulk reply: GET of a missing key.
@@ -163,7 +163,8 @@ func newRESPClient(cfg *redisConfig, dial func(ctx context.Context, network, add
 }
 
 // do sends one command and returns its reply: a string for a simple or
-// bulk string, an int64, errNil, or a redisError.
+// bulk string, an int64, a []any for an array (a nil element for a nil
+// bulk string), errNil, or a redisError.
 func (rc *respClient) do(ctx context.Context, args ...any) (any, error) {
 	select {
 	case rc.slots <- struct{}{}:
@@ -300,9 +301,17 @@ func (cn *respConn) roundTrip(ctx context.Context, timeout time.Duration, args [
 // maxBulk is the longest bulk string read: Redis's own limit.
 const maxBulk = 512 << 20
 
-// readReply reads one RESP2 reply. Arrays are not read: no command the
-// cache sends answers with one.
+// maxArray is the most elements of an array reply read (the gateway's
+// scripts answer with a few, or one per key asked for).
+const maxArray = 1 << 20
+
+// readReply reads one RESP2 reply. An array's nil elements are nil; a nil
+// array is errNil.
 func readReply(r *bufio.Reader) (any, error) {
+	return readReplyDepth(r, 0)
+}
+
+func readReplyDepth(r *bufio.Reader, depth int) (any, error) {
 	line, err := r.ReadString('\n')
 	if err != nil {
 		return nil, err
@@ -331,6 +340,31 @@ func readReply(r *bufio.Reader) (any, error) {
 			return nil, err
 		}
 		return string(b[:n]), nil
+	case '*':
+		n, err := strconv.Atoi(line[1:])
+		switch {
+		case err != nil || n < -1 || n > maxArray || depth > 8:
+			return nil, fmt.Errorf("redis: bad array length %q", line)
+		case n == -1:
+			return nil, errNil
+		}
+		out := make([]any, n)
+		// An error element is kept as the element: the reply as a whole
+		// was read, and the connection stays usable.
+		for i := range out {
+			v, err := readReplyDepth(r, depth+1)
+			var re redisError
+			switch {
+			case errors.Is(err, errNil):
+				v = nil
+			case errors.As(err, &re):
+				v = re
+			case err != nil:
+				return nil, err
+			}
+			out[i] = v
+		}
+		return out, nil
 	}
 	return nil, fmt.Errorf("redis: unexpected reply %q", line)
 }

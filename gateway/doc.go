@@ -45,6 +45,13 @@
 // ("cbk_<id>_<secret>"), bound to the project and optionally to an agent
 // and a task. The token is shown once, when created.
 //
+// A fleet of gateways sharing a Redis ([Options.Shared]) counts each
+// key's rpm and tpm there and keeps there the provider state between a
+// conversation's turns, so that any replica serves any turn; when Redis
+// cannot be reached each replica falls back to its own, saying so in
+// [HeaderDegraded]. /readyz pings the engines of [Options.Ready];
+// /healthz is the liveness probe.
+//
 // docs/gateway.md has the recipes (Claude Code, Codex CLI, OpenAI SDKs),
 // the model-name mapping, the error mapping table and the parameter
 // policy.

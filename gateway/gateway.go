@@ -57,6 +57,12 @@ const (
 	// "openai.chat", "openai.responses"); absent on a translated answer
 	// and on the gateway's own refusals.
 	HeaderRelayed = "X-CortexBuild-Relayed"
+	// HeaderDegraded names what of the fleet-wide state this answer went
+	// without, the shared engine (Redis) being unreachable: "rate-limits"
+	// (the key's rpm and tpm were counted by this replica alone),
+	// "turn-state" (the provider state of earlier turns was looked up in
+	// this replica alone). Absent when nothing was.
+	HeaderDegraded = "X-CortexBuild-Degraded"
 )
 
 // DefaultMaxBodyBytes is the default request size limit (32 MiB, the size
@@ -156,6 +162,18 @@ type Options struct {
 	// [DefaultTurnStateTTL] and [DefaultTurnStateBytes].
 	TurnStateTTL   time.Duration
 	TurnStateBytes int
+	// Shared, when set, keeps the keys' request and token counters and the
+	// provider state between turns in a shared engine (Redis), so that a
+	// fleet of gateways behaves as one: a key's rpm and tpm hold across
+	// the fleet and a turn served by another replica finds the state.
+	// Unreachable, each replica falls back to its own (see
+	// [HeaderDegraded] and docs/gateway.md). nil: per process.
+	Shared Shared
+	// SharedPrefix starts the keys written in Shared, before the project
+	// in braces. Default [DefaultSharedPrefix].
+	SharedPrefix string
+	// Ready are the engines /readyz checks besides the gateway itself.
+	Ready []Engine
 }
 
 // Gateway is the HTTP front door: an http.Handler serving the
@@ -174,9 +192,9 @@ type Gateway struct {
 	exact    map[string]Target
 	patterns []pattern
 	// turns keeps provider state the clients' protocols cannot carry.
-	turns *turnState
+	turns turnKeeper
 	// rates counts each key's requests and tokens per minute.
-	rates *keyRates
+	rates rateLimiter
 	// decodes counts the request bodies decoded in full (see relayOnly).
 	decodes atomic.Int64
 }
@@ -222,6 +240,14 @@ func New(opts Options) (*Gateway, error) {
 	if opts.TurnStateBytes <= 0 {
 		opts.TurnStateBytes = DefaultTurnStateBytes
 	}
+	if opts.SharedPrefix == "" {
+		opts.SharedPrefix = DefaultSharedPrefix
+	}
+	for _, e := range opts.Ready {
+		if e.Name == "" || e.Ping == nil {
+			return nil, errors.New("gateway: an engine /readyz checks needs a name and a ping")
+		}
+	}
 	exact, patterns := map[string]Target{}, []pattern{}
 	for name, t := range opts.Models {
 		if t.Agent == "" && t.Tier == "" && t.Model == "" {
@@ -242,7 +268,12 @@ func New(opts Options) (*Gateway, error) {
 	sortPatterns(patterns)
 	g := &Gateway{opts: opts, mux: http.NewServeMux(), started: opts.Now(), slots: make(chan struct{}, opts.MaxInFlight),
 		perKey: &keySlots{n: map[string]int{}}, exact: exact, patterns: patterns,
-		turns: newTurnState(opts.TurnStateTTL, opts.TurnStateBytes, opts.Now), rates: newKeyRates(opts.Now)}
+		turns: localTurns{newTurnState(opts.TurnStateTTL, opts.TurnStateBytes, opts.Now)}, rates: localRates{newKeyRates(opts.Now)}}
+	if opts.Shared != nil {
+		prefix := opts.SharedPrefix + "{" + opts.Project + "}:"
+		g.turns = newSharedTurns(opts.Shared, prefix, opts.TurnStateTTL, newTurnState(opts.TurnStateTTL, opts.TurnStateBytes, opts.Now), opts.Logger)
+		g.rates = newSharedRates(opts.Shared, prefix, newKeyRates(opts.Now), opts.Now, opts.Logger)
+	}
 	g.mux.HandleFunc("/v1/chat/completions", g.method(protoOpenAI, http.MethodPost, g.chatCompletions))
 	g.mux.HandleFunc("/v1/responses", g.method(protoOpenAI, http.MethodPost, g.responses))
 	g.mux.HandleFunc("/v1/messages", g.method(protoAnthropic, http.MethodPost, g.messages))
@@ -254,6 +285,7 @@ func New(opts Options) (*Gateway, error) {
 		g.serveModel(w, r, protocolOf(r))
 	}))
 	g.mux.HandleFunc("/healthz", g.healthz)
+	g.mux.HandleFunc("/readyz", g.readyz)
 	g.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		protocolOf(r).writeError(w, r, fail(classNotFound, "no route %s %s: the gateway serves POST /v1/chat/completions, POST /v1/responses, GET /v1/models, POST /v1/messages and POST /v1/messages/count_tokens", r.Method, r.URL.Path))
 	})
@@ -814,7 +846,11 @@ func decodeCall[U any, PT interface {
 	if d.req.Native == nil && scanned {
 		d.req.Native = nativeOf(r, proto, rb, d.stream, 0)
 	}
-	if added, ok := g.turns.restore(d.key, &d.req, g.opts.MaxBodyBytes-int64(len(body))); !ok {
+	added, ok, local := g.turns.restore(r.Context(), d.key, &d.req, g.opts.MaxBodyBytes-int64(len(body)))
+	if local {
+		w.Header().Add(HeaderDegraded, "turn-state")
+	}
+	if !ok {
 		return fail(&failure{class: classBadRequest, msg: fmt.Sprintf("the provider state the gateway keeps for this conversation's earlier turns (thinking blocks, signatures: %d bytes) would take the %d-byte request over the gateway's limit of %d bytes (gateway.max_body_bytes): send fewer turns, or start a new conversation", added, len(body), g.opts.MaxBodyBytes)})
 	}
 	call, f := g.callFor(r, key, d.model, d.req)
@@ -882,7 +918,8 @@ func admit[U any, PT interface {
 		// Once the output limit is known: the key's token rate reserves
 		// the call's estimate, its prompt's bound and that limit.
 		key, _ := g.authenticate(r)
-		f = g.rates.admit(key, call.InvocationID, func() int64 {
+		var local bool
+		f, local = g.rates.admit(r.Context(), key, call.InvocationID, func() int64 {
 			// No provider is chosen yet: each image counts the neutral
 			// [pricing.ImageTokens].
 			req := call.Request.Exact()
@@ -892,6 +929,9 @@ func admit[U any, PT interface {
 			}
 			return n + int64(call.Request.MaxTokens)
 		})
+		if local {
+			w.Header().Add(HeaderDegraded, "rate-limits")
+		}
 	}
 	if f != nil {
 		p.writeError(w, r, f)

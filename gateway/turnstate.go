@@ -55,11 +55,11 @@ func newTurnState(ttl time.Duration, maxBytes int, now func() time.Time) *turnSt
 	return &turnState{ttl: ttl, maxBytes: maxBytes, now: now, ids: map[turnKey]*list.Element{}}
 }
 
-// keep records the provider state of res, an answer to the client with
-// key, when it made tool calls and carries any.
-func (s *turnState) keep(key string, res *provider.Result) {
+// newTurnEntry is the provider state of res, an answer to the client with
+// key, when it made tool calls and carries any; nil otherwise.
+func newTurnEntry(key string, res *provider.Result) *turnEntry {
 	if res == nil || len(res.ToolCalls) == 0 {
-		return
+		return nil
 	}
 	e := &turnEntry{key: key, calls: map[string]provider.Metadata{}}
 	for _, tc := range res.ToolCalls {
@@ -76,7 +76,17 @@ func (s *turnState) keep(key string, res *provider.Result) {
 			e.size += len(p.Text) + metaSize(p.Meta)
 		}
 	}
-	if len(e.calls) == 0 && len(e.reasoning) == 0 || e.size > s.maxBytes {
+	if len(e.calls) == 0 && len(e.reasoning) == 0 {
+		return nil
+	}
+	return e
+}
+
+// keep records the provider state of res, an answer to the client with
+// key, when it made tool calls and carries any.
+func (s *turnState) keep(key string, res *provider.Result) {
+	e := newTurnEntry(key, res)
+	if e == nil || e.size > s.maxBytes {
 		return
 	}
 	s.mu.Lock()
@@ -112,6 +122,13 @@ func (s *turnState) restore(key string, req *provider.Request, room int64) (int6
 		return 0, true
 	}
 	now := s.now()
+	return restoreTurns(req, room, func(m *provider.Message) *turnEntry { return s.entryLocked(key, m, now) })
+}
+
+// restoreTurns is restore with find giving the kept state of an assistant
+// turn (the same *turnEntry for every turn naming one of its calls), nil
+// when none is kept.
+func restoreTurns(req *provider.Request, room int64, find func(m *provider.Message) *turnEntry) (int64, bool) {
 	type restoring struct {
 		i     int // the message
 		e     *turnEntry
@@ -125,7 +142,7 @@ func (s *turnState) restore(key string, req *provider.Request, room int64) (int6
 		if m.Role != provider.RoleAssistant {
 			continue
 		}
-		e := s.entryLocked(key, m, now)
+		e := find(m)
 		if e == nil || done[e] {
 			continue
 		}
@@ -200,6 +217,13 @@ func (s *turnState) removeLocked(el *list.Element) {
 	}
 }
 
+// size is how many tool calls have state kept.
+func (s *turnState) size() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.ids)
+}
+
 func metaSize(m provider.Metadata) int {
 	n := 0
 	for k, v := range m {
@@ -222,11 +246,11 @@ func keyID(k *Key) string {
 func (g *Gateway) invoke(ctx context.Context, call orchestrator.Call, key string) (*orchestrator.Outcome, error) {
 	out, err := g.opts.Orchestrator.Invoke(ctx, call)
 	if err != nil {
-		g.rates.settle(call.Key, call.InvocationID, provider.Usage{}, true) // nothing served
+		g.rates.settle(ctx, call.Key, call.InvocationID, provider.Usage{}, true) // nothing served
 		return out, err
 	}
-	g.turns.keep(key, out.Result)
-	g.rates.settle(call.Key, call.InvocationID, out.Usage, true)
+	g.turns.keep(ctx, key, out.Result)
+	g.rates.settle(ctx, call.Key, call.InvocationID, out.Usage, true)
 	return out, nil
 }
 
@@ -235,7 +259,7 @@ func (g *Gateway) invoke(ctx context.Context, call orchestrator.Call, key string
 func (g *Gateway) stream(ctx context.Context, call orchestrator.Call, key string) (*keptStream, error) {
 	s, err := g.opts.Orchestrator.Stream(ctx, call)
 	if err != nil {
-		g.rates.settle(call.Key, call.InvocationID, provider.Usage{}, true) // nothing served
+		g.rates.settle(ctx, call.Key, call.InvocationID, provider.Usage{}, true) // nothing served
 		return nil, err
 	}
 	var proto provider.Protocol
@@ -243,11 +267,11 @@ func (g *Gateway) stream(ctx context.Context, call orchestrator.Call, key string
 		proto = call.Request.Native.Protocol
 	}
 	return &keptStream{Stream: s, proto: proto, keep: func(res *provider.Result) {
-		g.turns.keep(key, res)
-		g.rates.settle(call.Key, call.InvocationID, res.Usage, true)
+		g.turns.keep(ctx, key, res)
+		g.rates.settle(ctx, call.Key, call.InvocationID, res.Usage, true)
 	}, end: func() {
 		// A stream that ended before its final answer keeps its estimate.
-		g.rates.settle(call.Key, call.InvocationID, provider.Usage{}, false)
+		g.rates.settle(ctx, call.Key, call.InvocationID, provider.Usage{}, false)
 	}}, nil
 }
 

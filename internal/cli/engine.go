@@ -326,6 +326,7 @@ func (e *env) openRawLedger(ctx context.Context, f *config.File, opts ...ledger.
 		if err != nil {
 			return nil, withCode(ExitFailure, fmt.Errorf("store: %w", err))
 		}
+		e.storePing = st.Ping
 		return st, nil
 	}
 	path := e.sqlitePath(f)
@@ -357,6 +358,7 @@ func (e *env) openCache(ctx context.Context, f *config.File) (*cache.Cache, erro
 		if err != nil {
 			return nil, withCode(ExitFailure, fmt.Errorf("cache: %w", err))
 		}
+		e.redis = r
 		return cache.New(r, opts), nil
 	}
 	return cache.New(cache.NewMemory(cache.MemoryOptions{MaxEntries: f.Cache.MaxEntries}), opts), nil

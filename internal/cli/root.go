@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cortexbuild/cortexbuild/cache"
 	"io"
 	"os"
 	"path/filepath"
@@ -92,6 +93,12 @@ type env struct {
 	// projectIDs are the ids of the loaded configurations that set no
 	// project:, by file (see keepProjectID).
 	projectIDs map[string]string
+	// redis is the shared cache a command that makes calls opened
+	// (cache.backend: redis), nil otherwise; storePing pings its
+	// PostgreSQL store (store.backend: postgres), nil otherwise. serve
+	// keeps the fleet-wide state in the first and checks both in /readyz.
+	redis     *cache.Redis
+	storePing func(context.Context) error
 }
 
 // Main runs the command line with args and returns the process exit code.

@@ -165,6 +165,15 @@ func (e *env) serve(parent context.Context, f *config.File, listen string, noAut
 	if !noAuth {
 		opts.Keys = keys
 	}
+	// A fleet's replicas count the keys' rates and keep the provider state
+	// between turns in the shared cache, and /readyz checks the engines.
+	if p := e.storePing; p != nil {
+		opts.Ready = append(opts.Ready, gateway.Engine{Name: "postgres", Required: true, Ping: p})
+	}
+	if r := e.redis; r != nil {
+		opts.Shared = r
+		opts.Ready = append(opts.Ready, gateway.Engine{Name: "redis", Ping: func(ctx context.Context) error { return r.Ping(ctx, gateway.ReadyTimeout) }})
+	}
 	g, err := gateway.New(opts)
 	if err != nil {
 		return withCode(ExitFailure, err)
