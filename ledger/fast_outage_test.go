@@ -234,3 +234,21 @@ func checkAnswered(t *testing.T, url, schema string, c *caller) {
 		}
 	}
 }
+
+// The journal table is written without waiting for the database's disk,
+// unless the fast path syncs its journal (store.journal_sync); the store's
+// other writes always wait for it.
+func TestJournalTableSyncCommit(t *testing.T) {
+	url := testenv.Postgres(t)
+	ctx := context.Background()
+	st, err := ledger.OpenPostgres(ctx, url, ledger.WithSchema(newSchema(t, url)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for durable, want := range map[bool]string{false: "off", true: "on"} {
+		if got, err := st.JournalSyncCommit(ctx, durable); err != nil || got != want {
+			t.Errorf("durable %v: synchronous_commit %q, %v; want %q", durable, got, err, want)
+		}
+	}
+}

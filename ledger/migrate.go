@@ -404,7 +404,6 @@ var migrations = []migration{
 				line TEXT NOT NULL,
 				written_at BIGINT NOT NULL)`,
 			`CREATE INDEX journal_lease ON _S_.journal (lease) WHERE lease <> ''`,
-			`CREATE INDEX journal_written ON _S_.journal (project, written_at)`,
 		},
 	},
 }

@@ -135,6 +135,15 @@ func (p *Postgres) pgErr(op string, err error) error {
 	if errors.As(err, &pe) && pe.Code[:2] != "08" && pe.Code[:2] != "57" {
 		se.Unreachable = false
 	}
+	if se.Unreachable && !p.closed.Load() {
+		// The idle connections are as dead as the one that failed (the
+		// server restarted, the network was cut): the next statement
+		// opens a new one instead of failing on each of them in turn.
+		p.pool.Reset()
+		if p.jpool != nil {
+			p.jpool.Reset()
+		}
+	}
 	return se
 }
 

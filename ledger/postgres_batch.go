@@ -387,14 +387,18 @@ func (p *Postgres) writeJournal(ctx context.Context, ids, leases, lines []string
 	if p.closed.Load() {
 		return ErrClosed
 	}
-	pool := p.jpool
-	if durable || pool == nil {
-		pool = p.pool
-	}
-	_, err := pool.Exec(ctx, p.q(`INSERT INTO _S_.journal (invocation_id, project, lease, line, written_at)
+	_, err := p.journalPool(durable).Exec(ctx, p.q(`INSERT INTO _S_.journal (invocation_id, project, lease, line, written_at)
 		SELECT u.id, $4, u.lease, u.line, $5 FROM unnest($1::text[], $2::text[], $3::text[]) AS u (id, lease, line)
 		ON CONFLICT (invocation_id) DO NOTHING`), ids, leases, lines, p.project, nanos(p.now()))
 	return p.read("journal settlements", err)
+}
+
+// journalPool is the pool writeJournal writes with.
+func (p *Postgres) journalPool(durable bool) *pgxpool.Pool {
+	if durable || p.jpool == nil {
+		return p.pool
+	}
+	return p.jpool
 }
 
 // journaled returns up to max settlements of the journal table written at
