@@ -1191,7 +1191,8 @@ func (f *Fast) scanOrphans(ctx context.Context) {
 	}
 	f.lastScan = now
 	f.mu.Unlock()
-	rep, err := ReplayJournals(ctx, f.Store, f.dir, f.o.replayOptions()...)
+	// The journal table is the renewals' sweep's: here only the files.
+	rep, err := ReplayJournals(ctx, f.Store, f.dir, append(f.o.replayOptions(), replayFilesOnly())...)
 	for _, k := range rep.KeptAside {
 		f.onErr(k)
 	}

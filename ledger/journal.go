@@ -289,7 +289,13 @@ const (
 // ReplayOption configures [ReplayJournals].
 type ReplayOption func(*replayOptions)
 
-type replayOptions struct{ price RowPricer }
+type replayOptions struct {
+	price     RowPricer
+	filesOnly bool // not the journal table: a live process's sweep applies it
+}
+
+// replayFilesOnly leaves the store's journal table out of a replay.
+func replayFilesOnly() ReplayOption { return func(o *replayOptions) { o.filesOnly = true } }
 
 // ReplayPrices checks every replayed settlement against price: a row that
 // costs less than its usage, or a settlement that costs less than its rows,
@@ -351,7 +357,7 @@ func ReplayJournals(ctx context.Context, st Store, dir string, opts ...ReplayOpt
 			errs = append(errs, err)
 		}
 	}
-	if ss, ok := st.(sharedStore); ok {
+	if ss, ok := st.(sharedStore); ok && !o.filesOnly {
 		// The journal table too: what processes that died left there, and
 		// what live ones have not applied yet (applying it twice is
 		// harmless, settlements being idempotent).
