@@ -93,7 +93,7 @@ func benchSQLite(b *testing.B, opts ...ledger.Option) ledger.Store {
 // own fast path (budget leases and journal) and the same task and monthly
 // budgets, as several `cortexbuild serve` processes would: the benchmark
 // re-runs the test binary as 1 or 3 pairs processes (TestPairsProcess), 8
-// goroutines each, which share b.N attempts out and run them at once. The
+// goroutines each (32 in the last case), which share b.N attempts out and run them at once. The
 // time runs from the start signal until every process has every
 // settlement in the store and its leases given back. Every run checks that
 // the store's spend is exactly the admitted pairs' cost, nothing is held,
@@ -106,16 +106,21 @@ func benchSQLite(b *testing.B, opts ...ledger.Option) ledger.Store {
 //	go test -run '^$' -bench ReserveSettleProcesses -cpu 2 -benchtime 3s ./ledger/
 func BenchmarkReserveSettleProcesses(b *testing.B) {
 	for _, tc := range []struct {
-		name  string
-		procs int
-		tight bool
+		name       string
+		procs      int
+		tight      bool
+		goroutines int
 	}{
-		{"postgres-1-process", 1, false},
-		{"postgres-3-processes", 3, false},
-		{"postgres-3-processes-budget-runs-out", 3, true},
+		{"postgres-1-process", 1, false, 8},
+		{"postgres-3-processes", 3, false, 8},
+		{"postgres-3-processes-budget-runs-out", 3, true, 8},
+		// As many calls in flight as a gateway serving many agents has:
+		// on PostgreSQL a settlement waits for a round trip, so the pairs
+		// per second of a process are its calls in flight over that.
+		{"postgres-3-processes-32-goroutines", 3, false, 32},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			r := pairsRun{procs: tc.procs, goroutines: 8, attempts: b.N, limit: provider.Money(b.N+1) * pairsEstimate}
+			r := pairsRun{procs: tc.procs, goroutines: tc.goroutines, attempts: b.N, limit: provider.Money(b.N+1) * pairsEstimate}
 			if tc.tight {
 				r.limit, r.stopOnRefusal = provider.Money(b.N/2+1)*pairsEstimate, true
 			}

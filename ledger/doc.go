@@ -70,7 +70,12 @@
 // each still seeing the effects of those before it.
 //
 // An unreachable store returns errors wrapping [ErrUnavailable], on which
-// the orchestrator fails closed for paid endpoints.
+// the orchestrator fails closed for paid endpoints; PostgreSQL's are
+// [*ServerError]s naming the server (host:port, never credentials).
+//
+// [Fast] takes admission and spend recording off the call path with budget
+// leases and a journal: a file beside the embedded store, a table of the
+// store on PostgreSQL, whose holds then expire in seconds unless renewed.
 //
 // # Task records
 //

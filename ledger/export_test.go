@@ -37,3 +37,11 @@ func CreatePostgresAt(ctx context.Context, url, schema string, version int, opts
 	p := &Postgres{pool: pool, schema: pgx.Identifier{schema}.Sanitize(), now: time.Now}
 	return p.migrate(ctx, schema, version, buildOptions(opts).migrationSQL)
 }
+
+// JournalSyncCommit returns synchronous_commit as the connections that
+// write the journal table see it, durable or not.
+func (p *Postgres) JournalSyncCommit(ctx context.Context, durable bool) (string, error) {
+	var v string
+	err := p.journalPool(durable).QueryRow(ctx, "SHOW synchronous_commit").Scan(&v)
+	return v, err
+}

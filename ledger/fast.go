@@ -40,6 +40,11 @@ import (
 //     store in the same directory: nothing billed is lost, nothing is
 //     counted twice (settlements are idempotent by invocation id).
 //
+// On a store that processes on several machines share (PostgreSQL), the
+// journal is a table of the store instead, and holds expire in seconds
+// unless their live process renews them (see fast_shared.go and
+// [FastHoldTTL]): nothing the money depends on stays on a process's disk.
+//
 // Durability: a settlement survives the death of the process once Settle
 // returns; it survives a power cut once it is in the store (milliseconds
 // later), or at once with [FastSync]. Lease holds count as held in
@@ -77,6 +82,20 @@ type Fast struct {
 	leaseRefused bool
 	held         []job // settlements neither in the journal nor in the store
 	kept         int   // how many: held, and those being retried
+
+	// With a shared store (PostgreSQL): settlements are committed before
+	// Settle returns, and this process's holds are kept on short expiries
+	// that it renews.
+	shared    sharedStore
+	exactHeld map[string]time.Time // exact reservations held: their callers' expiry
+	renewErr  error                // the last failed renewal, until one succeeds
+	renewStop func() bool
+	// unsettled counts the settlements the shared store refused, retried
+	// in the background: no call is admitted while it is not zero.
+	unsettled int
+	retrying  sync.WaitGroup
+	jq        chan job // settlements to write to the journal table
+	jwriters  sync.WaitGroup
 
 	kick    chan struct{} // wakes the retrier of held settlements
 	quit    chan struct{} // closed by Close: retries stop
@@ -126,6 +145,11 @@ type job struct {
 	s   Settlement
 	seg *segment
 	l   *lease
+	// done, with a shared store, receives the outcome of writing the
+	// settlement to the journal table: the caller of Settle waits for it.
+	done chan error
+	// tabled: the settlement is in the journal table of a shared store.
+	tabled bool
 }
 
 // FastOption configures [NewFast].
@@ -140,6 +164,8 @@ type fastOptions struct {
 	now     func() time.Time
 	after   func(time.Duration, func()) func() bool
 	price   RowPricer
+	ttl     time.Duration
+	commits int
 }
 
 // FastPrices checks the settlements of the journals it replays against
@@ -162,6 +188,16 @@ func FastLeaseWindow(d time.Duration) FastOption { return func(o *fastOptions) {
 // Leases of a scope set that run out within a quarter of their window grow
 // from there, doubling each time, up to 16 times that size.
 func FastLeaseFactor(n int) FastOption { return func(o *fastOptions) { o.factor = int64(n) } }
+
+// FastHoldTTL sets, with a shared store (PostgreSQL), how long a hold of
+// this process (a budget lease, or a call reserved exactly) lasts in the
+// store unless renewed (default 10 s). The process renews its holds every
+// fifth of it, so the room held by a process that died returns to the
+// budget at most this long after its death.
+func FastHoldTTL(d time.Duration) FastOption { return func(o *fastOptions) { o.ttl = d } }
+
+// DefaultHoldTTL is the default of [FastHoldTTL].
+const DefaultHoldTTL = 10 * time.Second
 
 // FastSync makes every journal append wait for the disk (fsync): a
 // settlement then survives a power cut as soon as Settle returns, at the
@@ -204,12 +240,13 @@ func NewFast(ctx context.Context, st Store, dir string, opts ...FastOption) (*Fa
 	if !journalSupported {
 		return nil, ErrNoJournal
 	}
-	o := fastOptions{window: 2 * time.Second, factor: 64, workers: 128, now: time.Now, after: afterFunc, onErr: func(error) {}}
+	o := fastOptions{window: 2 * time.Second, factor: 64, workers: 128, now: time.Now, after: afterFunc, onErr: func(error) {},
+		ttl: DefaultHoldTTL, commits: 1}
 	for _, f := range opts {
 		f(&o)
 	}
-	if o.factor < 1 || o.window <= 0 {
-		return nil, fmt.Errorf("%w: lease factor and window must be positive", ErrInvalid)
+	if o.factor < 1 || o.window <= 0 || o.ttl <= 0 {
+		return nil, fmt.Errorf("%w: lease factor, window and hold TTL must be positive", ErrInvalid)
 	}
 	rep, err := ReplayJournals(ctx, st, dir, o.replayOptions()...)
 	if err != nil {
@@ -225,11 +262,23 @@ func NewFast(ctx context.Context, st Store, dir string, opts ...FastOption) (*Fa
 	f := &Fast{Store: st, j: j, dir: dir, now: o.now, o: o, onErr: o.onErr,
 		all: map[*lease]bool{}, leases: map[string]*lease{}, factors: map[string]int64{}, acquiring: map[string]chan struct{}{}, holds: map[string]drawn{},
 		queue: make(chan job, 4096), hurry: make(chan struct{}, 1), lastScan: o.now(),
-		kick: make(chan struct{}, 1), quit: make(chan struct{})}
+		kick: make(chan struct{}, 1), quit: make(chan struct{}), exactHeld: map[string]time.Time{}}
 	f.flushed = sync.NewCond(&f.flushMu)
 	f.retrier.Add(1)
 	go f.retry()
-	if bs, ok := st.(batchSettler); ok {
+	if ss, ok := st.(sharedStore); ok {
+		f.shared = ss
+		f.jq = make(chan job, 4096)
+		for range o.commits {
+			f.jwriters.Add(1)
+			go f.workJournal(ss)
+		}
+		f.workers.Add(1)
+		go f.workBatches(ss)
+		f.mu.Lock()
+		f.renewStop = f.o.after(f.renewEvery(), f.renew)
+		f.mu.Unlock()
+	} else if bs, ok := st.(batchSettler); ok {
 		f.workers.Add(1)
 		go f.workBatches(bs)
 	} else {
@@ -269,7 +318,7 @@ func (f *Fast) Reserve(ctx context.Context, r Reservation) error {
 			f.mu.Unlock()
 			return ErrClosed
 		}
-		if f.journalErr != nil || f.storeErr != nil {
+		if f.journalErr != nil || f.storeErr != nil || f.renewErr != nil || f.unsettled > 0 {
 			f.mu.Unlock()
 			return f.writeError()
 		}
@@ -353,14 +402,23 @@ func (f *Fast) acquire(ctx context.Context, key string, r Reservation) (bool, er
 		return false, f.exact(ctx, r)
 	}
 	id := newLeaseID()
-	seg, err := f.j.append(record{Op: "lease", Lease: id})
-	if err != nil {
-		f.journalFailed(err)
-		return false, f.writeError()
-	}
+	var seg *segment
 	expires := r.ExpiresAt.Add(f.o.window)
+	if f.shared != nil {
+		// The lease lives in the store on a short expiry this process
+		// renews: if the process dies, its room comes back by itself.
+		expires = f.now().Add(f.o.ttl)
+	} else {
+		var err error
+		if seg, err = f.j.append(record{Op: "lease", Lease: id}); err != nil {
+			f.journalFailed(err)
+			return false, f.writeError()
+		}
+	}
 	if err := f.Store.Reserve(ctx, Reservation{InvocationID: id, Amount: size, Scopes: r.Scopes, ExpiresAt: expires}); err != nil {
-		f.j.done(seg)
+		if seg != nil {
+			f.j.done(seg)
+		}
 		if errors.Is(err, ErrOverBudget) || errors.Is(err, ErrPaused) {
 			// Someone took the room meanwhile: this call is decided exactly.
 			return false, f.exact(ctx, r)
@@ -436,13 +494,29 @@ func (f *Fast) exact(ctx context.Context, r Reservation) error {
 	if err := f.catchUp(ctx); err != nil {
 		return err
 	}
+	until := r.ExpiresAt
+	if f.shared != nil {
+		// On a short expiry, renewed until the call ends (at most until
+		// the caller's).
+		r.ExpiresAt = minTime(r.ExpiresAt, f.now().Add(f.o.ttl))
+	}
 	if err := f.Store.Reserve(ctx, r); err != nil {
 		return f.storeRefused(err)
 	}
 	f.mu.Lock()
 	f.holds[r.InvocationID] = drawn{}
+	if f.shared != nil {
+		f.exactHeld[r.InvocationID] = until
+	}
 	f.mu.Unlock()
 	return nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // closeLocked stops l admitting calls and returns what gives back its
@@ -513,7 +587,9 @@ func (f *Fast) giveBack(ctx context.Context, l *lease) {
 		f.onErr(fmt.Errorf("ledger: releasing budget lease %s: %w (the journal keeps it for the next process; it also expires on its own)", l.id, err))
 		return
 	}
-	f.j.done(l.seg)
+	if l.seg != nil {
+		f.j.done(l.seg)
+	}
 }
 
 // Settle journals s and applies it in the background.
@@ -521,6 +597,7 @@ func (f *Fast) Settle(ctx context.Context, s Settlement) error {
 	f.mu.Lock()
 	d, ok := f.holds[s.InvocationID]
 	delete(f.holds, s.InvocationID)
+	delete(f.exactHeld, s.InvocationID)
 	switch {
 	case ok && d.l != nil && s.Cost == 0:
 		// Nothing billed: the draw goes back to the lease, as on Release;
@@ -539,10 +616,15 @@ func (f *Fast) Settle(ctx context.Context, s Settlement) error {
 	f.pending++
 	f.flushMu.Unlock()
 	jb := job{s: s, l: d.l}
+	if f.shared != nil {
+		return f.commit(jb)
+	}
 	seg, err := f.j.append(record{Op: "settle", Settle: &s})
 	if err == nil {
 		jb.seg = seg
-		f.enqueue(jb)
+		if !f.enqueue(jb) {
+			f.left(1)
+		}
 		return nil
 	}
 	if errors.Is(err, ErrClosed) {
@@ -572,16 +654,17 @@ func (f *Fast) Settle(ctx context.Context, s Settlement) error {
 	return nil
 }
 
-// enqueue hands a journaled settlement to the workers that apply it; once
-// Close has stopped them it stays in the journal for the next process.
-func (f *Fast) enqueue(jb job) {
+// enqueue hands a settlement to the workers that apply it, and reports
+// false once Close has stopped them (a journaled one then stays in the
+// journal for the next process).
+func (f *Fast) enqueue(jb job) bool {
 	f.qmu.RLock()
 	defer f.qmu.RUnlock()
 	if f.qclosed {
-		f.left(1)
-		return
+		return false
 	}
 	f.queue <- jb
+	return true
 }
 
 // left counts n settlements as no longer pending for this process (they
@@ -622,6 +705,11 @@ func (f *Fast) storeFailed(err error) {
 
 func (f *Fast) storeOK() {
 	f.mu.Lock()
+	if f.unsettled > 0 {
+		// Settlements the store refused are still being retried.
+		f.mu.Unlock()
+		return
+	}
 	was := f.storeErr
 	f.storeErr = nil
 	f.mu.Unlock()
@@ -677,7 +765,9 @@ func (f *Fast) recoverJournal() bool {
 		seg, err := f.j.append(record{Op: "settle", Settle: &jb.s})
 		if err == nil {
 			jb.seg = seg
-			f.enqueue(jb)
+			if !f.enqueue(jb) {
+				f.left(1)
+			}
 			continue
 		}
 		jerr = err
@@ -737,10 +827,18 @@ func (e *WriteError) Error() string {
 	if e.Where != "" {
 		what += " at " + e.Where
 	}
-	if e.DiskFull {
+	var se *ServerError
+	server := !e.Journal && errors.As(e.Err, &se)
+	switch {
+	case server:
+		// It names the server and says what is wrong with it.
+		b.WriteString(e.Err.Error())
+	case e.DiskFull:
 		b.WriteString("the disk is full: ")
+		fallthrough
+	default:
+		fmt.Fprintf(&b, "%s cannot be written (%v)", what, e.Err)
 	}
-	fmt.Fprintf(&b, "%s cannot be written (%v)", what, e.Err)
 	if e.Kept > 0 {
 		fmt.Fprintf(&b, "; %d settlements of calls already paid are kept in memory and retried until they are written", e.Kept)
 	}
@@ -748,6 +846,8 @@ func (e *WriteError) Error() string {
 		fmt.Fprintf(&b, "; %d settlements wait in the journal and are retried", e.Waiting)
 	}
 	switch {
+	case server && se.Unreachable:
+		fmt.Fprintf(&b, ". To fix it, make the %s reachable again (the server, the network between them)", se.Where)
 	case e.DiskFull && e.Where != "":
 		fmt.Fprintf(&b, ". To fix it, free space on the filesystem holding %s", e.Where)
 	case e.DiskFull:
@@ -766,13 +866,15 @@ func (e *WriteError) Unwrap() []error { return []error{ErrUnavailable, e.Err} }
 // writeError describes why no call is admitted now.
 func (f *Fast) writeError() error {
 	f.mu.Lock()
-	jerr, serr := f.journalErr, f.storeErr
+	jerr, serr, rerr := f.journalErr, f.storeErr, f.renewErr
 	f.mu.Unlock()
 	switch {
 	case jerr != nil:
 		return f.newWriteError(true, jerr)
 	case serr != nil:
 		return f.newWriteError(false, serr)
+	case rerr != nil:
+		return f.newWriteError(false, rerr)
 	}
 	return fmt.Errorf("%w: the ledger could not be written; retry", ErrUnavailable)
 }
@@ -802,6 +904,8 @@ func (f *Fast) newWriteError(journal bool, err error) *WriteError {
 		e.Where = f.dir
 	} else if sq, ok := f.Store.(*SQLite); ok {
 		e.Where = sq.path
+	} else if f.shared != nil {
+		e.Where = f.shared.Where()
 	}
 	f.mu.Lock()
 	e.Kept = f.kept
@@ -872,7 +976,9 @@ func (f *Fast) applyBatch(bs batchSettler, batch []job) {
 	}
 	backoff := 10 * time.Millisecond
 	for {
-		errs := bs.settleBatch(context.Background(), sets)
+		ctx, cancel := context.WithTimeout(context.Background(), commitWait)
+		errs := bs.settleBatch(ctx, sets)
+		cancel()
 		var retry error
 		for _, err := range errs {
 			if err != nil && !errors.Is(err, ErrAlreadySettled) && !errors.Is(err, ErrInvalid) {
@@ -891,8 +997,24 @@ func (f *Fast) applyBatch(bs batchSettler, batch []job) {
 			return
 		}
 		if errors.Is(retry, ErrClosed) || !f.wait(retry, len(batch), &backoff) {
-			// They stay in the journal for the next process.
-			f.onErr(fmt.Errorf("ledger: %d settlements not applied; they stay in the journal under %s: %w", len(batch), f.dir, retry))
+			// They stay in the journal for the next process; those the
+			// journal refused are lost with this process, and Close says so.
+			var lost []job
+			for _, jb := range batch {
+				if jb.seg == nil && !jb.tabled {
+					lost = append(lost, jb)
+				}
+			}
+			where := "under " + f.dir
+			if f.shared != nil {
+				where = "file under " + f.dir + " or the store's journal table"
+			}
+			f.onErr(fmt.Errorf("ledger: %d settlements not applied; they stay in the journal %s: %w", len(batch)-len(lost), where, retry))
+			if len(lost) > 0 {
+				f.mu.Lock()
+				f.held = append(f.held, lost...)
+				f.mu.Unlock()
+			}
 			f.left(len(batch))
 			return
 		}
@@ -1028,6 +1150,7 @@ func (f *Fast) Release(ctx context.Context, invocationID string) error {
 	f.mu.Lock()
 	d, ok := f.holds[invocationID]
 	delete(f.holds, invocationID)
+	delete(f.exactHeld, invocationID)
 	if ok && d.l != nil {
 		d.l.used -= d.amount
 		d.l.inflight--
@@ -1068,7 +1191,8 @@ func (f *Fast) scanOrphans(ctx context.Context) {
 	}
 	f.lastScan = now
 	f.mu.Unlock()
-	rep, err := ReplayJournals(ctx, f.Store, f.dir, f.o.replayOptions()...)
+	// The journal table is the renewals' sweep's: here only the files.
+	rep, err := ReplayJournals(ctx, f.Store, f.dir, append(f.o.replayOptions(), replayFilesOnly())...)
 	for _, k := range rep.KeptAside {
 		f.onErr(k)
 	}
@@ -1159,6 +1283,9 @@ func (f *Fast) Close() error {
 			l.stop()
 		}
 	}
+	if f.renewStop != nil {
+		f.renewStop()
+	}
 	f.leases = map[string]*lease{}
 	f.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), closeWait)
@@ -1168,9 +1295,14 @@ func (f *Fast) Close() error {
 	f.retrier.Wait()
 	f.qmu.Lock()
 	f.qclosed = true
-	close(f.queue)
+	if f.jq != nil {
+		close(f.jq)
+	}
 	f.qmu.Unlock()
+	f.jwriters.Wait() // they hand settlements to the appliers
+	close(f.queue)
 	f.workers.Wait()
+	f.retrying.Wait()
 	f.bg.Wait()
 	// Every lease still held is released: calls still drawing on one
 	// belong to a process that is going away.

@@ -289,7 +289,13 @@ const (
 // ReplayOption configures [ReplayJournals].
 type ReplayOption func(*replayOptions)
 
-type replayOptions struct{ price RowPricer }
+type replayOptions struct {
+	price     RowPricer
+	filesOnly bool // not the journal table: a live process's sweep applies it
+}
+
+// replayFilesOnly leaves the store's journal table out of a replay.
+func replayFilesOnly() ReplayOption { return func(o *replayOptions) { o.filesOnly = true } }
 
 // ReplayPrices checks every replayed settlement against price: a row that
 // costs less than its usage, or a settlement that costs less than its rows,
@@ -329,7 +335,8 @@ func Replay(ctx context.Context, st Store, dir string, opts ...ReplayOption) (in
 // their processes held. A record that cannot be replayed is kept aside
 // (see [KeptAside]) and the others are applied. A journal is deleted once
 // applied (its bad records kept aside first); one that cannot be applied
-// (the store is down) is left for the next try.
+// (the store is down) is left for the next try. On PostgreSQL it also
+// applies every settlement of the store's journal table (see [Fast]).
 func ReplayJournals(ctx context.Context, st Store, dir string, opts ...ReplayOption) (ReplayReport, error) {
 	var o replayOptions
 	for _, opt := range opts {
@@ -348,6 +355,22 @@ func ReplayJournals(ctx context.Context, st Store, dir string, opts ...ReplayOpt
 		rep.KeptAside = append(rep.KeptAside, kept...)
 		if err != nil {
 			errs = append(errs, err)
+		}
+	}
+	if ss, ok := st.(sharedStore); ok && !o.filesOnly {
+		// The journal table too: what processes that died left there, and
+		// what live ones have not applied yet (applying it twice is
+		// harmless, settlements being idempotent).
+		for {
+			read, applied, err := sweepJournal(ctx, ss, time.Now().Add(24*time.Hour))
+			rep.Applied += applied
+			if err != nil {
+				errs = append(errs, fmt.Errorf("the journal table: %w", err))
+				break
+			}
+			if read < maxApplyBatch {
+				break
+			}
 		}
 	}
 	return rep, errors.Join(errs...)

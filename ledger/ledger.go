@@ -70,7 +70,9 @@ type Store interface {
 	// running.
 	Shrink(ctx context.Context, invocationID string, amount provider.Money) error
 	// ExpireReservations releases every reservation whose ExpiresAt is at or
-	// before now and returns how many it released.
+	// before now and returns how many it released; on PostgreSQL, not one
+	// that a settlement in the journal table draws on (see [Fast]) until it
+	// is applied.
 	ExpireReservations(ctx context.Context, now time.Time) (int, error)
 
 	// RecordAttempt appends one row to the ledger. It does not charge any

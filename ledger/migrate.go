@@ -36,7 +36,7 @@ func nextMigration(applied []int, target int) (m migration, ok bool) {
 
 // LatestSchemaVersion is the schema version this package writes: the
 // version of the last migration.
-const LatestSchemaVersion = 8
+const LatestSchemaVersion = 9
 
 var migrations = []migration{
 	{
@@ -377,6 +377,33 @@ var migrations = []migration{
 			`ALTER TABLE _S_.attempts ADD COLUMN host_agent TEXT NOT NULL DEFAULT ''`,
 			`ALTER TABLE _S_.attempts ADD COLUMN parent_agent TEXT NOT NULL DEFAULT ''`,
 			`CREATE INDEX attempts_session ON _S_.attempts (project, session, at)`,
+		},
+	},
+	{
+		version:     9,
+		description: "the fast path's settlement journal in the shared store (PostgreSQL; SQLite keeps it in files)",
+		// A settlement is written here, in one statement, before its call
+		// returns, and deleted in the transaction that applies it. A hold a
+		// journaled settlement draws on (its own reservation, or the lease
+		// it names) stays counted, expired or not, until it is applied.
+		// SQLite's table stays empty (its fast path journals to files
+		// beside the database); it keeps the two dialects' tables the same.
+		sqlite: []string{
+			`CREATE TABLE journal (
+				invocation_id TEXT PRIMARY KEY,
+				project TEXT NOT NULL,
+				lease TEXT NOT NULL,
+				line TEXT NOT NULL,
+				written_at INTEGER NOT NULL)`,
+		},
+		postgres: []string{
+			`CREATE TABLE _S_.journal (
+				invocation_id TEXT PRIMARY KEY,
+				project TEXT NOT NULL,
+				lease TEXT NOT NULL,
+				line TEXT NOT NULL,
+				written_at BIGINT NOT NULL)`,
+			`CREATE INDEX journal_lease ON _S_.journal (lease) WHERE lease <> ''`,
 		},
 	},
 }

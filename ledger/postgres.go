@@ -39,6 +39,10 @@ type Postgres struct {
 
 	project string // every row the store reads or writes is this project's
 	alerts  []int  // the thresholds, in percent of a limit, whose crossing a settlement records
+	addr    string // host:port of the server, named when it cannot be reached
+	// jpool writes the fast path's journal table without waiting for the
+	// server's disk (synchronous_commit off); it connects on first use.
+	jpool *pgxpool.Pool
 }
 
 var _ Store = (*Postgres)(nil)
@@ -76,21 +80,91 @@ func OpenPostgres(ctx context.Context, url string, opts ...Option) (*Postgres, e
 		// looked up on its own.
 		cfg.ConnConfig.LookupFunc = func(_ context.Context, host string) ([]string, error) { return []string{host}, nil }
 	}
+	jcfg := cfg.Copy()
+	jcfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	jcfg.MaxConns, jcfg.MinConns = 2, 0
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, pgErr("connect", err)
 	}
-	p := &Postgres{pool: pool, schema: pgx.Identifier{o.schema}.Sanitize(), project: o.project, alerts: alerts, now: o.now}
-	if err := pool.Ping(ctx); err != nil {
+	jpool, err := pgxpool.NewWithConfig(ctx, jcfg)
+	if err != nil {
 		pool.Close()
 		return nil, pgErr("connect", err)
 	}
+	p := &Postgres{pool: pool, jpool: jpool, schema: pgx.Identifier{o.schema}.Sanitize(), project: o.project, alerts: alerts, now: o.now,
+		addr: serverAddr(cfg.ConnConfig)}
+	if err := pool.Ping(ctx); err != nil {
+		p.closePools()
+		return nil, p.pgErr("connect", err)
+	}
 	if err := p.migrate(ctx, o.schema, LatestSchemaVersion, o.migrationSQL); err != nil {
-		pool.Close()
+		p.closePools()
 		return nil, err
 	}
 	return p, nil
 }
+
+// serverAddr names the server of a connection configuration as host:port
+// (its first host, and how many others it may fall back to): never its
+// user, password or options.
+func serverAddr(c *pgx.ConnConfig) string {
+	addr := net.JoinHostPort(c.Host, fmt.Sprint(c.Port))
+	if n := len(c.Fallbacks); n > 0 {
+		addr += fmt.Sprintf(" (or %d other hosts)", n)
+	}
+	return addr
+}
+
+// Where names the server (host:port), for messages: never its user,
+// password or options.
+func (p *Postgres) Where() string { return "PostgreSQL at " + p.addr }
+
+// pgErr classifies err as [pgErr] does and, when the server cannot be
+// reached or used, names it: "the ledger's PostgreSQL at host:port is
+// unreachable" when it could not be reached (no connection, a connection
+// cut, a timeout, a server shutting down), "… cannot take the write" when
+// it answered with an error (a full disk, too many connections).
+func (p *Postgres) pgErr(op string, err error) error {
+	cerr := pgErr(op, err)
+	if cerr == nil || !errors.Is(cerr, ErrUnavailable) || errors.Is(err, ErrClosed) {
+		return cerr
+	}
+	se := &ServerError{Op: op, Where: p.Where(), Unreachable: true, Err: err}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code[:2] != "08" && pe.Code[:2] != "57" {
+		se.Unreachable = false
+	}
+	if se.Unreachable && !p.closed.Load() {
+		// The idle connections are as dead as the one that failed (the
+		// server restarted, the network was cut): the next statement
+		// opens a new one instead of failing on each of them in turn.
+		p.pool.Reset()
+		if p.jpool != nil {
+			p.jpool.Reset()
+		}
+	}
+	return se
+}
+
+// ServerError is what a store on a database server returns when the server
+// cannot be reached or refuses work: it names the server (host:port, never
+// credentials) and wraps [ErrUnavailable] and the driver's error.
+type ServerError struct {
+	Op          string // what was being done: "reserve", "settle", …
+	Where       string // "PostgreSQL at host:port"
+	Unreachable bool   // no connection, or a connection lost; else the server answered with an error
+	Err         error
+}
+
+func (e *ServerError) Error() string {
+	if e.Unreachable {
+		return fmt.Sprintf("ledger: %s: the ledger's %s is unreachable: %v", e.Op, e.Where, e.Err)
+	}
+	return fmt.Sprintf("ledger: %s: the ledger's %s cannot take the write: %v", e.Op, e.Where, e.Err)
+}
+
+func (e *ServerError) Unwrap() []error { return []error{ErrUnavailable, e.Err} }
 
 // q qualifies the tables of a statement with the store's schema.
 func (p *Postgres) q(sql string) string { return strings.ReplaceAll(sql, "_S_.", p.schema+".") }
@@ -212,7 +286,7 @@ func (p *Postgres) tx(ctx context.Context, op string, fn func(pgx.Tx) error) err
 		if p.closed.Load() {
 			return ErrClosed
 		}
-		return pgErr(op, err)
+		return p.pgErr(op, err)
 	}
 }
 
@@ -262,7 +336,7 @@ func (p *Postgres) withConn(ctx context.Context, op string, fn func(c *pgxpool.C
 		if p.closed.Load() {
 			return ErrClosed
 		}
-		return pgErr(op, err)
+		return p.pgErr(op, err)
 	}
 }
 
@@ -283,7 +357,7 @@ func (p *Postgres) read(op string, err error) error {
 	if p.closed.Load() {
 		return ErrClosed
 	}
-	return pgErr(op, err)
+	return p.pgErr(op, err)
 }
 
 // SetBudget implements [Store].
@@ -333,12 +407,28 @@ func (p *Postgres) Budget(ctx context.Context, scope Scope) (Budget, error) {
 	if p.closed.Load() {
 		return Budget{}, ErrClosed
 	}
-	b, err := scanBudgetPg(p.pool.QueryRow(ctx, p.q(budgetSQL("_S_."))+" WHERE s.project = $3 AND s.scope = $2", nanos(p.now()), string(scope), p.project))
+	b, err := scanBudgetPg(p.pool.QueryRow(ctx, p.q(budgetSQLPg)+" WHERE s.project = $3 AND s.scope = $2", nanos(p.now()), string(scope), p.project))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Budget{Scope: scope}, nil
 	}
 	return b, p.read("budget", err)
 }
+
+// journaledHold is true of the reservation id when a settlement in the
+// journal table draws on it (its own, or the lease it names): expired or
+// not, the hold stays counted until that settlement is applied, so that the
+// room of a process that died is never given back before what it spent is
+// charged.
+func journaledHold(id string) string {
+	return `EXISTS (SELECT 1 FROM _S_.journal j WHERE j.invocation_id = ` + id + ` OR j.lease = ` + id + `)`
+}
+
+// budgetSQLPg is budgetSQL counting the expired holds that journaled
+// settlements draw on.
+var budgetSQLPg = `SELECT s.scope, s.limit_nanos, s.spent_nanos, s.paused, s.pause_reason,
+		CAST(coalesce((SELECT sum(h.amount_nanos) FROM _S_.holds h WHERE h.project = s.project AND h.scope = s.scope
+			AND (h.expires_at > $1 OR ` + journaledHold("h.invocation_id") + `)), 0) AS BIGINT)
+		FROM _S_.scopes s`
 
 func scanBudgetPg(sc pgx.Row) (Budget, error) {
 	var b Budget
@@ -355,7 +445,7 @@ func (p *Postgres) Budgets(ctx context.Context) ([]Budget, error) {
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
-	rows, err := p.pool.Query(ctx, p.q(budgetSQL("_S_."))+" WHERE s.project = $2 AND s.limit_nanos IS NOT NULL ORDER BY s.scope", nanos(p.now()), p.project)
+	rows, err := p.pool.Query(ctx, p.q(budgetSQLPg)+" WHERE s.project = $2 AND s.limit_nanos IS NOT NULL ORDER BY s.scope", nanos(p.now()), p.project)
 	if err != nil {
 		return nil, p.read("budgets", err)
 	}
@@ -392,11 +482,12 @@ func (p *Postgres) Reserve(ctx context.Context, r Reservation) error {
 		b.Queue(p.q(`SELECT scope, limit_nanos, spent_nanos, paused, pause_reason FROM _S_.scopes
 			WHERE project = $2 AND scope = ANY($1) ORDER BY scope FOR UPDATE`), ss, p.project)
 		b.Queue(p.q(`DELETE FROM _S_.reservations WHERE expires_at <= $2 AND (invocation_id = $3 OR invocation_id IN
-			(SELECT invocation_id FROM _S_.holds WHERE project = $4 AND scope = ANY($1) AND expires_at <= $2))`), ss, n, r.InvocationID, p.project)
+			(SELECT invocation_id FROM _S_.holds WHERE project = $4 AND scope = ANY($1) AND expires_at <= $2))
+			AND NOT `+journaledHold("_S_.reservations.invocation_id")), ss, n, r.InvocationID, p.project)
 		b.Queue(p.q(`SELECT EXISTS (SELECT 1 FROM _S_.reservations WHERE invocation_id = $1)
 			OR EXISTS (SELECT 1 FROM _S_.settlements WHERE invocation_id = $1)`), r.InvocationID)
 		b.Queue(p.q(`SELECT scope, CAST(sum(amount_nanos) AS BIGINT) FROM _S_.holds
-			WHERE project = $3 AND scope = ANY($1) AND expires_at > $2 GROUP BY scope`), ss, n, p.project)
+			WHERE project = $3 AND scope = ANY($1) AND (expires_at > $2 OR `+journaledHold("_S_.holds.invocation_id")+`) GROUP BY scope`), ss, n, p.project)
 		states, dup, err := readReserveBatch(c.SendBatch(ctx, b), len(scopes))
 		if err != nil {
 			return err
@@ -659,7 +750,7 @@ func (p *Postgres) Shrink(ctx context.Context, invocationID string, amount provi
 
 // ExpireReservations implements [Store].
 func (p *Postgres) ExpireReservations(ctx context.Context, now time.Time) (int, error) {
-	n, err := p.exec(ctx, "expire reservations", `DELETE FROM _S_.reservations WHERE expires_at <= $1`, nanos(now))
+	n, err := p.exec(ctx, "expire reservations", `DELETE FROM _S_.reservations WHERE expires_at <= $1 AND NOT `+journaledHold("_S_.reservations.invocation_id"), nanos(now))
 	return int(n), err
 }
 
@@ -926,8 +1017,15 @@ func (p *Postgres) Close() error {
 	if p.closed.Swap(true) {
 		return nil
 	}
-	p.pool.Close()
+	p.closePools()
 	return nil
+}
+
+func (p *Postgres) closePools() {
+	p.pool.Close()
+	if p.jpool != nil {
+		p.jpool.Close()
+	}
 }
 
 // chargedScopes reads the scope rows a charge returned (scope, limit,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -79,6 +80,8 @@ func (p *Postgres) settleBatch(ctx context.Context, sets []Settlement) []error {
 			ORDER BY u.k
 			ON CONFLICT (invocation_id) DO NOTHING
 			RETURNING invocation_id, reserved_nanos IS NOT NULL`), ids, costs, n)
+		// Applied (now or before): out of the journal table.
+		b.Queue(p.q(`DELETE FROM _S_.journal WHERE invocation_id = ANY($1)`), ids)
 		held, recorded, err := readRecordBatch(c.SendBatch(ctx, b))
 		if err != nil {
 			return err
@@ -226,7 +229,11 @@ func readRecordBatch(br pgx.BatchResults) (held map[string][]Scope, recorded map
 		recorded[id] = own
 	}
 	rows.Close()
-	return held, recorded, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	_, err = br.Exec() // the journal rows
+	return held, recorded, err
 }
 
 // readBatchCharge reads the second round trip of settleBatch and returns
@@ -312,4 +319,99 @@ func (c *attemptCols) args() []any {
 	return []any{c.ids, c.at, c.tasks, c.agents, c.providers, c.models, c.outcomes,
 		c.input, c.output, c.cacheRead, c.cacheWrite, c.cost, c.cacheHit, c.savings, c.estimated, c.project, c.unpriced, c.keys,
 		c.sessions, c.hostAgents, c.parentAgents}
+}
+
+// renewHolds moves the expiry of the reservations ids, and of their holds,
+// to until[i] (nanoseconds), and returns the ids it did not renew: those no
+// longer held, or already expired (their room may already be another's).
+func (p *Postgres) renewHolds(ctx context.Context, ids []string, until []int64) (gone []string, err error) {
+	renewed := map[string]bool{}
+	err = p.withConn(ctx, "renew holds", func(c *pgxpool.Conn) error {
+		clear(renewed)
+		b := &pgx.Batch{}
+		b.Queue("BEGIN")
+		// The reservation rows before their holds, as a cascading delete
+		// locks them.
+		b.Queue(p.q(`UPDATE _S_.reservations r SET expires_at = u.until FROM unnest($1::text[], $2::bigint[]) AS u (id, until)
+			WHERE r.invocation_id = u.id AND r.expires_at > $3 RETURNING r.invocation_id`), ids, until, nanos(p.now()))
+		b.Queue(p.q(`UPDATE _S_.holds h SET expires_at = u.until FROM unnest($1::text[], $2::bigint[]) AS u (id, until)
+			WHERE h.invocation_id = u.id AND h.expires_at > $3`), ids, until, nanos(p.now()))
+		b.Queue("COMMIT")
+		br := c.SendBatch(context.WithoutCancel(ctx), b)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			renewed[id] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for range 2 {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		return br.Close()
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		if !renewed[id] {
+			gone = append(gone, id)
+		}
+	}
+	return gone, nil
+}
+
+// writeJournal writes settlements to the journal table in one statement
+// (one round trip), each with the lease it draws on and its journal line.
+// With durable false the commit does not wait for the server's disk
+// (synchronous_commit off): the settlements are in the server, seen by
+// every process, and survive the death of this one and of its machine; a
+// crash of the database server may lose the last fraction of a second of
+// them. A settlement already in the table is left as it is.
+func (p *Postgres) writeJournal(ctx context.Context, ids, leases, lines []string, durable bool) error {
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	_, err := p.journalPool(durable).Exec(ctx, p.q(`INSERT INTO _S_.journal (invocation_id, project, lease, line, written_at)
+		SELECT u.id, $4, u.lease, u.line, $5 FROM unnest($1::text[], $2::text[], $3::text[]) AS u (id, lease, line)
+		ON CONFLICT (invocation_id) DO NOTHING`), ids, leases, lines, p.project, nanos(p.now()))
+	return p.read("journal settlements", err)
+}
+
+// journalPool is the pool writeJournal writes with.
+func (p *Postgres) journalPool(durable bool) *pgxpool.Pool {
+	if durable || p.jpool == nil {
+		return p.pool
+	}
+	return p.jpool
+}
+
+// journaled returns up to max settlements of the journal table written at
+// or before before, oldest first, as their journal lines.
+func (p *Postgres) journaled(ctx context.Context, before time.Time, max int) ([]string, error) {
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	rows, err := p.pool.Query(ctx, p.q(`SELECT line FROM _S_.journal WHERE project = $1 AND written_at <= $2 ORDER BY written_at LIMIT $3`),
+		p.project, nanos(before), max)
+	if err != nil {
+		return nil, p.read("read the journal", err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return lines, p.read("read the journal", err)
 }

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/cortexbuild/cortexbuild/internal/testenv"
 	"github.com/cortexbuild/cortexbuild/ledger"
 	"github.com/cortexbuild/cortexbuild/provider"
@@ -29,7 +31,8 @@ import (
 
 // Environment of a pairs process.
 const (
-	envPairs = "LEDGER_PAIRS_PROCESS" // url schema journal-dir prefix attempts goroutines stop-on-refusal mode
+	envPairs    = "LEDGER_PAIRS_PROCESS" // url schema journal-dir prefix attempts goroutines stop-on-refusal mode
+	envPairsTTL = "LEDGER_PAIRS_TTL"     // the holds' TTL (ledger.FastHoldTTL), when set
 )
 
 const pairsLine = "PAIRS "
@@ -48,8 +51,10 @@ var (
 // says "go", and says "done <admitted> <refused>" once every settlement is
 // in the store and its leases are given back, with the CPU time it used in
 // all (nanoseconds: user and system). In mode crash it goes on
-// with pairs until killed, and says "flushed <n>" once n admitted pairs,
-// at least its attempts, are in the store.
+// with pairs until killed (or until its stdin says "stop": it then says
+// "done" as above), says "settled <id>" as each settlement returns, and
+// "flushed <n>" once n admitted pairs, at least its attempts, are in the
+// store.
 func TestPairsProcess(t *testing.T) {
 	spec := os.Getenv(envPairs)
 	if spec == "" {
@@ -72,7 +77,15 @@ func TestPairsProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := ledger.NewFast(ctx, st, dir, ledger.FastOnError(func(err error) { fmt.Fprintln(os.Stderr, err) }))
+	opts := []ledger.FastOption{ledger.FastOnError(func(err error) { fmt.Fprintln(os.Stderr, err) })}
+	if ttl := os.Getenv(envPairsTTL); ttl != "" {
+		d, err := time.ParseDuration(ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts = append(opts, ledger.FastHoldTTL(d))
+	}
+	f, err := ledger.NewFast(ctx, st, dir, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,6 +94,17 @@ func TestPairsProcess(t *testing.T) {
 	if !in.Scan() || in.Text() != "go" {
 		t.Fatalf("stdin said %q, %v; want go", in.Text(), in.Err())
 	}
+	var stopped atomic.Bool
+	if crash {
+		go func() {
+			for in.Scan() {
+				if in.Text() == "stop" {
+					stopped.Store(true)
+				}
+			}
+		}()
+	}
+	var out sync.Mutex // one line at a time on stdout
 	var seq, admitted, refused atomic.Int64
 	var flushed sync.Once
 	var wg sync.WaitGroup
@@ -88,7 +112,7 @@ func TestPairsProcess(t *testing.T) {
 		wg.Go(func() {
 			for {
 				i := seq.Add(1)
-				if i > int64(attempts) && !crash {
+				if i > int64(attempts) && !crash || stopped.Load() {
 					return
 				}
 				id := prefix + strconv.FormatInt(i, 10)
@@ -111,13 +135,21 @@ func TestPairsProcess(t *testing.T) {
 					t.Error(err)
 					return
 				}
+				if crash {
+					// The caller of a call would now have its answer.
+					out.Lock()
+					fmt.Printf(pairsLine+"settled %s\n", id)
+					out.Unlock()
+				}
 				if admitted.Add(1) >= int64(attempts) && crash {
 					flushed.Do(func() {
 						n := admitted.Load()
 						if err := f.Flush(ctx); err != nil {
 							t.Error(err)
 						}
+						out.Lock()
 						fmt.Printf(pairsLine+"flushed %d\n", n)
+						out.Unlock()
 					})
 				}
 			}
@@ -167,6 +199,20 @@ type pairsProcess struct {
 	stdin io.WriteCloser
 	lines chan string
 	errs  bytes.Buffer // read once the process has ended
+	// settled are the invocations it said were settled; eof is closed
+	// once its stdout has ended.
+	mu      sync.Mutex
+	settled []string
+	eof     chan struct{}
+}
+
+// settledIDs returns the invocations the process said were settled, once
+// its output has ended (it was killed or exited).
+func (p *pairsProcess) settledIDs() []string {
+	<-p.eof
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.settled
 }
 
 // runPairs starts the processes of r on a new schema with the budgets set
@@ -244,11 +290,11 @@ func runPairs(tb testing.TB, r pairsRun, stopTimer, startTimer func()) pairsOutc
 	return out
 }
 
-func startPairsProcess(tb testing.TB, spec string) *pairsProcess {
+func startPairsProcess(tb testing.TB, spec string, env ...string) *pairsProcess {
 	tb.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestPairsProcess$", "-test.count=1", "-test.timeout=10m")
-	cmd.Env = append(os.Environ(), envPairs+"="+spec)
-	p := &pairsProcess{cmd: cmd, lines: make(chan string, 4)}
+	cmd.Env = append(append(os.Environ(), envPairs+"="+spec), env...)
+	p := &pairsProcess{cmd: cmd, lines: make(chan string, 4), eof: make(chan struct{})}
 	cmd.Stderr = &p.errs
 	var err error
 	if p.stdin, err = cmd.StdinPipe(); err != nil {
@@ -269,12 +315,21 @@ func startPairsProcess(tb testing.TB, spec string) *pairsProcess {
 		}
 	})
 	go func() {
+		defer close(p.eof)
 		defer close(p.lines)
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			if line, ok := strings.CutPrefix(sc.Text(), pairsLine); ok {
-				p.lines <- line
+			line, ok := strings.CutPrefix(sc.Text(), pairsLine)
+			if !ok {
+				continue
 			}
+			if id, ok := strings.CutPrefix(line, "settled "); ok {
+				p.mu.Lock()
+				p.settled = append(p.settled, id)
+				p.mu.Unlock()
+				continue
+			}
+			p.lines <- line
 		}
 	}()
 	return p
@@ -306,10 +361,16 @@ func TestReserveSettleProcesses(t *testing.T) {
 	t.Logf("admitted %d, refused %d, spent $%s of $%s", out.admitted, out.refused, provider.Money(out.admitted)*pairsCost, limit)
 }
 
-// Three processes are killed while they run pairs, some of their
-// settlements in the store and others only in their journals; replaying
-// the journals (in batches) applies every settlement exactly once: one
-// ledger row per invocation, spend equal to the rows' cost on every scope,
+// pairsTTL is the holds' TTL of the processes the crash tests kill.
+const pairsTTL = 2 * time.Second
+
+// Three processes sharing a PostgreSQL budget are killed (SIGKILL) while
+// they run pairs, and their directories (their journal files) deleted, as
+// when containers die with their disks. Every settlement a process had
+// returned is in the store: the next process, started a TTL after the kill
+// (its clock and its store's set there), finds one ledger row per
+// invocation (the rows of the settlements still in the journal table
+// applied by it), spend equal to the rows' cost on every scope, and
 // nothing held.
 func TestReserveSettleProcessesCrash(t *testing.T) {
 	url := testenv.Postgres(t)
@@ -329,7 +390,7 @@ func TestReserveSettleProcessesCrash(t *testing.T) {
 	dir := t.TempDir()
 	var ps []*pairsProcess
 	for i := range r.procs {
-		ps = append(ps, startPairsProcess(t, r.spec(url, schema, dir, i, "crash")))
+		ps = append(ps, startPairsProcess(t, r.spec(url, schema, dir, i, "crash"), envPairsTTL+"="+pairsTTL.String()))
 	}
 	for _, p := range ps {
 		if line := p.next(t); line != "ready" {
@@ -353,28 +414,66 @@ func TestReserveSettleProcessesCrash(t *testing.T) {
 		}
 		p.cmd.Wait()
 	}
-	journaled := 0
-	for i := range r.procs {
-		files, _ := filepath.Glob(filepath.Join(dir, fmt.Sprintf("journal-%d", i), "*"))
-		for _, f := range files {
-			data, _ := os.ReadFile(f)
-			journaled += bytes.Count(data, []byte(`"op":"settle"`))
-		}
+	killed := time.Now()
+	var settled []string
+	for _, p := range ps {
+		settled = append(settled, p.settledIDs()...)
 	}
-	applied := 0
-	for i := range r.procs {
-		rep, err := ledger.ReplayJournals(ctx, st, filepath.Join(dir, fmt.Sprintf("journal-%d", i)))
+	if err := os.RemoveAll(dir); err != nil { // the disks are gone
+		t.Fatal(err)
+	}
+	journaled := countJournalTable(t, url, schema)
+	bound := killed.Add(pairsTTL)
+	next, err := ledger.OpenPostgres(ctx, url, ledger.WithSchema(schema), ledger.WithClock(func() time.Time { return bound }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ledger.NewFast(ctx, next, t.TempDir(), ledger.FastClock(func() time.Time { return bound }), ledger.FastHoldTTL(pairsTTL),
+		ledger.FastAfterFunc(func(time.Duration, func()) func() bool { return func() bool { return true } }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows := checkOneRowEach(t, st, settled)
+	if int64(len(rows)) < flushed {
+		t.Errorf("%d rows; want at least the %d pairs in the store before the kill", len(rows), flushed)
+	}
+	want := provider.Money(len(rows)) * pairsCost
+	for _, sc := range pairsScopes {
+		b, err := f.Budget(ctx, sc)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, k := range rep.KeptAside {
-			if !k.Torn { // a torn last record: its call was never answered
-				t.Error(k)
-			}
+		if b.Spent != want || b.Held != 0 {
+			t.Errorf("%s a TTL after the kill: %+v; want spent $%s (%d rows), nothing held", sc, b, want, len(rows))
 		}
-		applied += rep.Applied
 	}
-	rows, err := st.Attempts(ctx, ledger.Filter{})
+	if n := countJournalTable(t, url, schema); n != 0 {
+		t.Errorf("%d settlements left in the journal table", n)
+	}
+	t.Logf("%d pairs in the store before the kill, %d settled in all, %d in the journal table at the kill, %d rows", flushed, len(settled), journaled, len(rows))
+}
+
+// countJournalTable counts the settlements in the journal table of schema.
+func countJournalTable(t *testing.T, url, schema string) int {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM "+pgx.Identifier{schema}.Sanitize()+".journal").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// checkOneRowEach checks that the store has no invocation twice and every
+// invocation of settled once, and returns its rows.
+func checkOneRowEach(t *testing.T, st ledger.Store, settled []string) []ledger.AttemptRow {
+	t.Helper()
+	rows, err := st.Attempts(context.Background(), ledger.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,18 +484,175 @@ func TestReserveSettleProcessesCrash(t *testing.T) {
 		}
 		ids[row.InvocationID] = true
 	}
-	if int64(len(rows)) < flushed {
-		t.Errorf("%d rows; want at least the %d pairs in the store before the kill", len(rows), flushed)
+	missing := 0
+	for _, id := range settled {
+		if !ids[id] {
+			missing++
+			if missing <= 5 {
+				t.Errorf("invocation %s was settled, and has no ledger row", id)
+			}
+		}
 	}
-	want := provider.Money(len(rows)) * pairsCost
+	if missing > 0 {
+		t.Errorf("%d of %d settled invocations have no ledger row", missing, len(settled))
+	}
+	return rows
+}
+
+// Three processes share a task budget on one PostgreSQL under load; one is
+// killed (SIGKILL) and its directory deleted, as a replica dying with its
+// disk. The others go on and, within the stated bound (a TTL and a fifth
+// after the kill), apply what it left in the journal table; once they
+// stop, every call any of them settled has exactly one ledger row, spend
+// equals the rows and never passes the budget, and the room the dead
+// process held, counted at the kill, is back a TTL after it.
+func TestReserveSettleProcessKilledWithItsDisk(t *testing.T) {
+	url := testenv.Postgres(t)
+	schema := newSchema(t, url)
+	ctx := context.Background()
+	st, err := ledger.OpenPostgres(ctx, url, ledger.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	// Some 460 calls: the budget runs out soon after the kill, which comes
+	// once the victim has settled 100.
+	limit := provider.MustMoney("6")
 	for _, sc := range pairsScopes {
-		b, err := st.Budget(ctx, sc)
+		if err := st.SetBudget(ctx, sc, limit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := pairsRun{procs: 3, goroutines: 4, attempts: 300}
+	root := t.TempDir()
+	var ps []*pairsProcess
+	for i := range r.procs {
+		ps = append(ps, startPairsProcess(t, r.spec(url, schema, filepath.Join(root, fmt.Sprint(i)), i, "crash"), envPairsTTL+"="+pairsTTL.String()))
+	}
+	for _, p := range ps {
+		if line := p.next(t); line != "ready" {
+			t.Fatalf("pairs process said %q; want ready", line)
+		}
+		if _, err := io.WriteString(p.stdin, "go\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	victim := ps[0]
+	if line := victim.next(t); !strings.HasPrefix(line, "flushed ") {
+		t.Fatalf("pairs process said %q; want flushed", line)
+	}
+	if err := victim.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	victim.cmd.Wait()
+	killed := time.Now()
+	if err := os.RemoveAll(filepath.Join(root, "0")); err != nil {
+		t.Fatal(err)
+	}
+	// The survivors apply what the dead process left in the journal table
+	// (a real effect of other processes, awaited with a deadline).
+	bound := pairsTTL + pairsTTL/5
+	left := -1
+	deadline := killed.Add(bound + 10*time.Second) // slack for a loaded machine
+	for time.Now().Before(deadline) {
+		if left = countJournalBefore(t, url, schema, killed); left == 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	applied := time.Since(killed)
+	if left != 0 {
+		t.Fatalf("%d settlements of the dead process still in the journal table %s after the kill", left, applied)
+	}
+	if applied > bound+2*time.Second {
+		t.Errorf("the dead process's settlements were applied %s after the kill; the bound is %s", applied, bound)
+	}
+	for _, p := range ps[1:] {
+		if _, err := io.WriteString(p.stdin, "stop\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var settled []string
+	for _, p := range ps[1:] {
+		if line := p.next(t); !strings.HasPrefix(line, "flushed ") && !strings.HasPrefix(line, "done ") {
+			t.Fatalf("pairs process said %q", line)
+		} else if strings.HasPrefix(line, "flushed ") {
+			p.next(t) // done
+		}
+		p.stdin.Close()
+		if err := p.cmd.Wait(); err != nil {
+			t.Fatalf("pairs process: %v\n%s", err, p.errs.String())
+		}
+	}
+	for _, p := range ps {
+		settled = append(settled, p.settledIDs()...)
+	}
+	rows := checkOneRowEach(t, st, settled)
+	want := provider.Money(len(rows)) * pairsCost
+	// The survivors have given back their leases: the holds left are the
+	// dead process's (those the survivors have not dropped as expired
+	// already), and each expires within a TTL of the kill.
+	left, latest := heldRows(t, url, schema)
+	if latest.After(killed.Add(pairsTTL)) {
+		t.Errorf("a hold of the dead process expires at %s, %s after the kill; the bound is %s", latest, latest.Sub(killed), pairsTTL)
+	}
+	afterTTL, err := ledger.OpenPostgres(ctx, url, ledger.WithSchema(schema), ledger.WithClock(func() time.Time { return killed.Add(pairsTTL) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer afterTTL.Close()
+	for _, sc := range pairsScopes {
+		b, err := afterTTL.Budget(ctx, sc)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b.Spent != want || b.Held != 0 {
-			t.Errorf("%s after the replay: %+v; want spent $%s (%d rows), nothing held", sc, b, want, len(rows))
+		if b.Spent != want || b.Spent > limit || b.Held != 0 {
+			t.Errorf("%s a TTL (%s) after the kill: %+v; want spent $%s (%d rows) within $%s, nothing held", sc, pairsTTL, b, want, len(rows), limit)
+		}
+		if sc == pairsTask {
+			t.Logf("%s: spent $%s of $%s; %d holds of the dead process left in the store, none counted %s after the kill", sc, b.Spent, limit, left, pairsTTL)
 		}
 	}
-	t.Logf("%d pairs in the store before the kill, %d settlements in the journals, %d applied by the replay, %d rows", flushed, journaled, applied, len(rows))
+	// The room is back: what the budget has left can be reserved whole.
+	if rest := limit - want; rest > 0 {
+		err := afterTTL.Reserve(ctx, ledger.Reservation{InvocationID: "the-rest", Amount: rest, Scopes: pairsScopes, ExpiresAt: killed.Add(time.Hour)})
+		if err != nil {
+			t.Errorf("reserving the $%s the budget has left, a TTL after the kill: %v", rest, err)
+		}
+	}
+	t.Logf("%d calls settled (%d by the killed process), %d rows; its journaled settlements applied by the others %s after the kill",
+		len(settled), len(victim.settledIDs()), len(rows), applied.Round(time.Millisecond))
+}
+
+// countJournalBefore counts the settlements in the journal table of schema
+// written at or before t.
+func countJournalBefore(t *testing.T, url, schema string, at time.Time) int {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM "+pgx.Identifier{schema}.Sanitize()+".journal WHERE written_at <= $1", at.UnixNano()).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// heldRows returns how many reservations schema holds, and the latest
+// expiry among them.
+func heldRows(t *testing.T, url, schema string) (int, time.Time) {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	var latest int64
+	if err := conn.QueryRow(context.Background(), "SELECT count(*), coalesce(max(expires_at), 0) FROM "+pgx.Identifier{schema}.Sanitize()+".reservations").Scan(&n, &latest); err != nil {
+		t.Fatal(err)
+	}
+	return n, time.Unix(0, latest)
 }

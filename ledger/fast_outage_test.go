@@ -1,0 +1,254 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cortexbuild/cortexbuild/internal/testenv"
+	"github.com/cortexbuild/cortexbuild/ledger"
+	"github.com/cortexbuild/cortexbuild/ledger/ledgertest"
+)
+
+// pgProxy is a loopback TCP proxy to a PostgreSQL server that a test cuts
+// (closing its listener and every connection through it) and restores on
+// the same address.
+type pgProxy struct {
+	t      *testing.T
+	addr   string // where it listens
+	target string // the server
+
+	mu    sync.Mutex
+	ln    net.Listener
+	conns []net.Conn
+	wg    sync.WaitGroup
+}
+
+func newPgProxy(t *testing.T, target string) *pgProxy {
+	p := &pgProxy{t: t, target: target}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.addr = ln.Addr().String()
+	p.serve(ln)
+	t.Cleanup(func() { p.cut(); p.wg.Wait() })
+	return p
+}
+
+func (p *pgProxy) serve(ln net.Listener) {
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	p.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", p.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, s)
+			p.mu.Unlock()
+			p.wg.Go(func() { io.Copy(s, c); s.Close(); c.Close() })
+			p.wg.Go(func() { io.Copy(c, s); s.Close(); c.Close() })
+		}
+	})
+}
+
+// cut stops the proxy: nothing reaches the server through it any more.
+func (p *pgProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// restore listens again on the same address.
+func (p *pgProxy) restore() {
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.serve(ln)
+}
+
+// proxied returns rawURL (a postgres:// URL) through a new proxy, with a
+// password the server (trust authentication) ignores, so that a test can
+// check that it never appears in an error.
+func proxied(t *testing.T, rawURL string) (*pgProxy, string) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPgProxy(t, u.Host)
+	u.Host = p.addr
+	u.User = url.UserPassword(u.User.Username(), "s3cret-pw")
+	return p, u.String()
+}
+
+// With PostgreSQL unreachable (the proxy to it cut), the fast path admits
+// no call once it has tried to write (a renewal of its holds, a settlement
+// or a new lease), and says why, naming the server and not the password;
+// the settlement of a call answered as it happened is kept, in the local
+// journal file meanwhile, and retried. When PostgreSQL is reachable again,
+// calls are admitted again by themselves, and every answered call is in
+// the ledger once.
+func TestFastPostgresUnreachableFailsClosedAndRecovers(t *testing.T) {
+	raw := testenv.Postgres(t)
+	schema := newSchema(t, raw)
+	proxy, viaProxy := proxied(t, raw)
+	ctx := context.Background()
+	clk := ledgertest.NewClock(ledgertest.Epoch)
+	st, err := ledger.OpenPostgres(ctx, viaProxy, ledger.WithSchema(schema), ledger.WithClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	journals := filepath.Join(t.TempDir(), "journal")
+	var logMu sync.Mutex
+	var logged []string
+	f, err := ledger.NewFast(ctx, st, journals, ledger.FastClock(clk.Now), ledger.FastAfterFunc(clk.AfterFunc),
+		ledger.FastOnError(func(err error) {
+			logMu.Lock()
+			logged = append(logged, err.Error())
+			logMu.Unlock()
+			t.Log(err)
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.SetBudget(ctx, fastTask, mustM("10")); err != nil {
+		t.Fatal(err)
+	}
+	c := newCaller(t, f)
+	for range 3 {
+		if err := c.call(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Cut with nothing in flight: the lease in memory still has room, but
+	// once a renewal of the holds has failed no call is admitted.
+	proxy.cut()
+	clk.Advance(ledger.DefaultHoldTTL / 5)
+	var we *ledger.WriteError
+	if err := c.call(); !errors.As(err, &we) || !strings.Contains(err.Error(), "renew holds") {
+		t.Fatalf("a call after a failed renewal = %v; want a refusal naming the renewal", err)
+	}
+	proxy.restore()
+	clk.Advance(ledger.DefaultHoldTTL / 5)
+	if err := c.call(); err != nil {
+		t.Fatalf("a call after a renewal that worked = %v", err)
+	}
+	// A call is in flight when PostgreSQL goes away; it is answered.
+	inFlight, err := c.reserve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.cut()
+	c.settle(inFlight)
+	sent := c.sent
+	for range 5 {
+		err := c.call()
+		if !errors.As(err, &we) || !errors.Is(err, ledger.ErrUnavailable) {
+			t.Fatalf("a call with PostgreSQL unreachable = %v; want a refusal", err)
+		}
+	}
+	if c.sent != sent {
+		t.Errorf("%d calls admitted with PostgreSQL unreachable", c.sent-sent)
+	}
+	msg := we.Error()
+	if want := "the ledger's PostgreSQL at " + proxy.addr + " is unreachable"; !strings.Contains(msg, want) {
+		t.Errorf("refusal %q does not say %q", msg, want)
+	}
+	logMu.Lock()
+	for _, s := range append(logged, msg) {
+		if strings.Contains(s, "s3cret-pw") {
+			t.Errorf("the password is in %q", s)
+		}
+	}
+	logMu.Unlock()
+	// The answered call's settlement is kept in the journal file
+	// meanwhile (the last resort) and retried.
+	files, _ := filepath.Glob(filepath.Join(journals, "*.journal"))
+	found := false
+	for _, file := range files {
+		data, _ := os.ReadFile(file)
+		found = found || strings.Contains(string(data), `"id":"`+inFlight+`"`)
+	}
+	if !found {
+		t.Errorf("the settlement of %s is not in the journal files %v", inFlight, files)
+	}
+	proxy.restore()
+	back := time.Now()
+	clk.Advance(ledger.DefaultHoldTTL / 5) // the next renewal reaches the store
+	until(t, "calls are admitted again", func() bool { return c.call() == nil })
+	t.Logf("calls admitted again %s after PostgreSQL was reachable again; %d refused meanwhile", time.Since(back).Round(time.Millisecond), c.n-c.sent)
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkAnswered(t, raw, schema, c)
+}
+
+// checkAnswered checks, through a store of its own, that every answered
+// call of c has its ledger row once, every scope is charged their sum, and
+// nothing is held.
+func checkAnswered(t *testing.T, url, schema string, c *caller) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := ledger.OpenPostgres(ctx, url, ledger.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var ids []string
+	var want = mustM("0")
+	for id, cost := range c.answered {
+		ids = append(ids, id)
+		want += cost
+	}
+	rows := checkOneRowEach(t, st, ids)
+	if len(rows) != len(ids) {
+		t.Errorf("%d rows; want the %d answered calls'", len(rows), len(ids))
+	}
+	for _, sc := range []ledger.Scope{fastTask, fastMonth} {
+		if b, err := st.Budget(ctx, sc); err != nil || b.Spent != want || b.Held != 0 {
+			t.Errorf("%s: %+v, %v; want spent $%s, nothing held", sc, b, err, want)
+		}
+	}
+}
+
+// The journal table is written without waiting for the database's disk,
+// unless the fast path syncs its journal (store.journal_sync); the store's
+// other writes always wait for it.
+func TestJournalTableSyncCommit(t *testing.T) {
+	url := testenv.Postgres(t)
+	ctx := context.Background()
+	st, err := ledger.OpenPostgres(ctx, url, ledger.WithSchema(newSchema(t, url)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for durable, want := range map[bool]string{false: "off", true: "on"} {
+		if got, err := st.JournalSyncCommit(ctx, durable); err != nil || got != want {
+			t.Errorf("durable %v: synchronous_commit %q, %v; want %q", durable, got, err, want)
+		}
+	}
+}
