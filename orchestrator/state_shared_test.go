@@ -55,6 +55,16 @@ func TestSharedPauseAcrossReplicas(t *testing.T) {
 	if _, paused, _ := other.Paused(ctx); paused {
 		t.Fatal("another project is paused")
 	}
+	// A pause that cannot be read is an error (the orchestrator refuses
+	// the call), until it can be read again.
+	site.Exec(t, "ALTER TABLE _S_.sets RENAME TO sets_away")
+	if _, _, err := other.Paused(ctx); err == nil {
+		t.Fatal("no error with the table gone")
+	}
+	site.Exec(t, "ALTER TABLE _S_.sets_away RENAME TO sets")
+	if _, paused, err := other.Paused(ctx); err != nil || paused {
+		t.Fatalf("after recovery: %v, %v", paused, err)
+	}
 }
 
 // The pause a file holds is the shared set's record; a file without a

@@ -15,6 +15,7 @@ import (
 	"github.com/cortexbuild/cortexbuild/gateway"
 	"github.com/cortexbuild/cortexbuild/internal/pgstate"
 	"github.com/cortexbuild/cortexbuild/internal/testenv"
+	"github.com/cortexbuild/cortexbuild/ledger"
 	"github.com/cortexbuild/cortexbuild/orchestrator"
 	"github.com/cortexbuild/cortexbuild/orchestrator/locality"
 	"github.com/cortexbuild/cortexbuild/provider/anthropic/anthropicfake"
@@ -270,5 +271,54 @@ func TestFilesMoveIntoTheSharedStateOnce(t *testing.T) {
 	}
 	if reason, paused, err := orchestrator.NewSharedState(st.Set(orchestrator.PauseSet), 0).Paused(context.Background()); err != nil || !paused || reason != "from the file" {
 		t.Fatalf("the moved pause = %q %v %v", reason, paused, err)
+	}
+}
+
+// Task pauses and operator budget overrides are kept in the ledger,
+// which on store.backend postgres is shared already: a budget set in one
+// project directory is what another reports, a task paused by one
+// process is paused for the other, and 'task resume' in one lifts it for
+// the other.
+func TestFleetTaskPausesAndBudgetOverridesThroughTheCLI(t *testing.T) {
+	dsn := freshPostgresDB(t, testenv.Postgres(t), "fleetbudget_")
+	srv := anthropicfake.New(anthropicfake.WithAPIKey(testKey))
+	t.Cleanup(srv.Close)
+	vars := map[string]string{"PGDSN": dsn, "MY_KEY": testKey}
+	one, two := fleetProject(t, srv, "postgres"), fleetProject(t, srv, "postgres")
+	show := func(dir string) map[string]ledger.Budget {
+		t.Helper()
+		code, out, errs := run(t, dir, vars, "budget", "show", "--json")
+		var bs []ledger.Budget
+		if code != 0 || json.Unmarshal([]byte(out), &bs) != nil {
+			t.Fatalf("budget show = %d %s %s", code, out, errs)
+		}
+		m := map[string]ledger.Budget{}
+		for _, b := range bs {
+			m[string(b.Scope)] = b
+		}
+		return m
+	}
+	if code, out, errs := run(t, one, vars, "budget", "set", "task:T-1", "5"); code != 0 {
+		t.Fatalf("budget set = %d %s %s", code, out, errs)
+	}
+	if b, ok := show(two)["task:T-1"]; !ok || b.Limit.String() != "5.00" {
+		t.Fatalf("the override on the other replica = %+v, %v", b, ok)
+	}
+	l, err := ledger.OpenPostgres(t.Context(), dsn, ledger.WithProject("fleet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.Pause(t.Context(), ledger.Scope("task:T-1"), "paused by an operator"); err != nil {
+		t.Fatal(err)
+	}
+	if b := show(two)["task:T-1"]; !b.Paused {
+		t.Fatalf("a task paused by another process = %+v", b)
+	}
+	if code, out, errs := run(t, one, vars, "task", "resume", "T-1"); code != 0 {
+		t.Fatalf("task resume = %d %s %s", code, out, errs)
+	}
+	if b := show(two)["task:T-1"]; b.Paused {
+		t.Fatalf("a task resumed on the other replica = %+v", b)
 	}
 }

@@ -15,12 +15,17 @@ import (
 // sharedConsentPair opens one project's consents twice on one PostgreSQL,
 // as two replicas would, each looking every recheck on clock now.
 func sharedConsentPair(t *testing.T, recheck time.Duration, now func() time.Time) (a, b *SharedStore) {
+	a, b, _ = sharedConsentSite(t, recheck, now)
+	return a, b
+}
+
+func sharedConsentSite(t *testing.T, recheck time.Duration, now func() time.Time) (a, b *SharedStore, site pgstatetest.Site) {
 	t.Helper()
-	site := pgstatetest.New(t)
+	site = pgstatetest.New(t)
 	a = NewSharedStore(site.Open(t, "demo").Set(ConsentSet), recheck)
 	b = NewSharedStore(site.Open(t, "demo").Set(ConsentSet), recheck)
 	a.View.Now, b.View.Now = now, now
-	return a, b
+	return a, b, site
 }
 
 // A consent granted on one replica is seen on another; revoked there, it
@@ -71,7 +76,7 @@ func TestSharedConsentAcrossReplicas(t *testing.T) {
 // another, and refuses it again once revoked there.
 func TestSharedConsentOpensTheGateOfAnotherReplica(t *testing.T) {
 	ctx := context.Background()
-	a, b := sharedConsentPair(t, 0, nil)
+	a, b, site := sharedConsentSite(t, 0, nil)
 	gate, r, _, _ := testGate(t, ModeConsent)
 	gate.Consents = b
 	r.set("remote.example", "203.0.113.7")
@@ -89,6 +94,18 @@ func TestSharedConsentOpensTheGateOfAnotherReplica(t *testing.T) {
 	}
 	if _, err := gate.Check(ctx, "cloud", "http://remote.example/v1"); err == nil {
 		t.Fatal("allowed after a revocation on another replica")
+	}
+	// Consents that cannot be read refuse the provider (fail closed).
+	if err := a.Grant(ctx, consentFor("cloud")); err != nil {
+		t.Fatal(err)
+	}
+	site.Exec(t, "ALTER TABLE _S_.records RENAME TO records_away")
+	if _, err := gate.Check(ctx, "cloud", "http://remote.example/v1"); err == nil {
+		t.Fatal("allowed while the consents cannot be read")
+	}
+	site.Exec(t, "ALTER TABLE _S_.records_away RENAME TO records")
+	if d, err := gate.Check(ctx, "cloud", "http://remote.example/v1"); err != nil || !d.Allowed {
+		t.Fatalf("after recovery: %+v, %v", d, err)
 	}
 }
 
