@@ -200,3 +200,33 @@ func TestSharedKeysFailClosed(t *testing.T) {
 		t.Fatalf("after recovery: %v", err)
 	}
 }
+
+// A revocation on one replica is never undone by an update of the same
+// key made at the same moment on another: every write reads the key as
+// the database holds it, under the lock of the keys' set.
+func TestSharedKeysRevocationSurvivesAConcurrentUpdate(t *testing.T) {
+	c := &settable{t: time.Now()}
+	a, b, _ := sharedPair(t, 0, c)
+	for round := range 20 {
+		token, k, err := a.Create(gateway.KeySpec{Name: "k", Project: "demo"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			// Refused when it comes after the revocation; either way fine.
+			a.Update(k.ID, func(k *gateway.Key) error { k.Name = fmt.Sprint("renamed-", round); return nil })
+		})
+		wg.Go(func() {
+			if _, err := b.Revoke(k.ID); err != nil {
+				t.Error(err)
+			}
+		})
+		wg.Wait()
+		for _, s := range []*gateway.KeyStore{a, b} {
+			if _, err := s.Check(token); !errors.Is(err, gateway.ErrRevokedKey) {
+				t.Fatalf("round %d: a revoked key, updated at once elsewhere: %v", round, err)
+			}
+		}
+	}
+}

@@ -322,3 +322,24 @@ func TestFleetTaskPausesAndBudgetOverridesThroughTheCLI(t *testing.T) {
 		t.Fatalf("a task resumed on the other replica = %+v", b)
 	}
 }
+
+// A file that cannot be read stops the move, and the command, with its
+// name; it is left where it is.
+func TestCorruptFileStopsTheMove(t *testing.T) {
+	dsn := freshPostgresDB(t, testenv.Postgres(t), "fleetcorrupt_")
+	srv := anthropicfake.New(anthropicfake.WithAPIKey(testKey))
+	t.Cleanup(srv.Close)
+	vars := map[string]string{"PGDSN": dsn, "MY_KEY": testKey}
+	dir := fleetProject(t, srv, "postgres")
+	path := filepath.Join(dir, config.Dir, consentFile)
+	if err := os.WriteFile(path, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := run(t, dir, vars, "consent", "list")
+	if code == 0 || !strings.Contains(errs, path) || !strings.Contains(errs, "fix or remove the file") {
+		t.Fatalf("consent list with a corrupt consent.json = %d %s %s", code, out, errs)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the corrupt file was moved: %v", err)
+	}
+}
