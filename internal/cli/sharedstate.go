@@ -31,6 +31,7 @@ type sharedProject struct {
 	store    *pgstate.Store
 	consents *locality.SharedStore
 	pause    *orchestrator.SharedState
+	breakers *orchestrator.SharedBreakers
 }
 
 // sharedStates are the shared states a process opened, by configuration
@@ -89,6 +90,7 @@ func (e *env) sharedState(ctx context.Context, f *config.File) (*sharedProject, 
 		store:    st,
 		consents: locality.NewSharedStore(st.Set(locality.ConsentSet), e.recheck),
 		pause:    orchestrator.NewSharedState(st.Set(orchestrator.PauseSet), e.recheck),
+		breakers: orchestrator.NewSharedBreakers(st.Set(orchestrator.BreakerSet), e.recheck),
 	}
 	if err := e.importFiles(ctx, f, st); err != nil {
 		st.Close()
@@ -279,4 +281,27 @@ func (s *sharedConsents) List(ctx context.Context) ([]locality.Consent, error) {
 		return nil, err
 	}
 	return st.List(ctx)
+}
+
+// sharedBreakers opens the shared state on first use; a failure to open
+// is every call's error.
+type sharedBreakers struct {
+	e *env
+	f *config.File
+}
+
+func (s *sharedBreakers) LoadBreakers(ctx context.Context) ([]orchestrator.BreakerState, error) {
+	p, err := s.e.sharedState(ctx, s.f)
+	if err != nil {
+		return nil, err
+	}
+	return p.breakers.LoadBreakers(ctx)
+}
+
+func (s *sharedBreakers) SaveBreaker(ctx context.Context, st orchestrator.BreakerState) error {
+	p, err := s.e.sharedState(ctx, s.f)
+	if err != nil {
+		return err
+	}
+	return p.breakers.SaveBreaker(ctx, st)
 }
