@@ -1,6 +1,7 @@
 // Package pgstate keeps a project's shared state in PostgreSQL: the
 // records that a single machine keeps in files under .cortexbuild/ (the
-// gateway's virtual keys, the locality consents, the project's pause) when
+// gateway's virtual keys, the locality consents, the project's pause, the
+// circuit breakers) when
 // the project's store is PostgreSQL (store.backend: postgres), so that
 // every replica of a fleet sees the change any one of them, or a command,
 // makes.
@@ -35,6 +36,7 @@ import (
 	"net"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -121,7 +123,7 @@ func (s *Store) Project() string { return s.project }
 
 // q qualifies the tables of a statement with the store's schema.
 func (s *Store) q(sql string) string {
-	return string(bytes.ReplaceAll([]byte(sql), []byte("_S_."), []byte(s.schema+".")))
+	return strings.ReplaceAll(sql, "_S_.", s.schema+".")
 }
 
 // create makes the schema and the tables, one process at a time.
