@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"cmp"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/cortexbuild/cortexbuild/internal/atomicfile"
 	"github.com/cortexbuild/cortexbuild/internal/filepoll"
+	"github.com/cortexbuild/cortexbuild/internal/pgstate"
 	"github.com/cortexbuild/cortexbuild/ledger"
 	"github.com/cortexbuild/cortexbuild/provider"
 )
@@ -249,16 +251,46 @@ func (k Key) Check() error {
 // writing the file, and changes the keys the file holds at that moment:
 // concurrent commands, gateways and consoles lose none of each other's
 // writes.
+//
+// A store opened with [OpenSharedKeyStore] keeps the keys in PostgreSQL
+// instead (a project on store.backend: postgres), one row per key, for
+// every replica of a fleet: the same methods, the same checks; a key
+// created or revoked by any process is seen by the others at most one
+// recheck period later.
 type KeyStore struct {
-	path string
-	now  func() time.Time
+	path   string
+	shared *pgstate.View // nil: the file at path
+	now    func() time.Time
 
 	mu    sync.Mutex
 	poll  filepoll.Throttle
 	keys  []storedKey
 	stamp os.FileInfo // the file as last read; nil when it did not exist
 	read  bool
+	// version is the shared set's version the keys were decoded from.
+	version int64
 }
+
+// KeySet is the kind of the shared state's set that holds the keys.
+const KeySet = "gateway-keys"
+
+// sharedTimeout bounds one look at, or one change of, the shared keys.
+const sharedTimeout = 10 * time.Second
+
+// OpenSharedKeyStore returns the store that keeps its keys in the shared
+// set (the project's [KeySet] in its PostgreSQL state).
+func OpenSharedKeyStore(set *pgstate.Set) *KeyStore {
+	s := &KeyStore{now: time.Now}
+	s.shared = &pgstate.View{Set: set, Now: func() time.Time {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.now()
+	}}
+	return s
+}
+
+// Shared reports whether the store keeps its keys in PostgreSQL.
+func (s *KeyStore) Shared() bool { return s.shared != nil }
 
 // OpenKeyStore returns the store kept at path; the file need not exist yet.
 func OpenKeyStore(path string) *KeyStore {
@@ -281,15 +313,21 @@ func (s *KeyStore) SetRecheck(d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.poll.Every = d
+	if s.shared != nil {
+		s.shared.Every = d
+	}
 }
 
-// Path is the file the store uses.
+// Path is the file the store uses ("" for a shared store).
 func (s *KeyStore) Path() string { return s.path }
 
 // refresh re-reads the file when it changed since the last read, looking
 // at most once per recheck period; a failed look is retried on the next
 // call. The caller holds s.mu.
 func (s *KeyStore) refresh() error {
+	if s.shared != nil {
+		return s.refreshShared()
+	}
 	if due := s.poll.Due(); s.read && !due {
 		return nil
 	}
@@ -345,6 +383,107 @@ func (s *KeyStore) readFile() ([]storedKey, os.FileInfo, error) {
 	return f.Keys, st, nil
 }
 
+// refreshShared reads the shared keys when their set changed and the
+// period has passed.
+func (s *KeyStore) refreshShared() error { return s.lookShared(false) }
+
+// missLook bounds how often a token whose key the store does not hold
+// makes a shared store look again before its period: a key created by
+// another process a moment ago is accepted at once, and a stream of
+// unknown tokens costs the database one small query per missLook.
+const missLook = 10 * time.Millisecond
+
+// lookShared reads the shared keys when their set changed; fresh looks
+// unless the last look is less than missLook old. The caller holds s.mu,
+// which the view's clock takes: the view is asked without it.
+func (s *KeyStore) lookShared(fresh bool) error {
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+	var ver int64
+	var recs []pgstate.Record
+	var err error
+	if fresh {
+		ver, recs, err = s.shared.Fresh(ctx, missLook)
+	} else {
+		ver, recs, err = s.shared.Records(ctx)
+	}
+	cancel()
+	s.mu.Lock()
+	if err != nil {
+		return fmt.Errorf("key store: %w", err)
+	}
+	if s.read && ver == s.version {
+		return nil
+	}
+	keys, err := decodeKeys(recs)
+	if err != nil {
+		return err
+	}
+	s.keys, s.version, s.read = keys, ver, true
+	return nil
+}
+
+func decodeKeys(recs []pgstate.Record) ([]storedKey, error) {
+	keys := make([]storedKey, len(recs))
+	for i, r := range recs {
+		if err := json.Unmarshal(r.Data, &keys[i]); err != nil || keys[i].ID != r.ID {
+			return nil, fmt.Errorf("key store: the shared key %q is not a key record", r.ID)
+		}
+	}
+	return keys, nil
+}
+
+func encodeKeys(keys []storedKey) ([]pgstate.Record, error) {
+	recs := make([]pgstate.Record, len(keys))
+	for i, k := range keys {
+		b, err := json.Marshal(k)
+		if err != nil {
+			return nil, err
+		}
+		recs[i] = pgstate.Record{ID: k.ID, Data: b}
+	}
+	return recs, nil
+}
+
+// changeShared is [KeyStore.change] on the shared set: fn runs on the
+// keys as the database holds them, under the lock of the set.
+func (s *KeyStore) changeShared(fn func(keys []storedKey) ([]storedKey, bool, error)) error {
+	ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+	defer cancel()
+	var fnErr error
+	ver, recs, err := s.shared.Change(ctx, func(recs []pgstate.Record) ([]pgstate.Record, bool, error) {
+		keys, err := decodeKeys(recs)
+		if err == nil {
+			var changed bool
+			if keys, changed, err = fn(keys); err == nil && !changed {
+				return nil, false, nil
+			}
+		}
+		var out []pgstate.Record
+		if err == nil {
+			out, err = encodeKeys(keys)
+		}
+		fnErr = err
+		return out, true, err
+	})
+	if fnErr != nil {
+		return fnErr // the keys' own error, as the file store gives it
+	}
+	if err != nil {
+		return fmt.Errorf("key store: %w", err)
+	}
+	keys, err := decodeKeys(recs)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if !s.read || ver >= s.version {
+		s.keys, s.version, s.read = keys, ver, true
+	}
+	s.mu.Unlock()
+	return nil
+}
+
 // change is every write of the store: holding the lock file beside the
 // key file (which every process changing it takes, see
 // [atomicfile.Locked]), it reads the keys the file holds now, never the
@@ -354,6 +493,9 @@ func (s *KeyStore) readFile() ([]storedKey, os.FileInfo, error) {
 // nil, what fn made is in the file. The store's own view is updated at
 // once.
 func (s *KeyStore) change(fn func(keys []storedKey) ([]storedKey, bool, error)) error {
+	if s.shared != nil {
+		return s.changeShared(fn)
+	}
 	path := atomicfile.Target(s.path)
 	return atomicfile.Locked(path, 0o755, func() error {
 		keys, st, err := s.readFile()
@@ -550,13 +692,20 @@ func (s *KeyStore) Check(token string) (Key, error) {
 		s.mu.Unlock()
 		return Key{}, err
 	}
-	keys, now := s.keys, s.now()
-	s.mu.Unlock()
-	sum := sha256.Sum256([]byte(token))
 	id := ""
 	if rest, ok := strings.CutPrefix(token, keyPrefix); ok {
 		id, _, _ = strings.Cut(rest, "_")
 	}
+	if s.shared != nil && id != "" && !slices.ContainsFunc(s.keys, func(k storedKey) bool { return k.ID == id }) {
+		// Perhaps created by another replica since the last look.
+		if err := s.lookShared(true); err != nil {
+			s.mu.Unlock()
+			return Key{}, err
+		}
+	}
+	keys, now := s.keys, s.now()
+	s.mu.Unlock()
+	sum := sha256.Sum256([]byte(token))
 	var want [sha256.Size]byte
 	var found *storedKey
 	for i := range keys {
@@ -582,4 +731,18 @@ func (s *KeyStore) Check(token string) (Key, error) {
 		return Key{}, &ExpiredKeyError{ID: found.ID, At: *found.ExpiresAt}
 	}
 	return found.Key, nil
+}
+
+// FileRecords returns the keys the file holds as the records of [KeySet]
+// (hashes and descriptions, as the file has them), for a project moving
+// its keys to PostgreSQL. A shared store has no file and returns none.
+func (s *KeyStore) FileRecords() ([]pgstate.Record, error) {
+	if s.shared != nil {
+		return nil, nil
+	}
+	keys, _, err := s.readFile()
+	if err != nil {
+		return nil, err
+	}
+	return encodeKeys(keys)
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cortexbuild/cortexbuild/internal/filepoll"
+	"github.com/cortexbuild/cortexbuild/internal/pgstate"
 
 	"github.com/cortexbuild/cortexbuild/internal/atomicfile"
 )
@@ -120,4 +121,76 @@ func (f *FileBreakers) read() (breakerFile, error) {
 	}
 	f.seen, f.cached, f.looked = fi, bf, true
 	return breakerFile{Breakers: slices.Clone(bf.Breakers)}, nil
+}
+
+// BreakerSet is the kind of the shared state's set that holds the circuit
+// breakers.
+const BreakerSet = "breakers"
+
+// SharedBreakers keeps circuit breaker states in the project's shared
+// state in PostgreSQL (store.backend: postgres), one record per provider,
+// for every replica of a fleet: a breaker opened by one is seen by the
+// others at most the view's period later. Of two records for a provider
+// the later one (UpdatedAt) wins, as in [FileBreakers]; a save reads the
+// stored state under the lock of the set, so no save is lost. The
+// one-probe rule is best effort between processes, as with the file.
+type SharedBreakers struct {
+	View *pgstate.View
+}
+
+// NewSharedBreakers returns the breakers kept in set, looked at at most
+// once per recheck.
+func NewSharedBreakers(set *pgstate.Set, recheck time.Duration) *SharedBreakers {
+	return &SharedBreakers{View: &pgstate.View{Set: set, Every: recheck}}
+}
+
+func decodeBreaker(r pgstate.Record) (BreakerState, error) {
+	var s BreakerState
+	if err := json.Unmarshal(r.Data, &s); err != nil || s.Provider != r.ID {
+		return BreakerState{}, fmt.Errorf("circuit breakers: the shared record %q is not a breaker state", r.ID)
+	}
+	return s, nil
+}
+
+// LoadBreakers reads every stored state.
+func (b *SharedBreakers) LoadBreakers(ctx context.Context) ([]BreakerState, error) {
+	_, recs, err := b.View.Records(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("circuit breakers: %w", err)
+	}
+	out := make([]BreakerState, 0, len(recs))
+	for _, r := range recs {
+		s, err := decodeBreaker(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// SaveBreaker stores s unless the set holds a later state of its
+// provider.
+func (b *SharedBreakers) SaveBreaker(ctx context.Context, s BreakerState) error {
+	s.Probing = false
+	data, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	_, _, err = b.View.Change(ctx, func(recs []pgstate.Record) ([]pgstate.Record, bool, error) {
+		i := slices.IndexFunc(recs, func(r pgstate.Record) bool { return r.ID == s.Provider })
+		if i < 0 {
+			return append(recs, pgstate.Record{ID: s.Provider, Data: data}), true, nil
+		}
+		cur, err := decodeBreaker(recs[i])
+		if err == nil && s.UpdatedAt.Before(cur.UpdatedAt) {
+			return nil, false, nil
+		}
+		recs[i].Data = data
+		return recs, true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("circuit breakers: %w", err)
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cortexbuild/cortexbuild/internal/filepoll"
+	"github.com/cortexbuild/cortexbuild/internal/pgstate"
 
 	"github.com/cortexbuild/cortexbuild/internal/atomicfile"
 )
@@ -146,4 +147,86 @@ func (f *FileState) Resume(context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.write(fileState{})
+}
+
+// PauseSet is the kind of the shared state's set that holds the project's
+// pause.
+const PauseSet = "project-pause"
+
+// pauseRecord is the id of the one record of [PauseSet].
+const pauseRecord = "project"
+
+// SharedState keeps the pause in the project's shared state in PostgreSQL
+// (store.backend: postgres), for every replica of a fleet: a pause or
+// resume made by any process is seen by the others at most Recheck later
+// (the view's period), and at once by the process that made it.
+type SharedState struct {
+	View *pgstate.View
+	Now  func() time.Time
+}
+
+// NewSharedState returns the pause kept in set, looked at at most once per
+// recheck.
+func NewSharedState(set *pgstate.Set, recheck time.Duration) *SharedState {
+	return &SharedState{View: &pgstate.View{Set: set, Every: recheck}}
+}
+
+// Paused reports the recorded pause.
+func (s *SharedState) Paused(ctx context.Context) (string, bool, error) {
+	_, recs, err := s.View.Records(ctx)
+	if err != nil {
+		return "", false, fmt.Errorf("project pause: %w", err)
+	}
+	for _, r := range recs {
+		if r.ID == pauseRecord {
+			var st fileState
+			if err := json.Unmarshal(r.Data, &st); err != nil {
+				return "", false, fmt.Errorf("project pause: the shared record is not a pause: %v", err)
+			}
+			return st.Reason, st.Paused, nil
+		}
+	}
+	return "", false, nil
+}
+
+// Pause records a pause.
+func (s *SharedState) Pause(ctx context.Context, reason string) error {
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+	b, err := json.Marshal(fileState{Paused: true, Reason: reason, PausedAt: now().UTC()})
+	if err != nil {
+		return err
+	}
+	return s.put(ctx, []pgstate.Record{{ID: pauseRecord, Data: b}})
+}
+
+// Resume lifts the pause.
+func (s *SharedState) Resume(ctx context.Context) error { return s.put(ctx, nil) }
+
+func (s *SharedState) put(ctx context.Context, recs []pgstate.Record) error {
+	_, _, err := s.View.Change(ctx, func([]pgstate.Record) ([]pgstate.Record, bool, error) { return recs, true, nil })
+	if err != nil {
+		return fmt.Errorf("project pause: %w", err)
+	}
+	return nil
+}
+
+// FileRecords returns the pause the file holds as the records of
+// [PauseSet] (none when the file is missing or holds no pause), for a
+// project moving its state to PostgreSQL.
+func (f *FileState) FileRecords() ([]pgstate.Record, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.looked = false
+	s, err := f.read()
+	if err != nil || !s.Paused {
+		return nil, err
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	return []pgstate.Record{{ID: pauseRecord, Data: b}}, nil
 }

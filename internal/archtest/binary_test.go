@@ -21,6 +21,7 @@ var (
 		"net/http/httptest",
 		module + "/provider/providertest", // the conformance suite; its fakekit subpackage is allowed below
 		module + "/internal/testenv",
+		module + "/internal/pgstate/pgstatetest",
 		module + "/internal/secretscan",
 		module + "/internal/repotest",
 		module + "/internal/archtest",

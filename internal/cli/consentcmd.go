@@ -51,7 +51,8 @@ func (e *env) consentCmd() *cobra.Command {
 		Short: "Record which non-loopback providers this project may send data to",
 		Long: `An endpoint whose every address is on this machine (127.0.0.0/8, ::1) needs no consent:
 nothing leaves the machine. Any other endpoint is refused, before a connection is made,
-until consent for that provider is recorded here (who and when, in .cortexbuild/consent.json).
+until consent for that provider is recorded here (who and when, in .cortexbuild/consent.json, or
+with store.backend: postgres in that database, shared by every replica).
 With locality.mode: local-only, non-loopback endpoints are refused even with consent.`,
 	}
 	var by string

@@ -156,7 +156,7 @@ func (e *env) gate(f *config.File) *locality.Gate {
 	if f.Locality.Mode == config.LocalityLocalOnly {
 		mode = locality.ModeLocalOnly
 	}
-	return &locality.Gate{Mode: mode, Consents: locality.NewFileStore(filepath.Join(e.stateDir(f), "consent.json")), Resolver: e.resolver, Dial: e.dial}
+	return &locality.Gate{Mode: mode, Consents: e.consentStore(f), Resolver: e.resolver, Dial: e.dial}
 }
 
 // The connections a project makes that are not provider calls. Each passes
@@ -609,7 +609,7 @@ func (e *env) buildEngine(f *config.File, st ledger.Store, c *cache.Cache, obs o
 		Notifier:        sinks,
 		Notify:          orchestrator.NotifySettings{Logger: e.logger(f)},
 		Observer:        obs,
-		State:           &orchestrator.FileState{Path: filepath.Join(e.stateDir(f), "project-state.json"), Recheck: e.recheck},
+		State:           e.projectState(f),
 		Ledger:          st,
 		AgentBudgets:    budgets,
 		Location:        budgetLocation(f),

@@ -33,7 +33,13 @@ func (e *env) breakerSettings(f *config.File) orchestrator.BreakerSettings {
 	return s
 }
 
-func (e *env) breakerStore(f *config.File) *orchestrator.FileBreakers {
+// breakerStore is where the project's circuit breakers are kept: the
+// shared state when the project's store is PostgreSQL (opened on first
+// use), else .cortexbuild/breakers.json.
+func (e *env) breakerStore(f *config.File) orchestrator.BreakerStore {
+	if sharedPostgres(f) {
+		return &sharedBreakers{e: e, f: f}
+	}
 	return &orchestrator.FileBreakers{Path: filepath.Join(e.stateDir(f), breakerFile), Recheck: e.recheck}
 }
 

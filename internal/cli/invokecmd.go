@@ -297,7 +297,7 @@ func (e *env) projectCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			st := &orchestrator.FileState{Path: e.stateDir(f) + "/project-state.json"}
+			st := e.projectState(f)
 			reason, paused, err := st.Paused(cmd.Context())
 			if err != nil {
 				return withCode(ExitFailure, err)
@@ -317,7 +317,7 @@ func (e *env) projectCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			st := &orchestrator.FileState{Path: e.stateDir(f) + "/project-state.json"}
+			st := e.projectState(f)
 			if err := st.Resume(cmd.Context()); err != nil {
 				return withCode(ExitFailure, err)
 			}

@@ -105,7 +105,7 @@ func (e *env) keysUpdateCmd() *cobra.Command {
 			if fs.NFlag() == 0 {
 				return withCode(ExitUsage, fmt.Errorf("nothing to change: give --budget, --period, --rpm, --tpm, --expires, --agents or --name"))
 			}
-			ks, err := e.keyStore(f)
+			ks, err := e.keyStore(cmd.Context(), f)
 			if err != nil {
 				return withCode(ExitFailure, err)
 			}

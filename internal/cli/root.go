@@ -99,6 +99,9 @@ type env struct {
 	// keeps the fleet-wide state in the first and checks both in /readyz.
 	redis     *cache.Redis
 	storePing func(context.Context) error
+	// shared are the projects' shared states in PostgreSQL this process
+	// opened (store.backend: postgres), closed when the command ends.
+	shared *sharedStates
 }
 
 // Main runs the command line with args and returns the process exit code.
@@ -118,6 +121,10 @@ func (e *env) run(ctx context.Context, args []string) int {
 	stderr := &lockedWriter{w: e.stderr}
 	e.stderr = stderr
 	defer func() { e.stdout, e.stderr = stdout.w, stderr.w }()
+	if e.shared == nil {
+		e.shared = &sharedStates{}
+	}
+	defer e.shared.close()
 	root := e.rootCmd()
 	root.SetArgs(args)
 	root.SetIn(e.stdin)

@@ -114,7 +114,7 @@ func (e *env) serve(parent context.Context, f *config.File, listen string, noAut
 	// The server looks at the shared files (keys, pause, breakers) at most
 	// every sharedFileRecheck, not on every request.
 	e.recheck = sharedFileRecheck
-	keys, err := e.keyStore(f)
+	keys, err := e.keyStore(ctx, f)
 	if err != nil {
 		return withCode(ExitFailure, err)
 	}
@@ -197,7 +197,11 @@ func (e *env) serve(parent context.Context, f *config.File, listen string, noAut
 	if noAuth {
 		fmt.Fprintf(out, "  auth: off (loopback only)\n")
 	} else {
-		fmt.Fprintf(out, "  auth: virtual keys in %s (%d active)\n", keys.Path(), active)
+		where := keys.Path()
+		if keys.Shared() {
+			where = "the shared state (PostgreSQL, store.dsn)"
+		}
+		fmt.Fprintf(out, "  auth: virtual keys in %s (%d active)\n", where, active)
 		if active == 0 {
 			fmt.Fprintln(e.stderr, "cortexbuild: no active key: every request will be refused until you run 'cortexbuild serve keys create'")
 		}
@@ -251,17 +255,6 @@ func (e *env) requireExplicitProject(f *config.File) error {
 
 func (e *env) keyPath(f *config.File) string {
 	return filepath.Join(e.stateDir(f), gateway.KeyFileName)
-}
-
-// keyStore opens the project's key store, after binding to the project's
-// id the keys created under the names an older version gave the project
-// (the base name of its directory, or "." for a relative --config).
-func (e *env) keyStore(f *config.File) (*gateway.KeyStore, error) {
-	ks := gateway.OpenKeyStore(e.keyPath(f))
-	if _, err := ks.Rebind(e.project(f), filepath.Base(e.projectDir(f)), "."); err != nil {
-		return nil, err
-	}
-	return ks, nil
 }
 
 // gatewayModels turns gateway.models into the gateway's targets.
@@ -409,7 +402,7 @@ func (e *env) serveKeysCmd() *cobra.Command {
 			if err := spec.Check(); err != nil {
 				return withCode(ExitUsage, err)
 			}
-			ks, err := e.keyStore(f)
+			ks, err := e.keyStore(cmd.Context(), f)
 			if err != nil {
 				return withCode(ExitFailure, err)
 			}
@@ -450,7 +443,7 @@ func (e *env) serveKeysCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ks, err := e.keyStore(f)
+			ks, err := e.keyStore(cmd.Context(), f)
 			if err != nil {
 				return withCode(ExitFailure, err)
 			}
@@ -519,7 +512,11 @@ func (e *env) serveKeysCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			k, err := gateway.OpenKeyStore(e.keyPath(f)).Revoke(args[0])
+			ks, err := e.keyStore(cmd.Context(), f)
+			if err != nil {
+				return withCode(ExitFailure, err)
+			}
+			k, err := ks.Revoke(args[0])
 			if errors.Is(err, gateway.ErrNoSuchKey) {
 				return withCode(ExitUsage, fmt.Errorf("%w: 'cortexbuild serve keys list' shows the keys", err))
 			}

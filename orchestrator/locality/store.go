@@ -13,8 +13,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cortexbuild/cortexbuild/internal/atomicfile"
+	"github.com/cortexbuild/cortexbuild/internal/pgstate"
 )
 
 // MemoryStore is a ConsentStore in memory, for tests and for embedding.
@@ -242,4 +244,126 @@ func (s *FileStore) write(cs []Consent) (err error) {
 		return fmt.Errorf("locality: writing consent file %s: %w", s.path, err)
 	}
 	return nil
+}
+
+// ConsentSet is the kind of the shared state's set that holds the
+// consents.
+const ConsentSet = "consent"
+
+// SharedStore is a ConsentStore kept in the project's shared state in
+// PostgreSQL (store.backend: postgres), one record per provider, for every
+// replica of a fleet: a grant or revocation made by any process is seen by
+// the others at most the view's period (Every) later, and at once by the
+// process that made it. Of two processes granting or revoking at once,
+// neither change is lost (see [pgstate.Set.Change]).
+type SharedStore struct {
+	View *pgstate.View
+}
+
+// NewSharedStore returns the consents kept in set, looked at at most once
+// per recheck.
+func NewSharedStore(set *pgstate.Set, recheck time.Duration) *SharedStore {
+	return &SharedStore{View: &pgstate.View{Set: set, Every: recheck}}
+}
+
+func decodeConsent(r pgstate.Record) (Consent, error) {
+	var c Consent
+	dec := json.NewDecoder(bytes.NewReader(r.Data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return Consent{}, fmt.Errorf("locality: the shared consent %q is corrupt: %w", r.ID, err)
+	}
+	if err := c.validate(); err != nil || c.Provider != r.ID {
+		return Consent{}, fmt.Errorf("locality: the shared consent %q is corrupt: %v", r.ID, err)
+	}
+	return c, nil
+}
+
+// Consent implements ConsentStore.
+func (s *SharedStore) Consent(ctx context.Context, provider string) (Consent, bool, error) {
+	_, recs, err := s.View.Records(ctx)
+	if err != nil {
+		return Consent{}, false, fmt.Errorf("locality: reading consents: %w", err)
+	}
+	for _, r := range recs {
+		if r.ID == provider {
+			c, err := decodeConsent(r)
+			return c, err == nil, err
+		}
+	}
+	return Consent{}, false, nil
+}
+
+// Grant implements ConsentStore.
+func (s *SharedStore) Grant(ctx context.Context, c Consent) error {
+	if err := c.validate(); err != nil {
+		return err
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	_, _, err = s.View.Change(ctx, func(recs []pgstate.Record) ([]pgstate.Record, bool, error) {
+		i := slices.IndexFunc(recs, func(r pgstate.Record) bool { return r.ID == c.Provider })
+		if i < 0 {
+			return append(recs, pgstate.Record{ID: c.Provider, Data: b}), true, nil
+		}
+		recs[i].Data = b
+		return recs, true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("locality: granting consent: %w", err)
+	}
+	return nil
+}
+
+// Revoke implements ConsentStore.
+func (s *SharedStore) Revoke(ctx context.Context, provider string) (revoked bool, err error) {
+	_, _, err = s.View.Change(ctx, func(recs []pgstate.Record) ([]pgstate.Record, bool, error) {
+		n := len(recs)
+		recs = slices.DeleteFunc(recs, func(r pgstate.Record) bool { return r.ID == provider })
+		revoked = len(recs) < n
+		return recs, revoked, nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("locality: revoking consent: %w", err)
+	}
+	return revoked, nil
+}
+
+// List implements ConsentStore.
+func (s *SharedStore) List(ctx context.Context) ([]Consent, error) {
+	_, recs, err := s.View.Records(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("locality: reading consents: %w", err)
+	}
+	cs := make([]Consent, 0, len(recs))
+	for _, r := range recs {
+		c, err := decodeConsent(r)
+		if err != nil {
+			return nil, err
+		}
+		cs = append(cs, c)
+	}
+	sortConsents(cs)
+	return cs, nil
+}
+
+// FileRecords returns the consents the file holds as the records of
+// [ConsentSet], for a project moving its state to PostgreSQL.
+func (s *FileStore) FileRecords() ([]pgstate.Record, error) {
+	defer s.lock()()
+	cs, err := s.read()
+	if err != nil {
+		return nil, err
+	}
+	recs := make([]pgstate.Record, 0, len(cs))
+	for _, c := range cs {
+		b, err := json.Marshal(c)
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, pgstate.Record{ID: c.Provider, Data: b})
+	}
+	return recs, nil
 }
