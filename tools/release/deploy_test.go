@@ -167,8 +167,10 @@ type composeService struct {
 	Healthcheck *struct {
 		Test []string `yaml:"test"`
 	} `yaml:"healthcheck"`
-	StopGracePeriod string `yaml:"stop_grace_period"`
-	MemLimit        string `yaml:"mem_limit"`
+	StopGracePeriod string   `yaml:"stop_grace_period"`
+	MemLimit        string   `yaml:"mem_limit"`
+	Restart         string   `yaml:"restart"`
+	CapDrop         []string `yaml:"cap_drop"`
 }
 
 // composeVar is a Compose interpolation: ${VAR}, ${VAR:-default},
@@ -258,6 +260,12 @@ func TestComposeFleet(t *testing.T) {
 		}
 		if s.User != ImageUser || !s.ReadOnly {
 			t.Errorf("%s: user %q, read_only %v; want the image's user %s on a read-only root", where, s.User, s.ReadOnly, ImageUser)
+		}
+		if s.Restart != "unless-stopped" && s.Restart != "always" {
+			t.Errorf("%s: restart %q: a replica whose process exits is not restarted", where, s.Restart)
+		}
+		if !slices.Contains(s.CapDrop, "ALL") {
+			t.Errorf("%s: cap_drop %v, want ALL", where, s.CapDrop)
 		}
 		if !slices.Contains(s.Tmpfs, "/tmp") {
 			t.Errorf("%s: tmpfs %v, want /tmp (the root file system is read-only)", where, s.Tmpfs)
@@ -355,6 +363,9 @@ func TestComposeFleet(t *testing.T) {
 	if !slices.Equal(servers, replicas) {
 		t.Errorf("haproxy.cfg balances %v, want the replicas %v", servers, replicas)
 	}
+	if !h.resolvers {
+		t.Error("haproxy.cfg: default-server has no resolvers: a replica recreated with another address is not found again")
+	}
 	if h.checkPath != readinessPath {
 		t.Errorf("haproxy.cfg probes %q, want the readiness path %s", h.checkPath, readinessPath)
 	}
@@ -414,6 +425,8 @@ func parseBytes(s string) (int64, error) {
 
 // haproxyConfig is what the tests read of haproxy.cfg.
 type haproxyConfig struct {
+	checked              bool // every server is probed (check on default-server or each server)
+	resolvers            bool // servers are resolved again at run time
 	bindPort             string
 	servers              []string // address:port
 	checkPath, checkHost string
@@ -432,8 +445,16 @@ func parseHAProxy(t *testing.T, text string) haproxyConfig {
 		switch {
 		case f[0] == "bind" && len(f) > 1:
 			_, h.bindPort, _ = net.SplitHostPort(f[1])
+		case f[0] == "default-server":
+			h.checked = slices.Contains(f, "check")
+			h.resolvers = slices.Contains(f, "resolvers")
 		case f[0] == "server" && len(f) > 2:
 			h.servers = append(h.servers, f[2])
+			if !slices.Contains(f, "check") && !h.checked {
+				defer func() {
+					t.Errorf("haproxy.cfg: server %s is not probed (no check): it would get requests while not ready", f[1])
+				}()
+			}
 		case f[0] == "http-check" && len(f) > 1 && f[1] == "send":
 			for i := 2; i+1 < len(f); i++ {
 				switch f[i] {
@@ -646,6 +667,20 @@ func TestKubernetesManifests(t *testing.T) {
 			}
 		}
 	}
+	for _, o := range byFile["pdb.yaml"] {
+		if o.Kind != "PodDisruptionBudget" {
+			continue
+		}
+		min, _ := dig(o.raw, "spec")["minAvailable"].(int)
+		if min < 1 || len(deploys) == 1 && deploys[0].Spec.Replicas != nil && min >= *deploys[0].Spec.Replicas {
+			t.Errorf("the PodDisruptionBudget's minAvailable %v, want at least 1 and below the replicas", dig(o.raw, "spec")["minAvailable"])
+		}
+		for k, v := range dig(o.raw, "spec", "selector", "matchLabels") {
+			if len(deploys) == 1 && deploys[0].Spec.Template.Metadata.Labels[k] != v {
+				t.Errorf("the PodDisruptionBudget's selector %s=%v does not match the pods", k, v)
+			}
+		}
+	}
 	if len(deploys) != 1 || len(services) != 1 || len(configMaps) != 1 {
 		t.Fatalf("deploy/k8s has %d Deployments, %d Services, %d ConfigMaps; want one each", len(deploys), len(services), len(configMaps))
 	}
@@ -779,6 +814,12 @@ func TestKubernetesManifests(t *testing.T) {
 	if c.Resources.Requests["cpu"] == "" {
 		t.Error("no CPU request")
 	}
+	if l, ok := c.Resources.Limits["cpu"]; ok {
+		t.Errorf("a CPU limit (%s): a throttled gateway adds latency to every stream (docs/operations.md)", l)
+	}
+	if ru := dig(d.raw, "spec", "strategy", "rollingUpdate"); ru == nil || ru["maxUnavailable"] != 0 || ru["maxSurge"] == nil {
+		t.Errorf("the Deployment's rollingUpdate %v, want maxUnavailable 0 and a surge: a replica is added before one is taken away", ru)
+	}
 	if g := pod.TerminationGracePeriodSeconds; g == nil || time.Duration(*g)*time.Second <= cfg.file.Gateway.ShutdownTimeout {
 		t.Errorf("terminationGracePeriodSeconds %s, want longer than gateway.shutdown_timeout %v", show(g), cfg.file.Gateway.ShutdownTimeout)
 	}
@@ -866,4 +907,16 @@ func targetOf(o k8sObject) string {
 		return ""
 	}
 	return o.Spec.Ports[0].TargetPort.Value
+}
+
+// dig walks a manifest's nested maps.
+func dig(m map[string]any, keys ...string) map[string]any {
+	for _, k := range keys {
+		next, ok := m[k].(map[string]any)
+		if !ok {
+			return nil
+		}
+		m = next
+	}
+	return m
 }
