@@ -30,12 +30,13 @@ import (
 
 const deployDir = repoRoot + "/deploy"
 
-// The probes' paths. The liveness path is served by the gateway today
-// (checked against its source below). The readiness path is the one the
-// gateway's readiness handler serves: 200 while the configured engines
-// (PostgreSQL, Redis) are reachable, 503 with a JSON body naming the cause
-// otherwise; TestProbePathsAreTheGateways checks it is registered once the
-// gateway registers it, and the recipes here must use exactly this string.
+// The probes' paths. The liveness path is served by the gateway (checked
+// against its source below). The readiness path is the one the gateway's
+// readiness handler serves: 200 while the configured engines (PostgreSQL,
+// Redis) are reachable, 503 with a JSON body naming the cause otherwise.
+// Until the gateway registers it, TestProbePathsAreTheGateways only says
+// so in its log; once it does, make that check an error like the liveness
+// one. Every recipe here must use exactly these strings.
 const (
 	livenessPath  = "/healthz"
 	readinessPath = "/readyz"
