@@ -1,7 +1,8 @@
 // Package repotest checks the repository's files that are not Go code but
-// that the project's promises rest on: the GitHub Actions workflows (CI
-// and the nightly provider smoke test), the provider SDK pins in go.mod and
-// the Renovate configuration that bumps them.
+// that the project's promises rest on: the GitHub Actions workflows (CI,
+// the nightly provider smoke test and the nightly host-CLI image), the
+// provider SDK pins in go.mod and the Renovate configuration that bumps
+// them.
 package repotest
 
 import (
@@ -305,5 +306,38 @@ func TestValidCron(t *testing.T) {
 		if err := validCron(bad); err == nil {
 			t.Errorf("validCron(%q) accepted", bad)
 		}
+	}
+}
+
+// The nightly host-CLI image workflow (docs/operations.md, "The host-CLI
+// image"): a valid schedule, runnable by hand, Go from go.mod, and no
+// secret (it builds and tests; it publishes nothing). tools/release's
+// TestNightlyWorkflowUsesTheseFlags checks what it runs.
+func TestHostCLIImageWorkflow(t *testing.T) {
+	const rel = ".github/workflows/hostclis-image.yml"
+	w := loadWorkflow(t, rel)
+	if _, ok := w.On["workflow_dispatch"]; !ok {
+		t.Error("the host-CLI image workflow cannot be run by hand: add workflow_dispatch")
+	}
+	var sched []struct {
+		Cron string `yaml:"cron"`
+	}
+	if n, ok := w.On["schedule"]; !ok || n.Decode(&sched) != nil || len(sched) == 0 {
+		t.Fatal("the host-CLI image workflow has no schedule")
+	}
+	for _, s := range sched {
+		if err := validCron(s.Cron); err != nil {
+			t.Errorf("cron %q: %v", s.Cron, err)
+		}
+	}
+	for name, j := range w.Jobs {
+		if !slices.ContainsFunc(j.Steps, func(s step) bool {
+			return strings.HasPrefix(s.Uses, "actions/setup-go@") && s.With["go-version-file"] == "go.mod"
+		}) {
+			t.Errorf("job %s does not take Go from go.mod", name)
+		}
+	}
+	if refs := secretRef.FindAllString(string(readFile(t, rel)), -1); len(refs) > 0 {
+		t.Errorf("the host-CLI image workflow uses secrets %v; it needs none", refs)
 	}
 }

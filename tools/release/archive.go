@@ -116,12 +116,14 @@ func archiveDocs(root string) ([]string, error) {
 	return docs, nil
 }
 
-// File is one regular file or directory of an archive or image layer.
+// File is one regular file, directory or symbolic link of an archive or
+// image layer.
 type File struct {
 	Name     string // slash-separated, relative; a directory ends in "/"
 	Mode     int64
 	UID, GID int
 	Data     []byte
+	Link     string // a symbolic link's target; Data is then empty
 }
 
 // WriteTar writes files as a tar stream sorted by name, every entry dated
@@ -136,9 +138,12 @@ func WriteTar(w io.Writer, files []File, mtime time.Time) error {
 			return fmt.Errorf("%s is in the archive twice", f.Name)
 		}
 		h := &tar.Header{Name: f.Name, Mode: f.Mode, Uid: f.UID, Gid: f.GID, ModTime: mtime, Format: tar.FormatPAX}
-		if strings.HasSuffix(f.Name, "/") {
+		switch {
+		case strings.HasSuffix(f.Name, "/"):
 			h.Typeflag = tar.TypeDir
-		} else {
+		case f.Link != "":
+			h.Typeflag, h.Linkname = tar.TypeSymlink, f.Link
+		default:
 			h.Typeflag, h.Size = tar.TypeReg, int64(len(f.Data))
 		}
 		if err := tw.WriteHeader(h); err != nil {

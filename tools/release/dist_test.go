@@ -35,9 +35,12 @@ type builtRelease struct {
 	dir     string
 	version string
 	sums    map[string]string // file name → SHA-256
+	// hostImages are the platforms of the host-CLI images, which only a
+	// release built with -hostclis holds.
+	hostImages []Platform
 }
 
-var sumLine = regexp.MustCompile(`^([0-9a-f]{64})  (cortexbuild_(.+)_(linux|darwin)_(amd64|arm64)\.tar\.gz|cortexbuild_(.+)_image_linux_(amd64|arm64)\.tar)$`)
+var sumLine = regexp.MustCompile(`^([0-9a-f]{64})  (cortexbuild_(.+)_(linux|darwin)_(amd64|arm64)\.tar\.gz|cortexbuild_(.+?)_(hostclis_)?image_linux_(amd64|arm64)\.tar)$`)
 
 // distRelease reads dist/SHA256SUMS, skipping the test (failing it in CI)
 // when there is none.
@@ -64,6 +67,9 @@ func distRelease(t *testing.T) builtRelease {
 		}
 		r.sums[m[2]] = m[1]
 		v := m[3] + m[6]
+		if m[7] != "" {
+			r.hostImages = append(r.hostImages, Platform{"linux", m[8]})
+		}
 		if r.version == "" {
 			r.version = v
 		} else if v != r.version {
@@ -84,6 +90,9 @@ func TestReleaseFilesAndChecksums(t *testing.T) {
 		if p.OS == "linux" {
 			want = append(want, ImageTarballName(r.version, p))
 		}
+	}
+	for _, p := range r.hostImages {
+		want = append(want, HostImageTarballName(r.version, p))
 	}
 	slices.Sort(want)
 	got := slices.Sorted(func(yield func(string) bool) {

@@ -97,12 +97,7 @@ func BuildImage(r Release, p Platform, binPath string, ca []byte) (Image, error)
 	if err != nil {
 		return Image{}, err
 	}
-	var layerTar bytes.Buffer
-	if err := WriteTar(&layerTar, imageFiles(bin, ca), r.Time); err != nil {
-		return Image{}, err
-	}
-	data := layerTar.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+	layer, err := layerOf(imageFiles(bin, ca), r)
 	if err != nil {
 		return Image{}, err
 	}
@@ -137,6 +132,16 @@ func BuildImage(r Release, p Platform, binPath string, ca []byte) (Image, error)
 		return Image{}, err
 	}
 	return Image{Platform: p, Image: img}, nil
+}
+
+// layerOf is an image layer holding files, dated at the release's time.
+func layerOf(files []File, r Release) (v1.Layer, error) {
+	var layerTar bytes.Buffer
+	if err := WriteTar(&layerTar, files, r.Time); err != nil {
+		return nil, err
+	}
+	data := layerTar.Bytes()
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
 }
 
 // Labels are the image's OCI annotations.

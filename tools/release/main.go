@@ -14,11 +14,20 @@
 // directory by its user) and dated at the commit's time, and gzip headers
 // carry no name or time. See docs/operations.md, "Releases".
 //
+// With -hostclis DIR and -hostclis-base FILE it also builds the host-CLI
+// image, cortexbuild_<version>_hostclis_image_linux_<arch>.tar: the base
+// image, the linux binary, and the native binaries of the host CLIs pinned
+// in tools/hostversions as scripts/install-host-clis.sh installed them into
+// DIR from npm (docs/operations.md, "The host-CLI image"); the nightly
+// workflow .github/workflows/hostclis-image.yml builds it and runs the host
+// suite against it.
+//
 // It lives in the main module but only tools/release imports
 // go-containerregistry: the cortexbuild binary does not link it.
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -27,6 +36,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/cortexbuild/cortexbuild/tools/hostversions"
 )
 
 func main() {
@@ -36,36 +50,71 @@ func main() {
 	}
 }
 
-func run(args []string) error {
+// options are the command's flags.
+type options struct {
+	version, dist, revision, epoch, source, caFile string
+	images                                         bool
+	hostCLIs, hostBase                             string
+}
+
+// parseFlags reads the command line and refuses combinations that cannot
+// work before anything is built.
+func parseFlags(args []string) (options, error) {
+	var o options
 	fs := flag.NewFlagSet("release", flag.ContinueOnError)
-	version := fs.String("version", "", "release version, e.g. v0.3.0 (make release passes 'git describe --tags --always --dirty')")
-	dist := fs.String("dist", "dist", "output directory; its previous release files are replaced")
-	revision := fs.String("revision", "", "commit the release is built from (default: git rev-parse HEAD)")
-	epoch := fs.String("epoch", "", "date of every archive and image entry, in Unix seconds (default: $SOURCE_DATE_EPOCH, else the commit's time)")
-	source := fs.String("source", DefaultSource, "the image's org.opencontainers.image.source label")
-	caFile := fs.String("ca-bundle", DefaultCABundle, "CA certificates copied into the image")
-	images := fs.Bool("images", true, "build the OCI images too")
+	fs.StringVar(&o.version, "version", "", "release version, e.g. v0.3.0 (make release passes 'git describe --tags --always --dirty')")
+	fs.StringVar(&o.dist, "dist", "dist", "output directory; its previous release files are replaced")
+	fs.StringVar(&o.revision, "revision", "", "commit the release is built from (default: git rev-parse HEAD)")
+	fs.StringVar(&o.epoch, "epoch", "", "date of every archive and image entry, in Unix seconds (default: $SOURCE_DATE_EPOCH, else the commit's time)")
+	fs.StringVar(&o.source, "source", DefaultSource, "the image's org.opencontainers.image.source label")
+	fs.StringVar(&o.caFile, "ca-bundle", DefaultCABundle, "CA certificates copied into the image")
+	fs.BoolVar(&o.images, "images", true, "build the OCI images too")
+	fs.StringVar(&o.hostCLIs, "hostclis", "", "also build the host-CLI image (cortexbuild-hostclis:<version>) with the pinned Claude Code, Codex CLI and Copilot CLI that scripts/install-host-clis.sh installed into this directory; needs -hostclis-base")
+	fs.StringVar(&o.hostBase, "hostclis-base", "", "the host-CLI image's base, as 'docker save' writes it (a linux image of the CLIs' architecture with a C library and a shell, e.g. debian:12-slim)")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return o, err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q: every input is a flag (-version, -dist, ...)", fs.Arg(0))
+		return o, fmt.Errorf("unexpected argument %q: every input is a flag (-version, -dist, ...)", fs.Arg(0))
 	}
-	if err := CheckVersion(*version); err != nil {
+	if err := CheckVersion(o.version); err != nil {
+		return o, err
+	}
+	switch {
+	case o.hostCLIs != "" && o.hostBase == "":
+		return o, errors.New("-hostclis needs -hostclis-base: the host CLIs need a C library and a shell, which the release image does not have (docker save debian:12-slim -o base.tar)")
+	case o.hostCLIs == "" && o.hostBase != "":
+		return o, errors.New("-hostclis-base is given without -hostclis: name the directory scripts/install-host-clis.sh installed the host CLIs into")
+	case o.hostCLIs != "" && !o.images:
+		return o, errors.New("-hostclis builds an image, but -images=false turns images off")
+	}
+	return o, nil
+}
+
+func run(args []string) error {
+	o, err := parseFlags(args)
+	if err != nil {
 		return err
 	}
-	if *revision == "" {
+	// The host CLIs are checked before anything is built.
+	var host *hostBuild
+	if o.hostCLIs != "" {
+		if host, err = prepareHost(o.hostCLIs, o.hostBase); err != nil {
+			return err
+		}
+	}
+	if o.revision == "" {
 		out, err := git("rev-parse", "HEAD")
 		if err != nil {
 			return fmt.Errorf("-revision not given and %w", err)
 		}
-		*revision = out
+		o.revision = out
 	}
-	when, err := sourceDate(*epoch)
+	when, err := sourceDate(o.epoch)
 	if err != nil {
 		return err
 	}
-	r := Release{Version: *version, Revision: *revision, Source: *source, Time: when, Dist: *dist}
+	r := Release{Version: o.version, Revision: o.revision, Source: o.source, Time: when, Dist: o.dist}
 	work, err := os.MkdirTemp("", "cortexbuild-release-")
 	if err != nil {
 		return err
@@ -92,8 +141,8 @@ func run(args []string) error {
 		}
 		fmt.Printf("   %s\n", name)
 	}
-	if *images {
-		ca, err := os.ReadFile(*caFile)
+	if o.images {
+		ca, err := os.ReadFile(o.caFile)
 		if err != nil {
 			return fmt.Errorf("the image needs a CA bundle: %w (give another with -ca-bundle, or -images=false)", err)
 		}
@@ -120,11 +169,52 @@ func run(args []string) error {
 		}
 		fmt.Printf("   %s/ (OCI image layout, both architectures)\n", filepath.Base(dir))
 	}
+	if host != nil {
+		fmt.Printf("== host-CLI image linux/%s\n", host.platform.Arch)
+		img, err := BuildHostImage(r, host.platform, binaries[host.platform], host.base, o.hostCLIs, host.clis)
+		if err != nil {
+			return err
+		}
+		name, err := WriteHostImageTarball(r, img)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("   %s\n", name)
+	}
 	if err := WriteSums(r.Dist); err != nil {
 		return err
 	}
 	fmt.Printf("== %s\n", filepath.Join(r.Dist, SumsFile))
 	return nil
+}
+
+// hostBuild is what the host-CLI image is built from.
+type hostBuild struct {
+	platform Platform
+	clis     []Installed
+	base     v1.Image
+}
+
+// prepareHost finds and verifies the pinned host CLIs in dir and reads the
+// base image.
+func prepareHost(dir, basePath string) (*hostBuild, error) {
+	pins, err := hostversions.Default()
+	if err != nil {
+		return nil, err
+	}
+	p, clis, err := hostCLIsPlatform(pins, dir)
+	if err != nil {
+		return nil, err
+	}
+	installed, err := VerifyHostCLIs(dir, clis)
+	if err != nil {
+		return nil, err
+	}
+	base, err := tarball.ImageFromPath(basePath, nil)
+	if err != nil {
+		return nil, fmt.Errorf("-hostclis-base %s: %w (write it with docker save IMAGE -o FILE)", basePath, err)
+	}
+	return &hostBuild{platform: p, clis: installed, base: base}, nil
 }
 
 // sourceDate is the time every entry is dated at: the flag, else
