@@ -382,4 +382,3 @@ func TestFleetKeys(t *testing.T) {
 	}
 	t.Logf("rpm 60 across the fleet: %v", codes)
 }
-
