@@ -801,7 +801,7 @@ func decodeCall[U any, PT interface {
 	scanned := false
 	if proto != "" {
 		var f *failure
-		if rb, scanned, f = scanRelayBody(body); f != nil {
+		if rb, scanned, f = scanRelayBody(proto, body); f != nil {
 			return fail(f)
 		}
 	}

@@ -1,10 +1,9 @@
 package gateway
 
 import (
-	"bytes"
 	"fmt"
 	"net/http"
-	"unsafe"
+	"slices"
 
 	"github.com/tidwall/gjson"
 
@@ -77,30 +76,47 @@ func objectMembers(obj gjson.Result) (m members, repeated string) {
 type relayBody struct {
 	raw []byte
 	top members
+	// rich is set when the body holds content the gateway prices by
+	// decoding it ([richContent]).
+	rich bool
+	// cache is the longest prompt-cache lifetime a Messages body may ask
+	// for: none without a "cache_control" key, the hour when a string
+	// spells "1h", five minutes otherwise. The other protocols' caching
+	// is the provider's own, priced with every relayed request.
+	cache provider.PromptCache
 }
 
-// scanRelayBody reads body's top level. ok is false when body is not a
+// scanRelayBody reads body, a request in protocol p, at its top level, in
+// one pass over its bytes ([scanJSON]). ok is false when body is not a
 // valid JSON object (the full decoder then says what is wrong). A key
 // named twice, at the top level or in an object whose members the
 // gateway reads to price or route a relayed request (a tool, the tool
 // choice), is refused: the gateway reads the first, a provider may read
 // the last, and the request would be priced as one thing and run as
 // another.
-func scanRelayBody(body []byte) (rb relayBody, ok bool, f *failure) {
-	if !gjson.ValidBytes(body) {
+func scanRelayBody(p provider.Protocol, body []byte) (rb relayBody, ok bool, f *failure) {
+	words := scanWords[p]
+	s, ok := scanJSON(body, words)
+	if !ok {
 		return relayBody{}, false, nil
 	}
-	// The Results point into body, which nothing changes: no copy of a
-	// 200 KB prompt to read its top level.
-	root := gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body)))
-	if !root.IsObject() {
-		return relayBody{}, false, nil
-	}
-	top, dup := objectMembers(root)
+	top, dup := uniqueMembers(s.top)
 	if dup != "" {
 		return relayBody{}, false, repeatedKey(dup)
 	}
-	rb = relayBody{raw: body, top: top}
+	rb = relayBody{raw: body, top: top, cache: provider.PromptCacheOff}
+	for k := range words {
+		switch {
+		case !s.has(k):
+		case k < len(richContent[p]):
+			rb.rich = true
+		case p == provider.ProtoMessages && words[k] == "cache_control" && rb.cache == provider.PromptCacheOff:
+			rb.cache = provider.PromptCache5m
+		}
+	}
+	if rb.cache != provider.PromptCacheOff && s.has(len(words)-1) {
+		rb.cache = provider.PromptCache1h
+	}
 	for i, t := range rb.top.get("tools").Array() {
 		if !t.IsObject() {
 			continue
@@ -117,32 +133,56 @@ func scanRelayBody(body []byte) (rb relayBody, ok bool, f *failure) {
 	return rb, true, nil
 }
 
+// uniqueMembers returns m and the first key it names twice, "" when none
+// (m then holds the members up to it).
+func uniqueMembers(m members) (members, string) {
+	if len(m) <= linearKeys {
+		for i := range m {
+			for j := range i {
+				if m[j].key == m[i].key {
+					return m[:i], m[i].key
+				}
+			}
+		}
+		return m, ""
+	}
+	seen := make(map[string]struct{}, len(m))
+	for i := range m {
+		if _, dup := seen[m[i].key]; dup {
+			return m[:i], m[i].key
+		}
+		seen[m[i].key] = struct{}{}
+	}
+	return m, ""
+}
+
 func repeatedKey(path string) *failure {
 	return &failure{class: classBadRequest, param: path, msg: path + ": the request body names this key twice; name it once (JSON parsers differ on which value they read: the gateway could price one and the provider run the other)"}
 }
 
-// richContent lists, by protocol, what marks content the gateway prices
-// by decoding it (images, documents, audio, files): a body holding one
-// is decoded in full even on a relayed route, so that its estimate
-// bounds an image by its size rather than by its bytes, and the route
-// keeps only models that read it. A marker inside a string (source code
-// quoting it) is escaped there and does not match.
-var richContent = map[provider.Protocol][][]byte{
-	provider.ProtoMessages:  {[]byte(`"image"`), []byte(`"document"`)},
-	provider.ProtoChat:      {[]byte(`"image_url"`), []byte(`"input_audio"`), []byte(`"file"`)},
-	provider.ProtoResponses: {[]byte(`"input_image"`), []byte(`"input_file"`), []byte(`"input_audio"`)},
+// richContent lists, by protocol, the strings that mark content the
+// gateway prices by decoding it (images, documents, audio, files): a body
+// holding one, as a key or a value, escaped or not, is decoded in full
+// even on a relayed route, so that its estimate bounds an image by its
+// size rather than by its bytes, and the route keeps only models that
+// read it. A marker quoted inside a longer string (source code quoting
+// it) is not a string of its own and does not match.
+var richContent = map[provider.Protocol][]string{
+	provider.ProtoMessages:  {"image", "document"},
+	provider.ProtoChat:      {"image_url", "input_audio", "file"},
+	provider.ProtoResponses: {"input_image", "input_file", "input_audio"},
 }
 
-// plainContent reports whether body holds none of p's rich content
-// markers.
-func plainContent(p provider.Protocol, body []byte) bool {
-	for _, m := range richContent[p] {
-		if bytes.Contains(body, m) {
-			return false
-		}
+// scanWords are, by protocol, the strings scanRelayBody looks for: the
+// rich content markers, then "cache_control" and "1h" (the one-hour
+// prompt cache lifetime), last.
+var scanWords = func() map[provider.Protocol][]string {
+	m := map[provider.Protocol][]string{}
+	for _, p := range []provider.Protocol{provider.ProtoMessages, provider.ProtoChat, provider.ProtoResponses, provider.ProtoCountTokens} {
+		m[p] = append(slices.Clip(richContent[p]), "cache_control", "1h")
 	}
-	return true
-}
+	return m
+}()
 
 // relayOnly decodes a request from its top level alone ([minimalDecode])
 // when every candidate its route keeps relays it as sent: the content
@@ -151,12 +191,12 @@ func plainContent(p provider.Protocol, body []byte) bool {
 // in the estimate. ok is false when a candidate would translate it, or
 // when something needs the full decoder (a thread, which is refused; a
 // body minimalDecode refuses, for the full decoder's words; rich content,
-// see [plainContent]; gateway.strict_params); the caller then decodes it
+// see [richContent]; gateway.strict_params); the caller then decodes it
 // in full.
 func (g *Gateway) relayOnly(r *http.Request, key *Key, proto provider.Protocol, rb relayBody) (*decoded, orchestrator.Call, bool) {
 	// gateway.strict_params judges the decoded sampling and reasoning
 	// settings against each model: it needs the full decoder.
-	if g.opts.StrictParams || proto == provider.ProtoCountTokens || rb.top.get("thread").Exists() || !plainContent(proto, rb.raw) {
+	if g.opts.StrictParams || proto == provider.ProtoCountTokens || rb.top.get("thread").Exists() || rb.rich {
 		return nil, orchestrator.Call{}, false
 	}
 	d, err := minimalDecode(proto, rb)
@@ -165,7 +205,7 @@ func (g *Gateway) relayOnly(r *http.Request, key *Key, proto provider.Protocol, 
 	}
 	d.req.Native = nativeOf(r, proto, rb, d.stream, int64(len(rb.raw)))
 	d.req.Native.Scanned = true
-	d.req.PromptCache = cacheMarks(proto, rb.raw)
+	d.req.PromptCache = rb.cache
 	call, f := g.callFor(r, key, d.model, d.req)
 	if f != nil {
 		return nil, orchestrator.Call{}, false
@@ -191,7 +231,7 @@ func (g *Gateway) relayOnly(r *http.Request, key *Key, proto provider.Protocol, 
 // relayNeeds returns the capabilities a relayed body asks of a model
 // that the full decoder would have found ([provider.Request.RequiredCapabilities]):
 // tools, a JSON Schema for the answer (prompt caching comes with
-// [cacheMarks]).
+// relayBody.cache).
 func relayNeeds(p provider.Protocol, rb relayBody) provider.CapabilitySet {
 	var s provider.CapabilitySet
 	if t := rb.top.get("tools"); t.IsArray() && len(t.Array()) > 0 {
@@ -210,19 +250,4 @@ func relayNeeds(p provider.Protocol, rb relayBody) provider.CapabilitySet {
 		s = s.With(provider.CapStructuredOutput)
 	}
 	return s
-}
-
-// cacheMarks returns the longest prompt-cache lifetime a Messages body
-// may ask for, from a scan of all its bytes: none without a
-// "cache_control" key, the hour when "1h" appears anywhere or when a
-// \u escape could spell it, five minutes otherwise. The other protocols'
-// caching is the provider's own, priced with every relayed request.
-func cacheMarks(p provider.Protocol, body []byte) provider.PromptCache {
-	switch {
-	case p != provider.ProtoMessages || !bytes.Contains(body, []byte(`"cache_control"`)):
-		return provider.PromptCacheOff
-	case bytes.Contains(body, []byte(`"1h"`)) || bytes.Contains(body, []byte(`\u`)):
-		return provider.PromptCache1h
-	}
-	return provider.PromptCache5m
 }

@@ -1,0 +1,327 @@
+package gateway
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
+)
+
+// maxScanDepth bounds the nesting a relayed body may have: deeper, the
+// scan gives up and the full decoder says what is wrong (encoding/json
+// refuses past the same depth).
+const maxScanDepth = 10000
+
+// jsonScan is one pass over a JSON document: it checks that the document
+// is valid (the grammar of RFC 8259, as gjson.Valid reads it: strings are
+// not checked for UTF-8), collects the members of the top-level object,
+// and looks at every string, key or value, that could spell one of a few
+// words (see [jsonScan.word]). The long strings of a prompt, where nearly
+// all the bytes are, are crossed eight bytes at a time.
+type jsonScan struct {
+	b     []byte
+	i     int
+	top   members
+	words []string // what word looks for
+	found uint64   // bit k set: words[k] is a string of the document
+}
+
+// scanJSON scans body, which must be an object, looking for words (at
+// most 64). ok is false when body is not a valid JSON object.
+func scanJSON(body []byte, words []string) (s jsonScan, ok bool) {
+	s = jsonScan{b: body, words: words}
+	s.ws()
+	if s.i >= len(s.b) || s.b[s.i] != '{' {
+		return s, false
+	}
+	if !s.value(0) {
+		return s, false
+	}
+	s.ws()
+	return s, s.i == len(s.b)
+}
+
+// has reports whether words[k] was found.
+func (s *jsonScan) has(k int) bool { return s.found&(1<<k) != 0 }
+
+func (s *jsonScan) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// value scans one value at s.i (whitespace skipped before it).
+func (s *jsonScan) value(depth int) bool {
+	if s.i >= len(s.b) {
+		return false
+	}
+	switch c := s.b[s.i]; {
+	case c == '{':
+		return s.object(depth + 1)
+	case c == '[':
+		return s.array(depth + 1)
+	case c == '"':
+		_, ok := s.str()
+		return ok
+	case c == 't':
+		return s.literal("true")
+	case c == 'f':
+		return s.literal("false")
+	case c == 'n':
+		return s.literal("null")
+	case c == '-' || c >= '0' && c <= '9':
+		return s.number()
+	}
+	return false
+}
+
+func (s *jsonScan) object(depth int) bool {
+	if depth > maxScanDepth {
+		return false
+	}
+	s.i++ // '{'
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == '}' {
+		s.i++
+		return true
+	}
+	for {
+		if s.i >= len(s.b) || s.b[s.i] != '"' {
+			return false
+		}
+		k0 := s.i
+		escaped, ok := s.str()
+		if !ok {
+			return false
+		}
+		k1 := s.i
+		s.ws()
+		if s.i >= len(s.b) || s.b[s.i] != ':' {
+			return false
+		}
+		s.i++
+		s.ws()
+		v0 := s.i
+		if !s.value(depth) {
+			return false
+		}
+		if depth == 1 {
+			s.member(k0, k1, escaped, v0, s.i)
+		}
+		s.ws()
+		if s.i >= len(s.b) {
+			return false
+		}
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+			s.ws()
+		case '}':
+			s.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+func (s *jsonScan) array(depth int) bool {
+	if depth > maxScanDepth {
+		return false
+	}
+	s.i++ // '['
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == ']' {
+		s.i++
+		return true
+	}
+	for {
+		s.ws()
+		if !s.value(depth) {
+			return false
+		}
+		s.ws()
+		if s.i >= len(s.b) {
+			return false
+		}
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+		case ']':
+			s.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// member adds a top-level member: its key is b[k0:k1] (quoted), its
+// value b[v0:v1]. The Results point into b, which nothing changes.
+func (s *jsonScan) member(k0, k1 int, escaped bool, v0, v1 int) {
+	key := s.text(k0+1, k1-1)
+	if escaped {
+		key = gjson.Parse(s.text(k0, k1)).Str
+	}
+	raw := s.text(v0, v1)
+	var v gjson.Result
+	switch s.b[v0] {
+	case '{', '[':
+		v = gjson.Result{Type: gjson.JSON, Raw: raw}
+	default:
+		v = gjson.Parse(raw)
+	}
+	s.top = append(s.top, member{key, v})
+}
+
+// text is b[i:j] as a string, without a copy.
+func (s *jsonScan) text(i, j int) string {
+	if i >= j {
+		return ""
+	}
+	return unsafe.String(&s.b[i], j-i)
+}
+
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// special marks the bytes of w (little-endian) that are a quote, a
+// backslash or a control character (below 0x20): what ends a run of plain
+// string bytes. Its lowest set bit is the high bit of the first such
+// byte; the bits above it may be set for bytes that are not.
+func special(w uint64) uint64 {
+	q := w ^ (ones * '"')
+	bs := w ^ (ones * '\\')
+	zero := func(v uint64) uint64 { return (v - ones) & ^v & highs }
+	ctl := (w - ones*0x20) & ^w & highs
+	return zero(q) | zero(bs) | ctl
+}
+
+// str scans a string at s.i (its opening quote) and reports whether it
+// holds an escape.
+func (s *jsonScan) str() (escaped, ok bool) {
+	start := s.i + 1
+	i := start
+	b := s.b
+	for {
+		for i+8 <= len(b) {
+			if m := special(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) / 8
+				break
+			}
+			i += 8
+		}
+		if i >= len(b) {
+			return escaped, false
+		}
+		switch c := b[i]; {
+		case c == '"':
+			s.i = i + 1
+			if i-start <= maxWordBytes {
+				s.word(b[start:i], escaped)
+			}
+			return escaped, true
+		case c < 0x20:
+			return escaped, false
+		case c == '\\':
+			escaped = true
+			i++
+			if i >= len(b) {
+				return escaped, false
+			}
+			switch b[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i++
+			case 'u':
+				if i+5 > len(b) {
+					return escaped, false
+				}
+				for _, h := range b[i+1 : i+5] {
+					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
+						return escaped, false
+					}
+				}
+				i += 5
+			default:
+				return escaped, false
+			}
+		default:
+			i++
+		}
+	}
+}
+
+// maxWordBytes is the longest string, as written, that word compares: a
+// word of 13 characters each written as a \u escape.
+const maxWordBytes = 6 * 13
+
+// word marks the words that raw, a string's content as written, spells
+// (unescaped when it holds an escape).
+func (s *jsonScan) word(raw []byte, escaped bool) {
+	if len(s.words) == 0 {
+		return
+	}
+	text := unsafe.String(unsafe.SliceData(raw), len(raw))
+	if escaped {
+		text = gjson.Parse(`"` + text + `"`).Str
+	}
+	for k, w := range s.words {
+		if text == w {
+			s.found |= 1 << k
+		}
+	}
+}
+
+func (s *jsonScan) literal(lit string) bool {
+	if len(s.b)-s.i < len(lit) || string(s.b[s.i:s.i+len(lit)]) != lit {
+		return false
+	}
+	s.i += len(lit)
+	return true
+}
+
+// number scans a number as RFC 8259 writes it.
+func (s *jsonScan) number() bool {
+	b, i := s.b, s.i
+	digits := func() bool {
+		j := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		return i > j
+	}
+	if b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case !digits():
+		return false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if !digits() {
+			return false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if !digits() {
+			return false
+		}
+	}
+	s.i = i
+	return true
+}
