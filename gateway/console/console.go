@@ -3,7 +3,8 @@
 // budget use, pauses, recent failures, alerts), access keys (the
 // gateway's virtual keys: list, create, revoke), provider keys (write-only
 // forms generated from the credentials schema, saved to the project's
-// secrets file, with a connection test), provider health, breakers and
+// secrets file, except on a fleet, where each replica reads them from its
+// environment; with a connection test), provider health, breakers and
 // rate-limit headroom, spend against budgets with recent invocations, and
 // control (pause and resume of tasks and the project, consent per
 // provider).
