@@ -19,9 +19,9 @@
 // server-side as a hash, HttpOnly, SameSite=Strict, Secure over TLS,
 // expiring). Sessions live in a [SessionStore]: the process's memory by
 // default, the shared state in PostgreSQL for a fleet of gateways, so that
-// a session opened on one replica is one on all of them. Every POST must carry the session's synchronizer token and
-// come from the console's own origin (Sec-Fetch-Site, else Origin, else
-// Referer). Every response forbids framing, sends no referrer and allows
+// a session opened on one replica is one on all of them. Every POST must
+// carry the session's synchronizer token and come from the console's own
+// origin (Sec-Fetch-Site, else Origin, else Referer). Every response forbids framing, sends no referrer and allows
 // only the console's own resources. A saved credential is never sent
 // back: pages say only whether a field is set and where its value comes
 // from.
