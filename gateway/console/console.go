@@ -67,6 +67,9 @@ const (
 // DefaultSessionTTL is how long a console session lasts.
 const DefaultSessionTTL = 12 * time.Hour
 
+// sessionTimeout bounds one look at, or one change of, the sessions.
+const sessionTimeout = 10 * time.Second
+
 // Health is the result of one provider's health check.
 type Health struct {
 	// Status is "healthy", "unhealthy" or "not_checked".
@@ -432,7 +435,8 @@ func (c *Console) session(r *http.Request) (*session, error) {
 	if err != nil || ck.Value == "" {
 		return nil, nil
 	}
-	ctx := r.Context()
+	ctx, cancel := context.WithTimeout(r.Context(), sessionTimeout)
+	defer cancel()
 	id := hashToken(ck.Value)
 	st, ok, err := c.sessions.Get(ctx, id)
 	if err != nil || !ok {
@@ -483,7 +487,9 @@ func (c *Console) openSession(w http.ResponseWriter, r *http.Request) (*session,
 	defer c.openMu.Unlock()
 	live := false
 	if c.open != nil {
-		st, ok, err := c.sessions.Get(r.Context(), c.open.id)
+		ctx, cancel := context.WithTimeout(r.Context(), sessionTimeout)
+		st, ok, err := c.sessions.Get(ctx, c.open.id)
+		cancel()
 		if err != nil {
 			return nil, err
 		}
@@ -512,6 +518,8 @@ func (c *Console) startSession(ctx context.Context, keyID string) (*session, str
 	}
 	now := c.opts.Now()
 	s := &session{id: hashToken(tok), csrf: csrf, keyID: keyID, expires: now.Add(c.opts.SessionTTL)}
+	ctx, cancel := context.WithTimeout(ctx, sessionTimeout)
+	defer cancel()
 	if err := c.sessions.Put(ctx, s.id, pgstate.Session{CSRF: csrf, KeyID: keyID, Created: now, Expires: s.expires}, now); err != nil {
 		return nil, "", err
 	}
@@ -594,7 +602,9 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request, s *session) {
-	if err := c.sessions.Delete(r.Context(), s.id); err != nil {
+	ctx, cancel := context.WithTimeout(r.Context(), sessionTimeout)
+	defer cancel()
+	if err := c.sessions.Delete(ctx, s.id); err != nil {
 		c.opts.Logger.Error("console: ending a session failed", "error", err)
 		http.Error(w, "the session could not be ended: try again", http.StatusServiceUnavailable)
 		return
