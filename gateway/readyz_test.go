@@ -2,8 +2,6 @@ package gateway_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/url"
@@ -11,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/cortexbuild/cortexbuild/gateway"
 	"github.com/cortexbuild/cortexbuild/internal/testenv"
@@ -24,7 +20,7 @@ import (
 // loopback proxy.
 func pgThrough(t *testing.T) (*ledger.Postgres, *proxy) {
 	t.Helper()
-	raw := testenv.Postgres(t)
+	raw, schema := testenv.PostgresSchema(t, "gatewaytest_")
 	u, err := url.Parse(raw)
 	if err != nil {
 		t.Fatal(err)
@@ -35,21 +31,6 @@ func pgThrough(t *testing.T) (*ledger.Postgres, *proxy) {
 	}
 	p := newProxy(t, target)
 	u.Host = p.addr
-	b := make([]byte, 8)
-	rand.Read(b)
-	schema := "gatewaytest_" + hex.EncodeToString(b)
-	t.Cleanup(func() {
-		ctx := context.Background()
-		conn, err := pgx.Connect(ctx, raw)
-		if err != nil {
-			t.Errorf("dropping %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
-			t.Errorf("dropping %s: %v", schema, err)
-		}
-	})
 	st, err := ledger.OpenPostgres(t.Context(), u.String(), ledger.WithSchema(schema), ledger.WithProject("demo"))
 	if err != nil {
 		t.Fatal(err)

@@ -27,8 +27,8 @@ type KeyManager interface {
 // maxKeyName bounds a key's name entered in the console.
 const maxKeyName = 100
 
-// createdKey is a key just created and its token: the token is kept in
-// the creating session's memory only until the page shows it, once.
+// createdKey is a key just created and its token: the token is written
+// into the response to the form that created it, and kept nowhere.
 type createdKey struct {
 	Key   gateway.Key
 	Token string
@@ -127,13 +127,16 @@ func (c *Console) accessData(ctx context.Context, s *session, form keyForm) (acc
 	return d, err
 }
 
-// accessPage lists the keys and, once after a creation, the new key's
-// secret.
+// accessPage lists the keys.
 func (c *Console) accessPage(w http.ResponseWriter, r *http.Request, s *session) {
+	c.renderAccess(w, r, s, nil)
+}
+
+// renderAccess writes the access keys page; created, when set, is the key
+// this request created, whose secret the page shows.
+func (c *Console) renderAccess(w http.ResponseWriter, r *http.Request, s *session, created *createdKey) {
 	d, err := c.accessData(r.Context(), s, keyForm{})
-	c.mu.Lock()
-	d.Created, s.created = s.created, nil
-	c.mu.Unlock()
+	d.Created = created
 	p := c.page(r, s, "access", "Access keys", accessView(d))
 	if err != nil {
 		c.opts.Logger.Error("console: key store unreadable", "error", err)
@@ -159,8 +162,13 @@ func splitModels(s string) []string {
 	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' || r == '\r' })
 }
 
-// createKey makes a key and sends the browser to the access keys page,
-// which shows its secret once.
+// createKey makes a key and answers with the access keys page showing
+// its secret: the secret is in that one response and kept nowhere, not in
+// the session (which may live in a database shared by a fleet) nor
+// anywhere a later page could show it again. The page's script turns the
+// browser's history entry into the plain GET of the page, so that a
+// reload shows the list without the secret rather than sending the form
+// again.
 func (c *Console) createKey(w http.ResponseWriter, r *http.Request, s *session) {
 	if c.opts.KeyStore == nil {
 		http.Error(w, "this console manages no keys: use 'cortexbuild serve keys create'", http.StatusNotFound)
@@ -198,11 +206,8 @@ func (c *Console) createKey(w http.ResponseWriter, r *http.Request, s *session) 
 		c.accessError(w, r, s, http.StatusInternalServerError, f, "The key was not created: "+err.Error())
 		return
 	}
-	c.mu.Lock()
-	s.created = &createdKey{Key: k, Token: token}
-	c.mu.Unlock()
 	c.opts.Logger.Info("console: key created", "key", k.Hint(), "role", string(k.Role), "by", c.actor(s))
-	http.Redirect(w, r, Prefix+"access", http.StatusSeeOther)
+	c.renderAccess(w, r, s, &createdKey{Key: k, Token: token})
 }
 
 // revokeKey revokes a key; revoking the key of the session itself ends

@@ -52,7 +52,7 @@ func TestConsoleCreateKeepsAnotherProcesssRevocation(t *testing.T) {
 		t.Fatalf("the revoking process: %v\n%s", err, out)
 	}
 	w := b.do(http.MethodPost, "/console/access", url.Values{"csrf": {b.csrf}, "name": {"after"}, "role": {"call"}})
-	if w.Code != http.StatusSeeOther {
+	if w.Code != http.StatusOK || !secretRE.MatchString(w.Body.String()) {
 		t.Fatalf("create = %d %s", w.Code, w.Body)
 	}
 	fresh := gateway.OpenKeyStore(fx.keys.Path())

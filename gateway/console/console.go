@@ -3,7 +3,8 @@
 // budget use, pauses, recent failures, alerts), access keys (the
 // gateway's virtual keys: list, create, revoke), provider keys (write-only
 // forms generated from the credentials schema, saved to the project's
-// secrets file, with a connection test), provider health, breakers and
+// secrets file, except on a fleet, where each replica reads them from its
+// environment; with a connection test), provider health, breakers and
 // rate-limit headroom, spend against budgets with recent invocations, and
 // control (pause and resume of tasks and the project, consent per
 // provider).
@@ -16,9 +17,11 @@
 // Security: a login form exchanges a gateway virtual key with the admin
 // role (call keys are refused) for a session cookie (random token, kept
 // server-side as a hash, HttpOnly, SameSite=Strict, Secure over TLS,
-// expiring). Every POST must carry the session's synchronizer token and
-// come from the console's own origin (Sec-Fetch-Site, else Origin, else
-// Referer). Every response forbids framing, sends no referrer and allows
+// expiring). Sessions live in a [SessionStore]: the process's memory by
+// default, the shared state in PostgreSQL for a fleet of gateways, so that
+// a session opened on one replica is one on all of them. Every POST must
+// carry the session's synchronizer token and come from the console's own
+// origin (Sec-Fetch-Site, else Origin, else Referer). Every response forbids framing, sends no referrer and allows
 // only the console's own resources. A saved credential is never sent
 // back: pages say only whether a field is set and where its value comes
 // from.
@@ -44,6 +47,7 @@ import (
 
 	"github.com/cortexbuild/cortexbuild/config"
 	"github.com/cortexbuild/cortexbuild/gateway"
+	"github.com/cortexbuild/cortexbuild/internal/pgstate"
 	"github.com/cortexbuild/cortexbuild/ledger"
 	"github.com/cortexbuild/cortexbuild/orchestrator"
 	"github.com/cortexbuild/cortexbuild/orchestrator/locality"
@@ -62,6 +66,9 @@ const (
 
 // DefaultSessionTTL is how long a console session lasts.
 const DefaultSessionTTL = 12 * time.Hour
+
+// sessionTimeout bounds one look at, or one change of, the sessions.
+const sessionTimeout = 10 * time.Second
 
 // Health is the result of one provider's health check.
 type Health struct {
@@ -113,6 +120,16 @@ type Options struct {
 	LookupEnv func(string) (string, bool)
 	// Secrets is where credentials saved from the console go. Required.
 	Secrets *config.SecretsFile
+	// Sessions keeps the console's sessions. Default: this process's
+	// memory. A fleet of gateways gives them the shared one
+	// ([pgstate.Store.Sessions]), so that a session opened on one replica
+	// is known to all, and one ended on any is ended on all.
+	Sessions SessionStore
+	// Fleet says the gateway is one replica of a fleet sharing its state
+	// in PostgreSQL: provider keys then come from each replica's
+	// environment (or secrets file), and the provider keys page saves
+	// none, saying where to set them.
+	Fleet bool
 	// Health checks one provider now, building its adapter from the
 	// current credentials. Required.
 	Health func(ctx context.Context, name string) Health
@@ -148,9 +165,10 @@ type Console struct {
 	opts Options
 	mux  *http.ServeMux
 
-	mu       sync.Mutex
-	sessions map[string]*session // by SHA-256 of the token
-	last     map[string]Health   // the last check of each provider
+	sessions SessionStore // by SHA-256 of the token
+
+	mu   sync.Mutex
+	last map[string]Health // the last check of each provider
 	// tasks are the tasks paused or resumed from the console, listed on
 	// the control page even without a budget or spend.
 	tasks map[string]bool
@@ -162,13 +180,62 @@ type Console struct {
 	openToken string
 }
 
+// session is the live session of a request.
 type session struct {
+	id      string // the SHA-256 of its token
 	csrf    string
 	keyID   string
 	expires time.Time
-	// created is the key this session just created, with its secret,
-	// until the access keys page has shown it once.
-	created *createdKey
+}
+
+// SessionStore keeps the console's sessions, each named by the SHA-256 of
+// its cookie's token (the token itself is never kept). *pgstate.Sessions
+// is one, shared by a fleet's replicas.
+type SessionStore interface {
+	// Put records a session, and may delete those expired at now.
+	Put(ctx context.Context, id string, s pgstate.Session, now time.Time) error
+	// Get returns a session; false when there is none.
+	Get(ctx context.Context, id string) (pgstate.Session, bool, error)
+	// Delete ends a session.
+	Delete(ctx context.Context, id string) error
+}
+
+// MemorySessions keeps sessions in the process's memory: the default.
+type MemorySessions struct {
+	mu sync.Mutex
+	m  map[string]pgstate.Session
+}
+
+// Put records a session and deletes those expired at now.
+func (m *MemorySessions) Put(_ context.Context, id string, s pgstate.Session, now time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.m == nil {
+		m.m = map[string]pgstate.Session{}
+	}
+	for k, o := range m.m {
+		if !now.Before(o.Expires) {
+			delete(m.m, k)
+		}
+	}
+	m.m[id] = s
+	return nil
+}
+
+// Get returns a session.
+func (m *MemorySessions) Get(_ context.Context, id string) (pgstate.Session, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.m[id]
+	return s, ok, nil
+}
+
+// Delete ends a session.
+func (m *MemorySessions) Delete(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.m, id)
+	return nil
 }
 
 //go:embed static
@@ -206,7 +273,10 @@ func New(opts Options) (*Console, error) {
 	if km, ok := opts.Keys.(KeyManager); ok && opts.KeyStore == nil {
 		opts.KeyStore = km
 	}
-	c := &Console{opts: opts, mux: http.NewServeMux(), sessions: map[string]*session{}, last: map[string]Health{}, tasks: map[string]bool{}}
+	if opts.Sessions == nil {
+		opts.Sessions = &MemorySessions{}
+	}
+	c := &Console{opts: opts, mux: http.NewServeMux(), sessions: opts.Sessions, last: map[string]Health{}, tasks: map[string]bool{}}
 	static, err := fs.Sub(staticFS, "static")
 	if err != nil {
 		return nil, err
@@ -272,7 +342,12 @@ func loopbackHost(host string) bool {
 // form, and checks the origin and the synchronizer token of every POST.
 func (c *Console) authed(h func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		s := c.session(r)
+		s, err := c.session(r)
+		if err != nil {
+			c.opts.Logger.Error("console: sessions unreadable", "error", err)
+			http.Error(w, "the console cannot read its sessions: try again shortly", http.StatusServiceUnavailable)
+			return
+		}
 		if s == nil && c.opts.NoAuth && r.Method == http.MethodGet {
 			var err error
 			if s, err = c.openSession(w, r); err != nil {
@@ -353,31 +428,24 @@ type keyLister interface {
 	List() ([]gateway.Key, error)
 }
 
-// session returns the request's live session, or nil.
-func (c *Console) session(r *http.Request) *session {
+// session returns the request's live session, or nil; an error when the
+// sessions cannot be read.
+func (c *Console) session(r *http.Request) (*session, error) {
 	ck, err := r.Cookie(sessionCookie)
 	if err != nil || ck.Value == "" {
-		return nil
+		return nil, nil
 	}
+	ctx, cancel := context.WithTimeout(r.Context(), sessionTimeout)
+	defer cancel()
 	id := hashToken(ck.Value)
-	now := c.opts.Now()
-	c.mu.Lock()
-	s, ok := c.sessions[id]
-	if ok && !now.Before(s.expires) {
-		delete(c.sessions, id)
-		ok = false
+	st, ok, err := c.sessions.Get(ctx, id)
+	if err != nil || !ok {
+		return nil, err
 	}
-	c.mu.Unlock()
-	if !ok {
-		return nil
+	if !c.opts.Now().Before(st.Expires) || (st.KeyID != "" && !c.keyActive(st.KeyID)) {
+		return nil, c.sessions.Delete(ctx, id)
 	}
-	if s.keyID != "" && !c.keyActive(s.keyID) {
-		c.mu.Lock()
-		delete(c.sessions, id)
-		c.mu.Unlock()
-		return nil
-	}
-	return s
+	return &session{id: id, csrf: st.CSRF, keyID: st.KeyID, expires: st.Expires}, nil
 }
 
 // keyActive reports whether the key a session was opened with is still
@@ -401,7 +469,7 @@ func (c *Console) keyActive(id string) bool {
 
 // newSession starts a session and sets its cookie.
 func (c *Console) newSession(w http.ResponseWriter, r *http.Request, keyID string) (*session, error) {
-	s, tok, err := c.startSession(keyID)
+	s, tok, err := c.startSession(r.Context(), keyID)
 	if err != nil {
 		return nil, err
 	}
@@ -417,11 +485,18 @@ func (c *Console) newSession(w http.ResponseWriter, r *http.Request, keyID strin
 func (c *Console) openSession(w http.ResponseWriter, r *http.Request) (*session, error) {
 	c.openMu.Lock()
 	defer c.openMu.Unlock()
-	c.mu.Lock()
-	live := c.open != nil && c.sessions[hashToken(c.openToken)] == c.open && c.opts.Now().Before(c.open.expires)
-	c.mu.Unlock()
+	live := false
+	if c.open != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), sessionTimeout)
+		st, ok, err := c.sessions.Get(ctx, c.open.id)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		live = ok && st.CSRF == c.open.csrf && c.opts.Now().Before(st.Expires)
+	}
 	if !live { // none yet, expired, or ended by a logout
-		s, tok, err := c.startSession("")
+		s, tok, err := c.startSession(r.Context(), "")
 		if err != nil {
 			return nil, err
 		}
@@ -432,7 +507,7 @@ func (c *Console) openSession(w http.ResponseWriter, r *http.Request) (*session,
 }
 
 // startSession records a new session and returns it with its token.
-func (c *Console) startSession(keyID string) (*session, string, error) {
+func (c *Console) startSession(ctx context.Context, keyID string) (*session, string, error) {
 	tok, err := token()
 	if err != nil {
 		return nil, "", err
@@ -442,15 +517,12 @@ func (c *Console) startSession(keyID string) (*session, string, error) {
 		return nil, "", err
 	}
 	now := c.opts.Now()
-	s := &session{csrf: csrf, keyID: keyID, expires: now.Add(c.opts.SessionTTL)}
-	c.mu.Lock()
-	for id, o := range c.sessions {
-		if !now.Before(o.expires) {
-			delete(c.sessions, id)
-		}
+	s := &session{id: hashToken(tok), csrf: csrf, keyID: keyID, expires: now.Add(c.opts.SessionTTL)}
+	ctx, cancel := context.WithTimeout(ctx, sessionTimeout)
+	defer cancel()
+	if err := c.sessions.Put(ctx, s.id, pgstate.Session{CSRF: csrf, KeyID: keyID, Created: now, Expires: s.expires}, now); err != nil {
+		return nil, "", err
 	}
-	c.sessions[hashToken(tok)] = s
-	c.mu.Unlock()
 	return s, tok, nil
 }
 
@@ -462,7 +534,7 @@ func setSessionCookie(w http.ResponseWriter, r *http.Request, tok string, s *ses
 // loginPage shows the login form with a fresh login token (a cookie and a
 // hidden field that must match).
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
-	if c.opts.NoAuth || c.session(r) != nil {
+	if s, _ := c.session(r); c.opts.NoAuth || s != nil {
 		http.Redirect(w, r, Prefix, http.StatusSeeOther)
 		return
 	}
@@ -520,6 +592,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := c.newSession(w, r, k.ID); err != nil {
+		c.opts.Logger.Error("console: cannot start a session", "error", err)
 		http.Error(w, "cannot start a session", http.StatusInternalServerError)
 		return
 	}
@@ -528,11 +601,13 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, Prefix, http.StatusSeeOther)
 }
 
-func (c *Console) logout(w http.ResponseWriter, r *http.Request, _ *session) {
-	if ck, err := r.Cookie(sessionCookie); err == nil {
-		c.mu.Lock()
-		delete(c.sessions, hashToken(ck.Value))
-		c.mu.Unlock()
+func (c *Console) logout(w http.ResponseWriter, r *http.Request, s *session) {
+	ctx, cancel := context.WithTimeout(r.Context(), sessionTimeout)
+	defer cancel()
+	if err := c.sessions.Delete(ctx, s.id); err != nil {
+		c.opts.Logger.Error("console: ending a session failed", "error", err)
+		http.Error(w, "the session could not be ended: try again", http.StatusServiceUnavailable)
+		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: Prefix, MaxAge: -1, HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, Prefix+"login", http.StatusSeeOther)

@@ -105,11 +105,24 @@ type keysData struct {
 	Providers   []providerView
 	Types       []typeView
 	SecretsPath string
+	// Fleet: the gateway is a replica of a fleet, and the page saves no
+	// key (see fleetKeys).
+	Fleet bool
 }
+
+// fleetKeys is why a replica of a fleet saves no provider key, and where
+// they are set instead.
+const fleetKeys = "This gateway is one replica of a fleet sharing its state in PostgreSQL (store.backend: postgres), " +
+	"so provider keys are not saved from the console: a key saved here would be written to this replica's " +
+	".cortexbuild/secrets.json only, and the other replicas would go on without it. " +
+	"Set provider keys in every replica's environment instead (the variables each field names below, " +
+	"or a ${VAR} under credentials: in llm-config.yaml): in Kubernetes the Secret cortexbuild-secrets, " +
+	"with Docker Compose deploy/.env; then restart the replicas (a rolling restart keeps the fleet serving). " +
+	"They are never kept in PostgreSQL."
 
 func (c *Console) keysData(tested string, h *Health) keysData {
 	f := c.opts.Config
-	d := keysData{SecretsPath: c.opts.Secrets.Path()}
+	d := keysData{SecretsPath: c.opts.Secrets.Path(), Fleet: c.opts.Fleet}
 	used := map[string]bool{}
 	for _, name := range f.ProviderNames() {
 		p := f.Providers[name]
@@ -176,6 +189,12 @@ func (c *Console) configured(name string) (provider.Registration, bool) {
 // saveKeys stores the fields filled in (empty ones are left as they are;
 // a ticked "remove" box deletes the saved value).
 func (c *Console) saveKeys(w http.ResponseWriter, r *http.Request, s *session) {
+	if c.opts.Fleet {
+		p := c.page(r, s, "keys", "Provider keys", keysView(c.keysData("", nil)))
+		p.Error = "Nothing was saved. " + fleetKeys
+		c.render(w, http.StatusConflict, p)
+		return
+	}
 	name := r.PathValue("provider")
 	reg, ok := c.configured(name)
 	if !ok {

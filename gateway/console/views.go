@@ -357,7 +357,7 @@ func accessView(d accessData) func(*hw, page) {
 when it is created. For the providers' own API keys, see <a href="/console/keys">Provider keys</a>.</p>
 `)
 		if k := d.Created; k != nil {
-			b.f(`<section class="card created" id="created">
+			b.f(`<section class="card created" id="created" data-replace-url="/console/access">
   <h2>New key %v%v</h2>
   <p><strong>Copy it now: this is the only time it is shown.</strong> Select the field and copy it (Ctrl+C / ⌘C);
   it is not kept anywhere it could be shown again.</p>
@@ -468,11 +468,17 @@ func testResult(b *hw, name string, h Health) {
 
 func keysView(d keysData) func(*hw, page) {
 	return func(b *hw, p page) {
-		b.f(`<p class="hint">Saved values are write-only: this page never shows them, only whether a field is set and where
+		if d.Fleet {
+			b.f(`<p class="notice" id="fleet-keys">%v</p>
+<p class="hint">This page shows whether each field is set on this replica and where its value comes from, never the value.</p>
+`, fleetKeys)
+		} else {
+			b.f(`<p class="hint">Saved values are write-only: this page never shows them, only whether a field is set and where
 its value comes from. The environment and <code>llm-config.yaml</code> take precedence over the secrets file
 (<code>%v</code>, mode 0600). Running calls use the keys the gateway started with; a
 connection test uses the current ones.</p>
 `, d.SecretsPath)
+		}
 		for _, pv := range d.Providers {
 			path := "/console/keys/" + url.PathEscape(pv.Name)
 			b.f(`<section class="card provider" id="p-%v">
@@ -484,11 +490,17 @@ connection test uses the current ones.</p>
 			if pv.Error != "" {
 				b.f(`  <p class="error">%v</p>`+"\n", pv.Error)
 			}
-			b.f(`  <form method="post" action="%v" data-busy="Saving…">
+			if d.Fleet {
+				b.raw(`  <table>
+      <tr><th>Field</th><th>Status on this replica</th></tr>
+`)
+			} else {
+				b.f(`  <form method="post" action="%v" data-busy="Saving…">
     %v
     <table>
       <tr><th>Field</th><th>Status</th><th>New value</th><th></th></tr>
 `, path, csrfField(p))
+			}
 			for _, fv := range pv.Fields {
 				id := pv.Name + "-" + fv.Name
 				b.f(`      <tr>
@@ -504,6 +516,10 @@ connection test uses the current ones.</p>
 					b.raw(`
           <div class="hint">a value saved here is not used while that is set</div>`)
 				}
+				if d.Fleet {
+					b.raw("</td>\n      </tr>\n")
+					continue
+				}
 				b.f(`</td>
         <td><input id="f-%v" name="cred.%v" type="%v" autocomplete="off" value=""></td>
         <td>`, id, fv.Name, either(fv.Secret, "password", "text"))
@@ -512,14 +528,19 @@ connection test uses the current ones.</p>
 				}
 				b.raw("</td>\n      </tr>\n")
 			}
-			b.f(`    </table>
+			if d.Fleet {
+				b.raw("    </table>\n")
+			} else {
+				b.f(`    </table>
     <button type="submit" id="save-%v">Save</button>
   </form>
-  <form method="post" action="%v/test" data-busy="Testing…" class="inline">
+`, pv.Name)
+			}
+			b.f(`  <form method="post" action="%v/test" data-busy="Testing…" class="inline">
     %v
     <button type="submit" id="test-%v">Test connection</button>
   </form>
-`, pv.Name, path, csrfField(p), pv.Name)
+`, path, csrfField(p), pv.Name)
 			if pv.Test != nil {
 				testResult(b, pv.Name, *pv.Test)
 			}

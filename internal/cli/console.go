@@ -35,9 +35,22 @@ const consoleAlerts = 20
 
 // mountConsole mounts the web console on the gateway: it serves under
 // /console/ with the same keys (or none, on loopback with --no-auth), and
-// its access keys page manages store, the project's key store.
-func (e *env) mountConsole(g *gateway.Gateway, f *config.File, o *orchestrator.Orchestrator, keys gateway.Authenticator, store *gateway.KeyStore, project string, logger *slog.Logger) error {
+// its access keys page manages store, the project's key store. A project
+// whose store is PostgreSQL is served by a fleet of replicas: its console
+// sessions are kept in the shared state (a session opened on one replica
+// is one on all), and its provider keys page saves no key (each replica
+// reads them from its environment).
+func (e *env) mountConsole(ctx context.Context, g *gateway.Gateway, f *config.File, o *orchestrator.Orchestrator, keys gateway.Authenticator, store *gateway.KeyStore, project string, logger *slog.Logger) error {
 	gate := e.gate(f)
+	var sessions console.SessionStore
+	fleet := sharedPostgres(f)
+	if fleet {
+		p, err := e.sharedState(ctx, f)
+		if err != nil {
+			return err
+		}
+		sessions = p.store.Sessions()
+	}
 	agentBudgets := map[string]provider.Money{}
 	for name, a := range f.Agents {
 		if a != nil && a.Budget != nil {
@@ -77,6 +90,8 @@ func (e *env) mountConsole(g *gateway.Gateway, f *config.File, o *orchestrator.O
 		Registry:  e.registry,
 		LookupEnv: e.lookupEnv,
 		Secrets:   e.secretsFile(f),
+		Sessions:  sessions,
+		Fleet:     fleet,
 		Health: func(ctx context.Context, name string) console.Health {
 			cat, catErr := e.catalog(f)
 			r := e.checkOne(ctx, f, gate, cat, catErr, name)

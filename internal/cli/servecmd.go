@@ -178,7 +178,7 @@ func (e *env) serve(parent context.Context, f *config.File, listen string, noAut
 	if err != nil {
 		return withCode(ExitFailure, err)
 	}
-	if err := e.mountConsole(g, f, o, opts.Keys, keys, project, opts.Logger); err != nil {
+	if err := e.mountConsole(ctx, g, f, o, opts.Keys, keys, project, opts.Logger); err != nil {
 		return withCode(ExitFailure, err)
 	}
 	srv, err := g.Listen(listen)

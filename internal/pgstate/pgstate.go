@@ -21,6 +21,10 @@
 // change is inserted, never upserted: the primary key (project, kind, id)
 // refuses a second record with the id of an existing one.
 //
+// Beside the sets, the store keeps the web console's login sessions
+// ([Sessions]): rows read on every page load, which a set's
+// read-everything-on-change would not suit.
+//
 // The tables live in their own schema ([DefaultSchema]), apart from the
 // ledger's, created idempotently with their own schema version
 // (state_schema_version); a database created by a newer program is
@@ -136,6 +140,10 @@ func (s *Store) create(ctx context.Context, schema string) error {
 			`CREATE SCHEMA IF NOT EXISTS ` + s.schema,
 			`CREATE TABLE IF NOT EXISTS _S_.state_schema_version (
 				version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`,
+			// Added after version 1 without raising it: a table older
+			// programs do not read, so that a replica of the previous
+			// release still starts during a rolling update.
+			sessionsTable,
 		}
 		for _, q := range stmts {
 			if _, err := tx.Exec(ctx, s.q(q)); err != nil {

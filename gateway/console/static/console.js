@@ -26,3 +26,11 @@ document.addEventListener("click", function (ev) {
     navigator.clipboard.writeText(field.value).then(function () { ev.target.textContent = "Copied"; });
   }
 });
+// A page answering a form that says data-replace-url="URL" (the page showing a new key's secret) makes its
+// history entry the plain GET of URL: a reload then loads that page instead of sending the form again.
+document.addEventListener("DOMContentLoaded", function () {
+  var el = document.querySelector("[data-replace-url]");
+  if (el && window.history && window.history.replaceState) {
+    window.history.replaceState(null, "", el.getAttribute("data-replace-url"));
+  }
+});

@@ -6,8 +6,6 @@ package pgstatetest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"strings"
 	"testing"
 
@@ -26,22 +24,7 @@ type Site struct {
 // New returns a fresh schema in the test database.
 func New(t testing.TB) Site {
 	t.Helper()
-	url := testenv.Postgres(t)
-	b := make([]byte, 8)
-	rand.Read(b)
-	schema := "statetest_" + hex.EncodeToString(b)
-	t.Cleanup(func() {
-		ctx := context.Background()
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Errorf("dropping %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
-			t.Errorf("dropping %s: %v", schema, err)
-		}
-	})
+	url, schema := testenv.PostgresSchema(t, "statetest_")
 	return Site{URL: url, Schema: schema}
 }
 
