@@ -63,7 +63,9 @@ func TestBudgetChangeReachesOtherProcesses(t *testing.T) {
 		change func(context.Context, *ledger.Fast) error
 		want   string // the other process's refusal
 	}{
-		{"pause", func(ctx context.Context, f *ledger.Fast) error { return f.Pause(ctx, pairsTask, "stopped by the operator") }, "refused paused"},
+		{"pause", func(ctx context.Context, f *ledger.Fast) error {
+			return f.Pause(ctx, pairsTask, "stopped by the operator")
+		}, "refused paused"},
 		{"pause for budget", func(ctx context.Context, f *ledger.Fast) error {
 			return f.PauseForBudget(ctx, pairsTask, "over its budget")
 		}, "refused paused"},
