@@ -30,6 +30,7 @@ type pgProxy struct {
 	ln    net.Listener
 	conns []net.Conn
 	wg    sync.WaitGroup
+	gate  gate // holds what goes through while stalled
 }
 
 func newPgProxy(t *testing.T, target string) *pgProxy {
@@ -62,8 +63,8 @@ func (p *pgProxy) serve(ln net.Listener) {
 			p.mu.Lock()
 			p.conns = append(p.conns, c, s)
 			p.mu.Unlock()
-			p.wg.Go(func() { io.Copy(s, c); s.Close(); c.Close() })
-			p.wg.Go(func() { io.Copy(c, s); s.Close(); c.Close() })
+			p.wg.Go(func() { io.Copy(s, p.gate.reader(c)); s.Close(); c.Close() })
+			p.wg.Go(func() { io.Copy(c, p.gate.reader(s)); s.Close(); c.Close() })
 		}
 	})
 }
