@@ -25,8 +25,9 @@ import (
 //     process can spend it. Admission is then a few nanoseconds in memory.
 //     A lease is small next to what the budget has left (an eighth of the
 //     headroom at most), admits calls for a short window (2 s by default,
-//     so that a pause or a lowered limit set elsewhere is seen within it),
-//     and gives back what it did not use. A scope set whose leases run out
+//     so that a pause or a lowered limit set elsewhere is seen within it;
+//     on PostgreSQL every process hears of one at once, see
+//     fast_shared.go), and gives back what it did not use. A scope set whose leases run out
 //     within a quarter of their window gets leases twice as large, up to
 //     16 times the first, and half as large again when one outlives its
 //     window: a busy process takes a lease in the store a few times per
@@ -55,7 +56,8 @@ import (
 //
 // Failing closed: while the journal or the store cannot be written (a full
 // disk, a store that refuses writes), Reserve refuses every call with a
-// [*WriteError] (it wraps [ErrUnavailable]). A settlement that neither the
+// [*WriteError] (it wraps [ErrUnavailable]); on a shared store, also while
+// the store cannot be reached (see [FastContactWindow]). A settlement that neither the
 // journal nor the store takes is kept in memory and retried; one in the
 // journal stays there until the store has it. Calls are admitted again by
 // themselves once the journal takes a write and the store applies one.
