@@ -141,3 +141,73 @@ func TestFastPostgresContactWindow(t *testing.T) {
 	}
 	checkAnswered(t, raw, schema, c)
 }
+
+// While the connection that hears of budget changes is down, no call is
+// admitted, even against a lease with room and the store answering
+// otherwise (here: the clock does not move, so the contact is fresh); once
+// it listens again, every lease is closed first, so a pause made while it
+// was down, which it never heard of, refuses the next call.
+func TestFastPostgresListensAgainAndClosesLeases(t *testing.T) {
+	raw := testenv.Postgres(t)
+	schema := newSchema(t, raw)
+	proxy, viaProxy := proxied(t, raw)
+	ctx := context.Background()
+	clk := ledgertest.NewClock(ledgertest.Epoch)
+	st, err := ledger.OpenPostgres(ctx, viaProxy, ledger.WithSchema(schema), ledger.WithClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ledger.NewFast(ctx, st, t.TempDir(), ledger.FastClock(clk.Now), ledger.FastAfterFunc(clk.AfterFunc),
+		ledger.FastOnError(func(err error) { t.Log(err) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.SetBudget(ctx, fastTask, mustM("10")); err != nil {
+		t.Fatal(err)
+	}
+	c := newCaller(t, f)
+	for range 3 {
+		if err := c.call(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	proxy.cut()
+	var refusal error
+	until(t, "a call is refused with the listening connection down", func() bool {
+		id, err := c.reserve()
+		if err == nil {
+			f.Release(ctx, id) // admitted before the connection's loss was seen
+		}
+		refusal = err
+		return err != nil
+	})
+	if want := "listen for budget changes: the ledger's PostgreSQL at " + proxy.addr + " is unreachable"; !errors.Is(refusal, ledger.ErrUnavailable) || !strings.Contains(refusal.Error(), want) {
+		t.Fatalf("refusal %v; want one saying %q", refusal, want)
+	}
+	// Another process pauses the task meanwhile; nothing tells this one.
+	other, err := ledger.OpenPostgres(ctx, raw, ledger.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := other.Pause(ctx, fastTask, "paused while the network was cut"); err != nil {
+		t.Fatal(err)
+	}
+	proxy.restore()
+	var err2 error
+	until(t, "a call is decided once the process listens again", func() bool {
+		var id string
+		id, err2 = c.reserve()
+		if err2 == nil {
+			f.Release(ctx, id)
+		}
+		return !errors.Is(err2, ledger.ErrUnavailable)
+	})
+	if !errors.Is(err2, ledger.ErrPaused) {
+		t.Fatalf("the first call once the process listens again = %v; want it refused as paused (its lease closed)", err2)
+	}
+}
