@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -24,8 +25,9 @@ import (
 //     process can spend it. Admission is then a few nanoseconds in memory.
 //     A lease is small next to what the budget has left (an eighth of the
 //     headroom at most), admits calls for a short window (2 s by default,
-//     so that a pause or a lowered limit set elsewhere is seen within it),
-//     and gives back what it did not use. A scope set whose leases run out
+//     so that a pause or a lowered limit set elsewhere is seen within it;
+//     on PostgreSQL every process hears of one at once, see
+//     fast_shared.go), and gives back what it did not use. A scope set whose leases run out
 //     within a quarter of their window gets leases twice as large, up to
 //     16 times the first, and half as large again when one outlives its
 //     window: a busy process takes a lease in the store a few times per
@@ -54,7 +56,8 @@ import (
 //
 // Failing closed: while the journal or the store cannot be written (a full
 // disk, a store that refuses writes), Reserve refuses every call with a
-// [*WriteError] (it wraps [ErrUnavailable]). A settlement that neither the
+// [*WriteError] (it wraps [ErrUnavailable]); on a shared store, also while
+// the store cannot be reached (see [FastContactWindow]). A settlement that neither the
 // journal nor the store takes is kept in memory and retried; one in the
 // journal stays there until the store has it. Calls are admitted again by
 // themselves once the journal takes a write and the store applies one.
@@ -90,6 +93,18 @@ type Fast struct {
 	exactHeld map[string]time.Time // exact reservations held: their callers' expiry
 	renewErr  error                // the last failed renewal, until one succeeds
 	renewStop func() bool
+	// contact is when (UnixNano, on the clock of FastClock) the latest
+	// exchange the store answered started; pinging is the round trip under
+	// way when a call found it older than the contact window.
+	contact atomic.Int64
+	pinging *contactPing
+	// listenErr: the connection that hears of budget changes is down, until
+	// it listens again. epoch counts the changes heard (and the times it
+	// listened again): a lease reserved across one is not used.
+	listenErr  error
+	epoch      uint64
+	stopListen context.CancelFunc
+	listener   sync.WaitGroup
 	// unsettled counts the settlements the shared store refused, retried
 	// in the background: no call is admitted while it is not zero.
 	unsettled int
@@ -165,6 +180,7 @@ type fastOptions struct {
 	after   func(time.Duration, func()) func() bool
 	price   RowPricer
 	ttl     time.Duration
+	contact time.Duration
 	commits int
 }
 
@@ -195,6 +211,19 @@ func FastLeaseFactor(n int) FastOption { return func(o *fastOptions) { o.factor 
 // fifth of it, so the room held by a process that died returns to the
 // budget at most this long after its death.
 func FastHoldTTL(d time.Duration) FastOption { return func(o *fastOptions) { o.ttl = d } }
+
+// FastContactWindow sets, with a shared store (PostgreSQL), how recent the
+// store's last answer to this process must be for a call to be admitted
+// against a lease in memory (default 250 ms). Any exchange counts (a
+// settlement written to the journal table, a renewal, a batch applied, a
+// lease taken, the connection that hears of budget changes); past it, the
+// call waits for one round trip to the store (shared by the calls waiting
+// then, at most a second) and is refused if the store does not answer. A
+// busy process's journal writes keep it fresh.
+func FastContactWindow(d time.Duration) FastOption { return func(o *fastOptions) { o.contact = d } }
+
+// DefaultContactWindow is the default of [FastContactWindow].
+const DefaultContactWindow = 250 * time.Millisecond
 
 // DefaultHoldTTL is the default of [FastHoldTTL].
 const DefaultHoldTTL = 10 * time.Second
@@ -241,12 +270,12 @@ func NewFast(ctx context.Context, st Store, dir string, opts ...FastOption) (*Fa
 		return nil, ErrNoJournal
 	}
 	o := fastOptions{window: 2 * time.Second, factor: 64, workers: 128, now: time.Now, after: afterFunc, onErr: func(error) {},
-		ttl: DefaultHoldTTL, commits: 1}
+		ttl: DefaultHoldTTL, contact: DefaultContactWindow, commits: 1}
 	for _, f := range opts {
 		f(&o)
 	}
-	if o.factor < 1 || o.window <= 0 || o.ttl <= 0 {
-		return nil, fmt.Errorf("%w: lease factor, window and hold TTL must be positive", ErrInvalid)
+	if o.factor < 1 || o.window <= 0 || o.ttl <= 0 || o.contact <= 0 {
+		return nil, fmt.Errorf("%w: lease factor, window, hold TTL and contact window must be positive", ErrInvalid)
 	}
 	rep, err := ReplayJournals(ctx, st, dir, o.replayOptions()...)
 	if err != nil {
@@ -278,6 +307,17 @@ func NewFast(ctx context.Context, st Store, dir string, opts ...FastOption) (*Fa
 		f.mu.Lock()
 		f.renewStop = f.o.after(f.renewEvery(), f.renew)
 		f.mu.Unlock()
+		// Calls are admitted once the process listens for budget changes
+		// (or refused, if it cannot, until it does).
+		lctx, stop := context.WithCancel(context.Background())
+		f.stopListen = stop
+		first := make(chan struct{})
+		f.listener.Add(1)
+		go f.listen(lctx, first)
+		select {
+		case <-first:
+		case <-ctx.Done():
+		}
 	} else if bs, ok := st.(batchSettler); ok {
 		f.workers.Add(1)
 		go f.workBatches(bs)
@@ -312,13 +352,14 @@ func (f *Fast) Reserve(ctx context.Context, r Reservation) error {
 		return f.Store.Reserve(ctx, r) // the store says what is wrong
 	}
 	key := scopeKey(r.Scopes)
+	reached := false
 	for {
 		f.mu.Lock()
 		if f.closed {
 			f.mu.Unlock()
 			return ErrClosed
 		}
-		if f.journalErr != nil || f.storeErr != nil || f.renewErr != nil || f.unsettled > 0 {
+		if f.journalErr != nil || f.storeErr != nil || f.renewErr != nil || f.listenErr != nil || f.unsettled > 0 {
 			f.mu.Unlock()
 			return f.writeError()
 		}
@@ -330,6 +371,15 @@ func (f *Fast) Reserve(ctx context.Context, r Reservation) error {
 		var giveBack func(context.Context)
 		if l := f.leases[key]; l != nil {
 			if l.open && now.Before(l.until) && l.amount-l.used >= r.Amount {
+				if !reached && !f.inContactLocked(now) {
+					// The store may be out of reach: it answers first.
+					f.mu.Unlock()
+					if err := f.reach(ctx); err != nil {
+						return err
+					}
+					reached = true
+					continue
+				}
 				l.used += r.Amount
 				l.inflight++
 				f.holds[r.InvocationID] = drawn{l, r.Amount}
@@ -376,6 +426,7 @@ func (f *Fast) Reserve(ctx context.Context, r Reservation) error {
 func (f *Fast) acquire(ctx context.Context, key string, r Reservation) (bool, error) {
 	f.scanOrphans(ctx)
 	f.mu.Lock()
+	epoch := f.epoch
 	factor := f.o.factor
 	if g := f.factors[key]; g > 0 {
 		factor = g
@@ -415,6 +466,7 @@ func (f *Fast) acquire(ctx context.Context, key string, r Reservation) (bool, er
 			return false, f.writeError()
 		}
 	}
+	start := f.now()
 	if err := f.Store.Reserve(ctx, Reservation{InvocationID: id, Amount: size, Scopes: r.Scopes, ExpiresAt: expires}); err != nil {
 		if seg != nil {
 			f.j.done(seg)
@@ -425,9 +477,19 @@ func (f *Fast) acquire(ctx context.Context, key string, r Reservation) (bool, er
 		}
 		return false, f.storeRefused(err)
 	}
+	f.touch(start)
 	taken := f.now()
 	l := &lease{id: id, key: key, scopes: slices.Clone(r.Scopes), amount: size, taken: taken, factor: factor, until: taken.Add(f.o.window), open: true, seg: seg}
 	f.mu.Lock()
+	if f.epoch != epoch {
+		// A budget changed (or changes may have been missed) while the
+		// lease was being taken: it may predate the change, so it admits
+		// nothing, and the budget is looked at again.
+		l.open, l.released = false, true
+		f.mu.Unlock()
+		f.giveBack(ctx, l)
+		return f.acquire(ctx, key, r)
+	}
 	if f.leaseRefused {
 		f.leaseRefused = false
 		defer f.onErr(errors.New("ledger: the store takes writes again: new calls are admitted"))
@@ -866,7 +928,7 @@ func (e *WriteError) Unwrap() []error { return []error{ErrUnavailable, e.Err} }
 // writeError describes why no call is admitted now.
 func (f *Fast) writeError() error {
 	f.mu.Lock()
-	jerr, serr, rerr := f.journalErr, f.storeErr, f.renewErr
+	jerr, serr, rerr, lerr := f.journalErr, f.storeErr, f.renewErr, f.listenErr
 	f.mu.Unlock()
 	switch {
 	case jerr != nil:
@@ -875,6 +937,8 @@ func (f *Fast) writeError() error {
 		return f.newWriteError(false, serr)
 	case rerr != nil:
 		return f.newWriteError(false, rerr)
+	case lerr != nil:
+		return f.newWriteError(false, lerr)
 	}
 	return fmt.Errorf("%w: the ledger could not be written; retry", ErrUnavailable)
 }
@@ -977,6 +1041,7 @@ func (f *Fast) applyBatch(bs batchSettler, batch []job) {
 	backoff := 10 * time.Millisecond
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), commitWait)
+		start := f.now()
 		errs := bs.settleBatch(ctx, sets)
 		cancel()
 		var retry error
@@ -987,6 +1052,7 @@ func (f *Fast) applyBatch(bs batchSettler, batch []job) {
 			}
 		}
 		if retry == nil {
+			f.touch(start)
 			f.storeOK()
 			for i, jb := range batch {
 				if errors.Is(errs[i], ErrInvalid) {
@@ -1288,6 +1354,10 @@ func (f *Fast) Close() error {
 	}
 	f.leases = map[string]*lease{}
 	f.mu.Unlock()
+	if f.stopListen != nil {
+		f.stopListen()
+		f.listener.Wait()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), closeWait)
 	defer cancel()
 	ferr := f.Flush(ctx)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -29,6 +30,17 @@ import (
 //     that died). The room held by a process that died therefore returns
 //     to the budget, with what it spent charged, at most a TTL and a fifth
 //     after its last renewal, while another process runs.
+//   - A pause or a budget change, made by any process, is announced in its
+//     transaction (pg_notify); every process listens on a connection of its
+//     own and closes its leases on the scope as it hears of it, so its next
+//     call on the scope is decided by the store. While the listening
+//     connection is down no call is admitted; once it listens again, every
+//     lease is closed (it may have missed an announcement).
+//   - A call is admitted against a lease only if the process has had an
+//     answer from the store within the contact window ([FastContactWindow],
+//     250 ms by default): journal writes, renewals, applied batches, new
+//     leases and the listening connection count; past it, one round trip
+//     (shared by the calls that wait for it) comes first.
 //   - When the store cannot be reached, a settlement is written to the local
 //     journal file as a last resort and retried in the background until the
 //     store takes it; meanwhile, and while the holds cannot be renewed, no
@@ -49,6 +61,11 @@ type sharedStore interface {
 	journaled(ctx context.Context, before time.Time, max int) ([]string, error)
 	// Where names the server, for messages (never credentials).
 	Where() string
+	// listenBudgets hears of the changes other processes make to budgets
+	// and pauses (see [Postgres.listenBudgets]).
+	listenBudgets(ctx context.Context, ready func(), changed func(Scope)) error
+	// reach makes one round trip to the server.
+	reach(ctx context.Context) error
 }
 
 // commitWait bounds one attempt to write or apply a batch of settlements:
@@ -112,8 +129,12 @@ func (f *Fast) workJournal(ss sharedStore) {
 				// that died while idle (the server restarted, the network
 				// was cut and is back).
 				ctx, cancel := context.WithTimeout(context.Background(), commitWait)
+				start := f.now()
 				down = ss.writeJournal(ctx, ids, leases, lines, f.o.sync)
 				cancel()
+				if down == nil {
+					f.touch(start)
+				}
 				if down == nil || !errors.Is(down, ErrUnavailable) {
 					break
 				}
@@ -198,7 +219,8 @@ func (f *Fast) renew() {
 		f.mu.Unlock()
 		return
 	}
-	until := f.now().Add(f.o.ttl)
+	start := f.now()
+	until := start.Add(f.o.ttl)
 	var ids []string
 	var exp []int64
 	for l := range f.all {
@@ -219,6 +241,9 @@ func (f *Fast) renew() {
 			ctx, cancel := context.WithTimeout(context.Background(), f.renewEvery())
 			gone, err = f.shared.renewHolds(ctx, ids, exp)
 			cancel()
+			if err == nil {
+				f.touch(start)
+			}
 			if err == nil || !errors.Is(err, ErrUnavailable) {
 				break
 			}
@@ -325,4 +350,146 @@ func sweepJournal(ctx context.Context, ss sharedStore, before time.Time) (read, 
 		}
 	}
 	return len(lines), applied, nil
+}
+
+// contactPingWait bounds the round trip a call waits for when the process
+// has not heard from the store within the contact window: a store that has
+// not answered by then is taken as unreachable.
+const contactPingWait = time.Second
+
+// touch records an answer of the store to an exchange that started at t.
+func (f *Fast) touch(t time.Time) {
+	n := t.UnixNano()
+	for {
+		old := f.contact.Load()
+		if n <= old || f.contact.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}
+
+// inContactLocked reports whether the store answered an exchange that
+// started within the contact window before now.
+func (f *Fast) inContactLocked(now time.Time) bool {
+	return f.shared == nil || now.UnixNano()-f.contact.Load() <= int64(f.o.contact)
+}
+
+// contactPing is a round trip to the store that callers share.
+type contactPing struct {
+	done chan struct{}
+	err  error
+}
+
+// reach makes one round trip to the store, or waits for the one under way,
+// and returns nil once the store has answered, or a [*WriteError] naming
+// it as unreachable.
+func (f *Fast) reach(ctx context.Context) error {
+	f.mu.Lock()
+	p := f.pinging
+	if p == nil {
+		p = &contactPing{done: make(chan struct{})}
+		f.pinging = p
+		go func() {
+			start := f.now()
+			pctx, cancel := context.WithTimeout(context.Background(), contactPingWait)
+			err := f.shared.reach(pctx)
+			cancel()
+			if err == nil {
+				f.touch(start)
+			}
+			f.mu.Lock()
+			f.pinging = nil
+			f.mu.Unlock()
+			p.err = err
+			close(p.done)
+		}()
+	}
+	f.mu.Unlock()
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
+	}
+	if p.err != nil {
+		if errors.Is(p.err, ErrClosed) {
+			return ErrClosed
+		}
+		return f.newWriteError(false, p.err)
+	}
+	return nil
+}
+
+// listen keeps a connection listening for the budget changes other
+// processes announce, until Close: no call is admitted while it is down.
+// first is closed once it has listened or failed once.
+func (f *Fast) listen(ctx context.Context, first chan struct{}) {
+	defer f.listener.Done()
+	once := sync.OnceFunc(func() { close(first) })
+	defer once()
+	backoff := 10 * time.Millisecond
+	for {
+		err := f.shared.listenBudgets(ctx, func() {
+			f.listening()
+			backoff = 10 * time.Millisecond
+			once()
+		}, f.changed)
+		if ctx.Err() != nil || errors.Is(err, ErrClosed) {
+			return
+		}
+		f.mu.Lock()
+		was := f.listenErr
+		f.listenErr = err
+		f.mu.Unlock()
+		if was == nil {
+			f.onErr(fmt.Errorf("ledger: new calls are refused until this process hears of budget changes again: %w", err))
+		}
+		once()
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// listening records that the connection listens (again): every lease is
+// closed, as announcements may have been missed while it was down.
+func (f *Fast) listening() {
+	f.touch(f.now())
+	f.mu.Lock()
+	f.epoch++
+	was := f.listenErr
+	f.listenErr = nil
+	var backs []func(context.Context)
+	for _, l := range f.leases {
+		backs = append(backs, f.closeLocked(l))
+	}
+	f.mu.Unlock()
+	for _, b := range backs {
+		f.async(b)
+	}
+	if was != nil {
+		f.onErr(fmt.Errorf("ledger: this process hears of budget changes again (it had failed: %v)", was))
+	}
+}
+
+// changed closes the leases on sc, which another process (or this one)
+// paused or gave a new limit: the next call on it is decided by the store.
+func (f *Fast) changed(sc Scope) {
+	f.touch(f.now())
+	f.mu.Lock()
+	f.epoch++
+	var backs []func(context.Context)
+	for _, l := range f.leases {
+		if slices.Contains(l.scopes, sc) {
+			backs = append(backs, f.closeLocked(l))
+		}
+	}
+	f.mu.Unlock()
+	for _, b := range backs {
+		f.async(b)
+	}
 }

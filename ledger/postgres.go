@@ -40,6 +40,7 @@ type Postgres struct {
 	project string // every row the store reads or writes is this project's
 	alerts  []int  // the thresholds, in percent of a limit, whose crossing a settlement records
 	addr    string // host:port of the server, named when it cannot be reached
+	channel string // where changes of a budget or a pause are announced (budgetChannel)
 	// jpool writes the fast path's journal table without waiting for the
 	// server's disk (synchronous_commit off); it connects on first use.
 	jpool *pgxpool.Pool
@@ -93,7 +94,7 @@ func OpenPostgres(ctx context.Context, url string, opts ...Option) (*Postgres, e
 		return nil, pgErr("connect", err)
 	}
 	p := &Postgres{pool: pool, jpool: jpool, schema: pgx.Identifier{o.schema}.Sanitize(), project: o.project, alerts: alerts, now: o.now,
-		addr: serverAddr(cfg.ConnConfig)}
+		addr: serverAddr(cfg.ConnConfig), channel: budgetChannel(o.schema, o.project)}
 	if err := pool.Ping(ctx); err != nil {
 		p.closePools()
 		return nil, p.pgErr("connect", err)
@@ -368,7 +369,7 @@ func (p *Postgres) SetBudget(ctx context.Context, scope Scope, limit provider.Mo
 	if limit < 0 {
 		return fmt.Errorf("%w: negative limit $%s for %s", ErrInvalid, limit, scope)
 	}
-	_, err := p.exec(ctx, "set budget", setBudgetSQL("_S_.scopes", true), string(scope), int64(limit), nanos(p.now()), p.project)
+	_, err := p.execNotify(ctx, "set budget", scope, setBudgetSQL("_S_.scopes", true), string(scope), int64(limit), nanos(p.now()), p.project)
 	return err
 }
 
@@ -377,7 +378,7 @@ func (p *Postgres) SetDefaultBudget(ctx context.Context, scope Scope, limit prov
 	if err := checkBudget(scope, limit); err != nil {
 		return false, err
 	}
-	n, err := p.exec(ctx, "set budget", setBudgetSQL("_S_.scopes", false), string(scope), int64(limit), nanos(p.now()), p.project)
+	n, err := p.execNotify(ctx, "set budget", scope, setBudgetSQL("_S_.scopes", false), string(scope), int64(limit), nanos(p.now()), p.project)
 	return n > 0, err
 }
 
@@ -835,7 +836,7 @@ func (p *Postgres) pause(ctx context.Context, scope Scope, reason, kind string) 
 	if err := scope.Validate(); err != nil {
 		return err
 	}
-	_, err := p.exec(ctx, "pause", pauseSQL("_S_.scopes", kind), string(scope), pauseText(reason), nanos(p.now()), p.project)
+	_, err := p.execNotify(ctx, "pause", scope, pauseSQL("_S_.scopes", kind), string(scope), pauseText(reason), nanos(p.now()), p.project)
 	return err
 }
 

@@ -33,6 +33,8 @@ import (
 const (
 	envPairs    = "LEDGER_PAIRS_PROCESS" // url schema journal-dir prefix attempts goroutines stop-on-refusal mode
 	envPairsTTL = "LEDGER_PAIRS_TTL"     // the holds' TTL (ledger.FastHoldTTL), when set
+	// envPairsWindow is the leases' window (ledger.FastLeaseWindow), when set.
+	envPairsWindow = "LEDGER_PAIRS_WINDOW"
 )
 
 const pairsLine = "PAIRS "
@@ -50,7 +52,8 @@ var (
 // nothing. It says "ready" once its store is open, starts when its stdin
 // says "go", and says "done <admitted> <refused>" once every settlement is
 // in the store and its leases are given back, with the CPU time it used in
-// all (nanoseconds: user and system). In mode crash it goes on
+// all (nanoseconds: user and system). In mode probe it makes the calls its
+// stdin asks for, one at a time (see probePairs). In mode crash it goes on
 // with pairs until killed (or until its stdin says "stop": it then says
 // "done" as above), says "settled <id>" as each settlement returns, and
 // "flushed <n>" once n admitted pairs, at least its attempts, are in the
@@ -85,6 +88,13 @@ func TestPairsProcess(t *testing.T) {
 		}
 		opts = append(opts, ledger.FastHoldTTL(d))
 	}
+	if w := os.Getenv(envPairsWindow); w != "" {
+		d, err := time.ParseDuration(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts = append(opts, ledger.FastLeaseWindow(d))
+	}
 	f, err := ledger.NewFast(ctx, st, dir, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -93,6 +103,10 @@ func TestPairsProcess(t *testing.T) {
 	in := bufio.NewScanner(os.Stdin)
 	if !in.Scan() || in.Text() != "go" {
 		t.Fatalf("stdin said %q, %v; want go", in.Text(), in.Err())
+	}
+	if args[7] == "probe" {
+		probePairs(t, f, in)
+		return
 	}
 	var stopped atomic.Bool
 	if crash {

@@ -1,0 +1,213 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cortexbuild/cortexbuild/internal/testenv"
+	"github.com/cortexbuild/cortexbuild/ledger"
+	"github.com/cortexbuild/cortexbuild/ledger/ledgertest"
+)
+
+// gate holds the bytes a pgProxy forwards while it is stalled, as a
+// network that loses every packet until it heals (and then delivers them):
+// no connection through it fails, none is answered.
+type gate struct {
+	mu   sync.Mutex
+	shut chan struct{} // while stalled; closed when it opens
+}
+
+func (g *gate) stall() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.shut == nil {
+		g.shut = make(chan struct{})
+	}
+}
+
+func (g *gate) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.shut != nil {
+		close(g.shut)
+		g.shut = nil
+	}
+}
+
+func (g *gate) wait() {
+	g.mu.Lock()
+	shut := g.shut
+	g.mu.Unlock()
+	if shut != nil {
+		<-shut
+	}
+}
+
+// reader passes on what r reads once the gate is open.
+func (g *gate) reader(r io.Reader) io.Reader { return gatedReader{r, g} }
+
+type gatedReader struct {
+	r io.Reader
+	g *gate
+}
+
+func (r gatedReader) Read(b []byte) (int, error) {
+	n, err := r.r.Read(b)
+	r.g.wait()
+	return n, err
+}
+
+// A process whose lease has room, with nothing in flight, admits a call
+// against it only if PostgreSQL answered it within the contact window:
+// once the network between them stalls (nothing fails, nothing is
+// answered) or is cut, a call past the window is refused, naming the
+// server and not the password, before any renewal is due; calls are
+// admitted again once PostgreSQL answers.
+func TestFastPostgresContactWindow(t *testing.T) {
+	raw := testenv.Postgres(t)
+	schema := newSchema(t, raw)
+	proxy, viaProxy := proxied(t, raw)
+	t.Cleanup(proxy.gate.open) // before the proxy's cleanup waits for its copies
+	ctx := context.Background()
+	clk := ledgertest.NewClock(ledgertest.Epoch)
+	st, err := ledger.OpenPostgres(ctx, viaProxy, ledger.WithSchema(schema), ledger.WithClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const window = 250 * time.Millisecond
+	f, err := ledger.NewFast(ctx, st, t.TempDir(), ledger.FastClock(clk.Now), ledger.FastAfterFunc(clk.AfterFunc),
+		ledger.FastContactWindow(window), ledger.FastOnError(func(err error) { t.Log(err) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.SetBudget(ctx, fastTask, mustM("10")); err != nil {
+		t.Fatal(err)
+	}
+	c := newCaller(t, f)
+	for range 3 {
+		if err := c.call(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, outage := range []struct {
+		name      string
+		cut, heal func()
+	}{
+		{"stalled", proxy.gate.stall, proxy.gate.open},
+		{"cut", proxy.cut, proxy.restore},
+	} {
+		// Within the window (the settlements were answered), a call is
+		// admitted; past it, with the store out of reach, none is.
+		if err := c.call(); err != nil {
+			t.Fatalf("%s: a call before the outage = %v", outage.name, err)
+		}
+		outage.cut()
+		clk.Advance(window + time.Millisecond) // no renewal is due: it comes every 2 s
+		sent := c.sent
+		start := time.Now()
+		var wg sync.WaitGroup
+		errs := make([]error, 3)
+		for i := range errs { // together: they wait for one round trip
+			wg.Go(func() { _, errs[i] = c.reserve() })
+		}
+		wg.Wait()
+		took := time.Since(start)
+		if c.sent != sent {
+			t.Errorf("%s: %d calls admitted with PostgreSQL out of reach past the contact window", outage.name, c.sent-sent)
+		}
+		for _, err := range errs {
+			var we *ledger.WriteError
+			if !errors.As(err, &we) || !errors.Is(err, ledger.ErrUnavailable) {
+				t.Fatalf("%s: a call past the contact window = %v; want a refusal", outage.name, err)
+			}
+			if want := "the ledger's PostgreSQL at " + proxy.addr + " is unreachable"; !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: refusal %q does not say %q", outage.name, err, want)
+			}
+			if strings.Contains(err.Error(), "s3cret-pw") {
+				t.Errorf("%s: the password is in %q", outage.name, err)
+			}
+		}
+		t.Logf("%s: 3 calls past the contact window refused in %s: %v", outage.name, took.Round(time.Millisecond), errs[0])
+		outage.heal()
+		until(t, "calls are admitted again", func() bool { return c.call() == nil })
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkAnswered(t, raw, schema, c)
+}
+
+// While the connection that hears of budget changes is down, no call is
+// admitted, even against a lease with room and the store answering
+// otherwise (here: the clock does not move, so the contact is fresh); once
+// it listens again, every lease is closed first, so a pause made while it
+// was down, which it never heard of, refuses the next call.
+func TestFastPostgresListensAgainAndClosesLeases(t *testing.T) {
+	raw := testenv.Postgres(t)
+	schema := newSchema(t, raw)
+	proxy, viaProxy := proxied(t, raw)
+	ctx := context.Background()
+	clk := ledgertest.NewClock(ledgertest.Epoch)
+	st, err := ledger.OpenPostgres(ctx, viaProxy, ledger.WithSchema(schema), ledger.WithClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ledger.NewFast(ctx, st, t.TempDir(), ledger.FastClock(clk.Now), ledger.FastAfterFunc(clk.AfterFunc),
+		ledger.FastOnError(func(err error) { t.Log(err) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.SetBudget(ctx, fastTask, mustM("10")); err != nil {
+		t.Fatal(err)
+	}
+	c := newCaller(t, f)
+	for range 3 {
+		if err := c.call(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	proxy.cut()
+	var refusal error
+	until(t, "a call is refused with the listening connection down", func() bool {
+		id, err := c.reserve()
+		if err == nil {
+			f.Release(ctx, id) // admitted before the connection's loss was seen
+		}
+		refusal = err
+		return err != nil
+	})
+	if want := "listen for budget changes: the ledger's PostgreSQL at " + proxy.addr + " is unreachable"; !errors.Is(refusal, ledger.ErrUnavailable) || !strings.Contains(refusal.Error(), want) {
+		t.Fatalf("refusal %v; want one saying %q", refusal, want)
+	}
+	// Another process pauses the task meanwhile; nothing tells this one.
+	other, err := ledger.OpenPostgres(ctx, raw, ledger.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := other.Pause(ctx, fastTask, "paused while the network was cut"); err != nil {
+		t.Fatal(err)
+	}
+	proxy.restore()
+	var err2 error
+	until(t, "a call is decided once the process listens again", func() bool {
+		var id string
+		id, err2 = c.reserve()
+		if err2 == nil {
+			f.Release(ctx, id)
+		}
+		return !errors.Is(err2, ledger.ErrUnavailable)
+	})
+	if !errors.Is(err2, ledger.ErrPaused) {
+		t.Fatalf("the first call once the process listens again = %v; want it refused as paused (its lease closed)", err2)
+	}
+}
