@@ -779,3 +779,89 @@ func TestWireEventsMatchSDK(t *testing.T) {
 		t.Fatalf("only %d events", len(data))
 	}
 }
+
+// deltaEvents are content_block_delta events as the API writes them and
+// as it could: decodeDelta takes the first kind, and leaves the rest to
+// json.Unmarshal.
+var deltaEvents = []string{
+	`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello, wor"}}`,
+	`{"type":"content_block_delta","index":12,"delta":{"type":"text_delta","text":"a \"quote\"\n\u00e9"}}`,
+	`{"type":"content_block_delta","index":1,"delta":{"type":"thinking_delta","thinking":"step"}}`,
+	`{"type":"content_block_delta","index":1,"delta":{"type":"signature_delta","signature":"EqQB=="}}`,
+	`{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"a\":"}}`,
+	`{"type":"content_block_delta","index":-1,"delta":{"type":"text_delta","text":"a"}}`,
+	`{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta","citation":{"type":"char_location"}}}`,
+	`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a","text":"b"}}`,
+	`{"type":"content_block_delta","index":0,"index":1,"delta":{"type":"text_delta","text":"a"}}`,
+	`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","TEXT":"a"}}`,
+	`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","te\u0078t":"a"}}`,
+	`{"type":"content_block_delta","index":1.0,"delta":{"type":"text_delta","text":"a"}}`,
+	`{"type":"content_block_delta","index":1e1,"delta":{"type":"text_delta","text":"a"}}`,
+	`{"type":"content_block_delta","index":99999999999999999999,"delta":{"type":"text_delta","text":"a"}}`,
+	`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":null}}`,
+	`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a\xffb"}}`,
+	`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"}} trailing`,
+	`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"`,
+	`{"type":"content_block_delta","index":0}`,
+	`{"type":"content_block_delta","delta":{"type":"text_delta","text":"a"}}`,
+	`{"type":"content_block_delta","index":0,"delta":[]}`,
+	`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"},"extra":1}`,
+}
+
+// The fast path decodes a delta exactly as json.Unmarshal does, and takes
+// the events the API writes.
+func TestDecodeDeltaMatchesUnmarshal(t *testing.T) {
+	for i, d := range deltaEvents {
+		checkDecodeDelta(t, []byte(d))
+		var e wireEvent
+		if took := decodeDelta([]byte(d), &e); took != (i < 6) {
+			t.Errorf("decodeDelta(%s) = %v, want %v", d, took, i < 6)
+		}
+	}
+}
+
+func checkDecodeDelta(t *testing.T, data []byte) {
+	t.Helper()
+	var fast wireEvent
+	if !decodeDelta(data, &fast) {
+		return
+	}
+	type plain wireEvent
+	var want wireEvent
+	if err := json.Unmarshal(data, (*plain)(&want)); err != nil {
+		t.Fatalf("decodeDelta took %q, which json.Unmarshal refuses: %v", data, err)
+	}
+	if !reflect.DeepEqual(fast, want) {
+		t.Fatalf("decodeDelta(%q) = %+v, json.Unmarshal %+v", data, fast, want)
+	}
+}
+
+func FuzzDecodeDelta(f *testing.F) {
+	for _, d := range deltaEvents {
+		f.Add([]byte(d))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) { checkDecodeDelta(t, data) })
+}
+
+// BenchmarkDecodeEvent decodes a text delta: "fast" as the stream does,
+// "unmarshal" with json.Unmarshal, what it did before the fast path.
+func BenchmarkDecodeEvent(b *testing.B) {
+	data := []byte(deltaEvents[1])
+	b.Run("fast", func(b *testing.B) {
+		for b.Loop() {
+			var e wireEvent
+			if decodeEvent(data, &e) != nil {
+				b.Fatal("refused")
+			}
+		}
+	})
+	b.Run("unmarshal", func(b *testing.B) {
+		type plain wireEvent
+		for b.Loop() {
+			var e wireEvent
+			if json.Unmarshal(data, (*plain)(&e)) != nil {
+				b.Fatal("refused")
+			}
+		}
+	})
+}
