@@ -40,8 +40,8 @@ type fleet struct {
 	t        *testing.T
 	bin      string
 	net      *fleetNet
-	pg       *forwarder
-	redis    *forwarder
+	pg       *testenv.Proxy
+	redis    *testenv.Proxy
 	anth     *anthropicfake.Server
 	dirs     []string // each replica's project directory
 	procs    []*exec.Cmd
@@ -60,14 +60,14 @@ func newFleet(t *testing.T, n int) *fleet {
 	du := *pu
 	du.Path = "/" + db
 	f.dsn = du.String()
-	f.pg = forward(t, f.net.host, hostPort(pu, "5432"))
+	f.pg = testenv.ListenProxy(t, net.JoinHostPort(f.net.host, "0"), hostPort(pu, "5432"))
 	ru, _ := url.Parse(redisURL)
-	f.redis = forward(t, f.net.host, hostPort(ru, "6379"))
+	f.redis = testenv.ListenProxy(t, net.JoinHostPort(f.net.host, "0"), hostPort(ru, "6379"))
 	flushRedis(t, ru)
 	f.anth = anthropicfake.New(anthropicfake.WithAPIKey(upstreamKey))
 	t.Cleanup(f.anth.Close)
 	au, _ := url.Parse(f.anth.URL())
-	anthFwd := forward(t, f.net.host, au.Host)
+	anthFwd := testenv.ListenProxy(t, net.JoinHostPort(f.net.host, "0"), au.Host)
 	cfg := fmt.Sprintf(`orchestration: true
 project: fleet
 providers:
@@ -84,7 +84,7 @@ cache:
   url: redis://%s%s
 gateway:
   allowed_hosts: [127.0.0.1]
-`, anthFwd.addr, pu.User.Username(), f.pg.addr, db, f.redis.addr, ru.Path)
+`, anthFwd.Addr, pu.User.Username(), f.pg.Addr, db, f.redis.Addr, ru.Path)
 	for i := range n {
 		dir := filepath.Join(t.TempDir(), fmt.Sprintf("replica%d", i))
 		if err := os.MkdirAll(filepath.Join(dir, ".cortexbuild"), 0o755); err != nil {
