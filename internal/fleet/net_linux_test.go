@@ -85,4 +85,3 @@ func rootAndTools(t *testing.T) {
 	}
 	t.Skip(msg)
 }
-
