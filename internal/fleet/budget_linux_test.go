@@ -110,7 +110,7 @@ type holdWatch struct {
 	scope   string
 	expires map[string]int64 // the holds present at the death, by id: their expiry then
 	atDeath int
-	dead    map[string]bool  // ids known to be the dead replica's
+	dead    map[string]bool // ids known to be the dead replica's
 }
 
 func watchHolds(t *testing.T, dsn, scope string) *holdWatch {

@@ -45,9 +45,9 @@ type fleet struct {
 	pg       *testenv.Proxy
 	redis    *testenv.Proxy
 	anth     *anthropicfake.Server
-	upstream arrivals // the requests reaching the Anthropic fake
+	upstream arrivals           // the requests reaching the Anthropic fake
 	gem      *geminifake.Server // nil unless the fleet was made withGemini
-	dirs     []string // each replica's project directory
+	dirs     []string           // each replica's project directory
 	procs    []*exec.Cmd
 	lb       string // HAProxy's base URL
 	replicas []string
