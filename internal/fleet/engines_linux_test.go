@@ -206,7 +206,7 @@ func TestFleetEnginesCutAndRecover(t *testing.T) {
 
 	// What the clients saw of the cut.
 	admitted := 0
-	causes := map[bool]int{} // refusals by the ledger (true) or the key check
+	causes := map[string]int{} // refusals by what refused them
 	for _, a := range duringCut {
 		switch {
 		case a.status == 200:
@@ -215,13 +215,19 @@ func TestFleetEnginesCutAndRecover(t *testing.T) {
 				t.Errorf("replica %s answered a call made %v after it refused one", a.server, a.start.Sub(n.end))
 			}
 		case a.status == 503:
-			// Refused by the key check (the keys are in PostgreSQL too)
-			// or by the ledger.
-			if !strings.Contains(a.msg, "keys_unavailable") && !strings.Contains(a.msg, "the virtual keys in PostgreSQL (the shared state) cannot be read") &&
-				!strings.Contains(a.msg, "the ledger's PostgreSQL at "+f.pg.Addr+" is unreachable") {
+			// Refused by the key check (the keys are in PostgreSQL too),
+			// by the project's pause (read from PostgreSQL before each
+			// call), or by the ledger.
+			switch {
+			case strings.Contains(a.msg, "the virtual keys in PostgreSQL (the shared state) cannot be read"):
+				causes["keys"]++
+			case strings.Contains(a.msg, "cannot read the project state: project pause: shared state (PostgreSQL"):
+				causes["pause"]++
+			case strings.Contains(a.msg, "the ledger's PostgreSQL at "+f.pg.Addr+" is unreachable"):
+				causes["ledger"]++
+			default:
 				t.Errorf("a 503 with PostgreSQL cut that does not name it: %s", a.msg)
 			}
-			causes[strings.Contains(a.msg, "the ledger's PostgreSQL")]++
 		default:
 			t.Errorf("with PostgreSQL cut: %d %s; want 200 (admitted before the replica noticed) or 503", a.status, a.msg)
 		}
@@ -241,7 +247,7 @@ func TestFleetEnginesCutAndRecover(t *testing.T) {
 	for s, a := range back {
 		recovered[s] = a.end.Sub(restored).Round(time.Millisecond)
 	}
-	t.Logf("PostgreSQL cut: refused by the key check %d, by the ledger %d", causes[false], causes[true])
+	t.Logf("PostgreSQL cut: refusals by what refused them: %v", causes)
 	t.Logf("PostgreSQL cut: %d calls made, %v; %d reached the provider, the last %v after the cut; first refusal per replica after %v; /readyz not ready after %v",
 		len(duringCut), codesOf(duringCut), reached, window.Round(time.Millisecond), noticeAfter, roundAll(notReady))
 	t.Logf("PostgreSQL restored: first answer per replica after %v; /readyz ready after %v", recovered, roundAll(readyAgain))
