@@ -27,74 +27,6 @@ import (
 	"github.com/cortexbuild/cortexbuild/provider/openaicompat/openaifake"
 )
 
-// proxy is a loopback TCP proxy in front of a server: cut closes its
-// listener and every connection through it (the server is then
-// unreachable, as when its host goes away), and mend listens again on the
-// same address.
-type proxy struct {
-	t      testing.TB
-	target string
-	addr   string
-
-	mu    sync.Mutex
-	l     net.Listener
-	conns []net.Conn
-}
-
-func newProxy(t testing.TB, target string) *proxy {
-	t.Helper()
-	p := &proxy{t: t, target: target}
-	p.listen("127.0.0.1:0")
-	t.Cleanup(p.cut)
-	return p
-}
-
-func (p *proxy) listen(addr string) {
-	p.t.Helper()
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	p.mu.Lock()
-	p.l, p.addr = l, l.Addr().String()
-	p.mu.Unlock()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, s)
-			p.mu.Unlock()
-			go func() { io.Copy(s, c); s.Close() }()
-			go func() { io.Copy(c, s); c.Close() }()
-		}
-	}()
-}
-
-// cut stops the proxy: nothing listens at its address any more.
-func (p *proxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.l != nil {
-		p.l.Close()
-		p.l = nil
-	}
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-// mend listens again at the proxy's address.
-func (p *proxy) mend() { p.listen(p.addr) }
-
 // redisFor returns the test Redis's URL with its host replaced by addr
 // ("" keeps it).
 func redisFor(t testing.TB, addr string) string {
@@ -376,13 +308,13 @@ func secondChat(t *testing.T, w *world, key, id string) string {
 // back, the first call after the cool-down counts across the fleet again.
 func TestFleetRedisCutDegradesAndRecovers(t *testing.T) {
 	prefix := sharedPrefix(t)
-	p := newProxy(t, redisAddr(t))
+	p := testenv.NewProxy(t, redisAddr(t))
 	clk := &clock{t: time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC)}
 	gem := geminifake.New(geminifake.WithAPIKey("gk-upstream"))
 	t.Cleanup(gem.Close)
 	logsA := &testenv.Buffer{}
-	a := gemReplica(t, gem, clk, withGateway(replica(nil, clk, openShared(t, redisFor(t, p.addr), clk, nil), prefix, logsA)))
-	b := gemReplica(t, gem, clk, withGateway(replica(a.keys, clk, openShared(t, redisFor(t, p.addr), clk, nil), prefix, nil)))
+	a := gemReplica(t, gem, clk, withGateway(replica(nil, clk, openShared(t, redisFor(t, p.Addr), clk, nil), prefix, logsA)))
+	b := gemReplica(t, gem, clk, withGateway(replica(a.keys, clk, openShared(t, redisFor(t, p.Addr), clk, nil), prefix, nil)))
 	token, _, err := a.keys.Create(gateway.KeySpec{Name: "rpm", Project: "demo", KeyLimits: gateway.KeyLimits{RPM: 2}})
 	if err != nil {
 		t.Fatal(err)
@@ -401,7 +333,7 @@ func TestFleetRedisCutDegradesAndRecovers(t *testing.T) {
 	}
 	fleetWide("Redis up")
 
-	p.cut()
+	p.Cut()
 	clk.Advance(time.Minute)
 	expect("cut, first call through a", a, 200, "rate-limits")
 	expect("cut, second call through a", a, 200, "rate-limits")
@@ -429,7 +361,7 @@ func TestFleetRedisCutDegradesAndRecovers(t *testing.T) {
 		}
 	}
 
-	p.mend()
+	p.Restore()
 	// Within the cool-down the replicas still count alone; after it the
 	// first call finds Redis again.
 	expect("mended, within the cool-down, through b", b, 200, "rate-limits")

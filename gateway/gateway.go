@@ -506,6 +506,11 @@ func (g *Gateway) authenticate(r *http.Request) (*Key, *failure) {
 		}
 	}
 	switch {
+	case errors.Is(storeErr, errKeysUnreachable):
+		// The database is away: it passes, so the client may retry. The
+		// address and the driver's words stay in the log.
+		g.opts.Logger.Error("key store unreachable: every request is refused until it answers", "error", storeErr.Error())
+		return nil, &failure{class: classUnavailable, msg: errKeysUnreachable.Error() + ": every request is refused until PostgreSQL answers again", code: "keys_unavailable"}
 	case storeErr != nil:
 		// The reason names the file and the command that fixes it: that
 		// is for the operator's log, not for a client.

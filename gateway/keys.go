@@ -387,6 +387,11 @@ func (s *KeyStore) readFile() ([]storedKey, os.FileInfo, error) {
 // period has passed.
 func (s *KeyStore) refreshShared() error { return s.lookShared(false) }
 
+// errKeysUnreachable: the shared key store's database could not be read
+// (unreachable, or not answering in time), which passes; every other
+// error of the key store needs the operator.
+var errKeysUnreachable = errors.New("the virtual keys in PostgreSQL (the shared state) cannot be read")
+
 // missLook bounds how often a token whose key the store does not hold
 // makes a shared store look again before its period: a key created by
 // another process a moment ago is accepted at once, and a stream of
@@ -410,7 +415,10 @@ func (s *KeyStore) lookShared(fresh bool) error {
 	cancel()
 	s.mu.Lock()
 	if err != nil {
-		return fmt.Errorf("key store: %w", err)
+		if errors.Is(err, pgstate.ErrSchemaTooNew) {
+			return fmt.Errorf("key store: %w", err)
+		}
+		return fmt.Errorf("key store: %w: %w", errKeysUnreachable, err)
 	}
 	if s.read && ver == s.version {
 		return nil

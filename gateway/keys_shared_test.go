@@ -230,3 +230,39 @@ func TestSharedKeysRevocationSurvivesAConcurrentUpdate(t *testing.T) {
 		}
 	}
 }
+
+// Through the gateway, keys that cannot be read are a 503 naming them
+// (keys_unavailable), in both protocols, and no call reaches a provider;
+// the database back, the same key works again.
+func TestSharedKeysUnreadableIs503(t *testing.T) {
+	c := &settable{t: time.Now()}
+	a, _, site := sharedPair(t, 0, c)
+	token, _, err := a.Create(gateway.KeySpec{Name: "x", Project: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWorld(t, withGateway(func(o *gateway.Options) { o.Keys = a }))
+	chat := `{"model":"claude-sonnet-4-6","messages":[{"role":"user","content":"hi"}]}`
+	msgs := `{"model":"claude-sonnet-4-6","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`
+	if code, _, body := w.postAs(t, token, "/v1/chat/completions", chat); code != 200 {
+		t.Fatalf("with the keys readable: %d %s", code, body)
+	}
+	sent := len(w.anth.Requests())
+	site.Exec(t, "ALTER TABLE _S_.sets RENAME TO sets_away")
+	for _, c := range []struct{ path, body, want string }{
+		{"/v1/chat/completions", chat, `"code":"keys_unavailable"`},
+		{"/v1/messages", msgs, `"type":"api_error"`},
+	} {
+		code, _, body := w.postAs(t, token, c.path, c.body)
+		if code != 503 || !strings.Contains(body, c.want) || !strings.Contains(body, "the virtual keys in PostgreSQL (the shared state) cannot be read") {
+			t.Errorf("%s with the keys unreadable: %d %s; want 503 %s naming the keys", c.path, code, body, c.want)
+		}
+	}
+	if n := len(w.anth.Requests()) - sent; n != 0 {
+		t.Errorf("%d calls reached the provider with the keys unreadable", n)
+	}
+	site.Exec(t, "ALTER TABLE _S_.sets_away RENAME TO sets")
+	if code, _, body := w.postAs(t, token, "/v1/chat/completions", chat); code != 200 {
+		t.Fatalf("after recovery: %d %s", code, body)
+	}
+}

@@ -2,12 +2,9 @@ package gateway_test
 
 import (
 	"context"
-	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -18,54 +15,6 @@ import (
 	"github.com/cortexbuild/cortexbuild/orchestrator"
 )
 
-// cutProxy is a loopback TCP proxy to target that cut closes, listener and
-// connections.
-type cutProxy struct {
-	addr  string
-	mu    sync.Mutex
-	ln    net.Listener
-	conns []net.Conn
-}
-
-func newCutProxy(t *testing.T, target string) *cutProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{addr: ln.Addr().String(), ln: ln}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, s)
-			p.mu.Unlock()
-			wg.Go(func() { io.Copy(s, c); s.Close(); c.Close() })
-			wg.Go(func() { io.Copy(c, s); s.Close(); c.Close() })
-		}
-	})
-	t.Cleanup(func() { p.cut(); wg.Wait() })
-	return p
-}
-
-func (p *cutProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.ln.Close()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
 // With the ledger on PostgreSQL and PostgreSQL unreachable (the proxy to it
 // cut), the gateway answers 503 (ledger_unavailable) naming the server,
 // not the password of its URL, and no call reaches the provider.
@@ -75,8 +24,8 @@ func TestPostgresUnreachableIs503NamingIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := newCutProxy(t, u.Host)
-	u.Host = proxy.addr
+	proxy := testenv.NewProxy(t, u.Host)
+	u.Host = proxy.Addr
 	u.User = url.UserPassword(u.User.Username(), "s3cret-pw") // trust authentication ignores it
 	schema := "gwledger_" + strings.ReplaceAll(strings.ToLower(t.Name()), "/", "_")
 	ctx := context.Background()
@@ -103,14 +52,14 @@ func TestPostgresUnreachableIs503NamingIt(t *testing.T) {
 	if code, _, resp := w.post(t, "/v1/chat/completions", body); code != http.StatusOK {
 		t.Fatalf("with PostgreSQL reachable: %d %s", code, resp)
 	}
-	proxy.cut()
+	proxy.Cut()
 	clk.Advance(ledger.DefaultHoldTTL / 5) // the renewal of the holds fails
 	sent := len(w.anth.Requests())
 	for range 3 {
 		code, _, resp := w.post(t, "/v1/chat/completions", body)
 		if code != http.StatusServiceUnavailable || !strings.Contains(resp, "ledger_unavailable") ||
-			!strings.Contains(resp, "the ledger's PostgreSQL at "+proxy.addr+" is unreachable") {
-			t.Errorf("with PostgreSQL unreachable: %d %s; want 503 ledger_unavailable naming %s", code, resp, proxy.addr)
+			!strings.Contains(resp, "the ledger's PostgreSQL at "+proxy.Addr+" is unreachable") {
+			t.Errorf("with PostgreSQL unreachable: %d %s; want 503 ledger_unavailable naming %s", code, resp, proxy.Addr)
 		}
 		if strings.Contains(resp, "s3cret-pw") {
 			t.Errorf("the answer holds the password: %s", resp)

@@ -18,7 +18,7 @@ import (
 // pgThrough opens a PostgreSQL ledger of the test database, in a schema of
 // its own dropped when the test ends, whose connections go through a
 // loopback proxy.
-func pgThrough(t *testing.T) (*ledger.Postgres, *proxy) {
+func pgThrough(t *testing.T) (*ledger.Postgres, *testenv.Proxy) {
 	t.Helper()
 	raw, schema := testenv.PostgresSchema(t, "gatewaytest_")
 	u, err := url.Parse(raw)
@@ -29,8 +29,8 @@ func pgThrough(t *testing.T) (*ledger.Postgres, *proxy) {
 	if u.Port() == "" {
 		target += ":5432"
 	}
-	p := newProxy(t, target)
-	u.Host = p.addr
+	p := testenv.NewProxy(t, target)
+	u.Host = p.Addr
 	st, err := ledger.OpenPostgres(t.Context(), u.String(), ledger.WithSchema(schema), ledger.WithProject("demo"))
 	if err != nil {
 		t.Fatal(err)
@@ -58,9 +58,9 @@ type readiness struct {
 // never carries an address. /healthz stays 200 throughout.
 func TestReadyzNamesTheEnginesDown(t *testing.T) {
 	st, pg := pgThrough(t)
-	rp := newProxy(t, redisAddr(t))
+	rp := testenv.NewProxy(t, redisAddr(t))
 	clk := &clock{t: time.Now()}
-	r := openShared(t, redisFor(t, rp.addr), clk, nil)
+	r := openShared(t, redisFor(t, rp.Addr), clk, nil)
 	w := newWorld(t, withGateway(func(o *gateway.Options) {
 		o.Shared, o.SharedPrefix = r, sharedPrefix(t)
 		o.Ready = []gateway.Engine{
@@ -80,7 +80,7 @@ func TestReadyzNamesTheEnginesDown(t *testing.T) {
 				t.Errorf("%s: engine %+v", what, e)
 			}
 		}
-		if raw := w.getRaw(t, "/readyz"); strings.Contains(raw, "127.0.0.1") || strings.Contains(raw, pg.addr) || strings.Contains(raw, rp.addr) {
+		if raw := w.getRaw(t, "/readyz"); strings.Contains(raw, "127.0.0.1") || strings.Contains(raw, pg.Addr) || strings.Contains(raw, rp.Addr) {
 			t.Errorf("%s: /readyz tells an address: %s", what, raw)
 		}
 		if st := w.getJSON(t, "/healthz", &map[string]any{}); st != 200 {
@@ -92,16 +92,16 @@ func TestReadyzNamesTheEnginesDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("both up", 200, "ready")
-	rp.cut()
+	rp.Cut()
 	check("Redis cut", 200, "degraded", "redis")
 	if st, d := chatOn(t, w, token); st != 200 || d != "rate-limits" {
 		t.Errorf("Redis cut: a call got %d, degraded %q", st, d)
 	}
-	pg.cut()
+	pg.Cut()
 	check("both cut", 503, "not ready", "postgres", "redis")
-	rp.mend()
+	rp.Restore()
 	check("PostgreSQL cut", 503, "not ready", "postgres")
-	pg.mend()
+	pg.Restore()
 	check("both back", 200, "ready")
 	// Redis answering /readyz ended its client's cool-down at once: the
 	// next call counts across the fleet without waiting it out.

@@ -3,7 +3,6 @@ package ledger_test
 import (
 	"context"
 	"errors"
-	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -13,54 +12,6 @@ import (
 	"github.com/cortexbuild/cortexbuild/ledger"
 	"github.com/cortexbuild/cortexbuild/ledger/ledgertest"
 )
-
-// gate holds the bytes a pgProxy forwards while it is stalled, as a
-// network that loses every packet until it heals (and then delivers them):
-// no connection through it fails, none is answered.
-type gate struct {
-	mu   sync.Mutex
-	shut chan struct{} // while stalled; closed when it opens
-}
-
-func (g *gate) stall() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.shut == nil {
-		g.shut = make(chan struct{})
-	}
-}
-
-func (g *gate) open() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.shut != nil {
-		close(g.shut)
-		g.shut = nil
-	}
-}
-
-func (g *gate) wait() {
-	g.mu.Lock()
-	shut := g.shut
-	g.mu.Unlock()
-	if shut != nil {
-		<-shut
-	}
-}
-
-// reader passes on what r reads once the gate is open.
-func (g *gate) reader(r io.Reader) io.Reader { return gatedReader{r, g} }
-
-type gatedReader struct {
-	r io.Reader
-	g *gate
-}
-
-func (r gatedReader) Read(b []byte) (int, error) {
-	n, err := r.r.Read(b)
-	r.g.wait()
-	return n, err
-}
 
 // A process whose lease has room, with nothing in flight, admits a call
 // against it only if PostgreSQL answered it within the contact window:
@@ -72,7 +23,6 @@ func TestFastPostgresContactWindow(t *testing.T) {
 	raw := testenv.Postgres(t)
 	schema := newSchema(t, raw)
 	proxy, viaProxy := proxied(t, raw)
-	t.Cleanup(proxy.gate.open) // before the proxy's cleanup waits for its copies
 	ctx := context.Background()
 	clk := ledgertest.NewClock(ledgertest.Epoch)
 	st, err := ledger.OpenPostgres(ctx, viaProxy, ledger.WithSchema(schema), ledger.WithClock(clk.Now))
@@ -98,8 +48,8 @@ func TestFastPostgresContactWindow(t *testing.T) {
 		name      string
 		cut, heal func()
 	}{
-		{"stalled", proxy.gate.stall, proxy.gate.open},
-		{"cut", proxy.cut, proxy.restore},
+		{"stalled", proxy.Stall, proxy.Heal},
+		{"cut", proxy.Cut, proxy.Restore},
 	} {
 		// Within the window (the settlements were answered), a call is
 		// admitted; past it, with the store out of reach, none is.
@@ -125,7 +75,7 @@ func TestFastPostgresContactWindow(t *testing.T) {
 			if !errors.As(err, &we) || !errors.Is(err, ledger.ErrUnavailable) {
 				t.Fatalf("%s: a call past the contact window = %v; want a refusal", outage.name, err)
 			}
-			if want := "the ledger's PostgreSQL at " + proxy.addr + " is unreachable"; !strings.Contains(err.Error(), want) {
+			if want := "the ledger's PostgreSQL at " + proxy.Addr + " is unreachable"; !strings.Contains(err.Error(), want) {
 				t.Errorf("%s: refusal %q does not say %q", outage.name, err, want)
 			}
 			if strings.Contains(err.Error(), "s3cret-pw") {
@@ -175,7 +125,7 @@ func TestFastPostgresListensAgainAndClosesLeases(t *testing.T) {
 	if err := f.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	proxy.cut()
+	proxy.Cut()
 	var refusal error
 	until(t, "a call is refused with the listening connection down", func() bool {
 		id, err := c.reserve()
@@ -185,7 +135,7 @@ func TestFastPostgresListensAgainAndClosesLeases(t *testing.T) {
 		refusal = err
 		return err != nil
 	})
-	if want := "listen for budget changes: the ledger's PostgreSQL at " + proxy.addr + " is unreachable"; !errors.Is(refusal, ledger.ErrUnavailable) || !strings.Contains(refusal.Error(), want) {
+	if want := "listen for budget changes: the ledger's PostgreSQL at " + proxy.Addr + " is unreachable"; !errors.Is(refusal, ledger.ErrUnavailable) || !strings.Contains(refusal.Error(), want) {
 		t.Fatalf("refusal %v; want one saying %q", refusal, want)
 	}
 	// Another process pauses the task meanwhile; nothing tells this one.
@@ -197,7 +147,7 @@ func TestFastPostgresListensAgainAndClosesLeases(t *testing.T) {
 	if err := other.Pause(ctx, fastTask, "paused while the network was cut"); err != nil {
 		t.Fatal(err)
 	}
-	proxy.restore()
+	proxy.Restore()
 	var err2 error
 	until(t, "a call is decided once the process listens again", func() bool {
 		var id string

@@ -3,8 +3,6 @@ package ledger_test
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -18,90 +16,16 @@ import (
 	"github.com/cortexbuild/cortexbuild/ledger/ledgertest"
 )
 
-// pgProxy is a loopback TCP proxy to a PostgreSQL server that a test cuts
-// (closing its listener and every connection through it) and restores on
-// the same address.
-type pgProxy struct {
-	t      *testing.T
-	addr   string // where it listens
-	target string // the server
-
-	mu    sync.Mutex
-	ln    net.Listener
-	conns []net.Conn
-	wg    sync.WaitGroup
-	gate  gate // holds what goes through while stalled
-}
-
-func newPgProxy(t *testing.T, target string) *pgProxy {
-	p := &pgProxy{t: t, target: target}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.addr = ln.Addr().String()
-	p.serve(ln)
-	t.Cleanup(func() { p.cut(); p.wg.Wait() })
-	return p
-}
-
-func (p *pgProxy) serve(ln net.Listener) {
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	p.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, s)
-			p.mu.Unlock()
-			p.wg.Go(func() { io.Copy(s, p.gate.reader(c)); s.Close(); c.Close() })
-			p.wg.Go(func() { io.Copy(c, p.gate.reader(s)); s.Close(); c.Close() })
-		}
-	})
-}
-
-// cut stops the proxy: nothing reaches the server through it any more.
-func (p *pgProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-// restore listens again on the same address.
-func (p *pgProxy) restore() {
-	ln, err := net.Listen("tcp", p.addr)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	p.serve(ln)
-}
-
 // proxied returns rawURL (a postgres:// URL) through a new proxy, with a
 // password the server (trust authentication) ignores, so that a test can
 // check that it never appears in an error.
-func proxied(t *testing.T, rawURL string) (*pgProxy, string) {
+func proxied(t *testing.T, rawURL string) (*testenv.Proxy, string) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newPgProxy(t, u.Host)
-	u.Host = p.addr
+	p := testenv.NewProxy(t, u.Host)
+	u.Host = p.Addr
 	u.User = url.UserPassword(u.User.Username(), "s3cret-pw")
 	return p, u.String()
 }
@@ -147,13 +71,13 @@ func TestFastPostgresUnreachableFailsClosedAndRecovers(t *testing.T) {
 	}
 	// Cut with nothing in flight: the lease in memory still has room, but
 	// once a renewal of the holds has failed no call is admitted.
-	proxy.cut()
+	proxy.Cut()
 	clk.Advance(ledger.DefaultHoldTTL / 5)
 	var we *ledger.WriteError
 	if err := c.call(); !errors.As(err, &we) || !strings.Contains(err.Error(), "renew holds") {
 		t.Fatalf("a call after a failed renewal = %v; want a refusal naming the renewal", err)
 	}
-	proxy.restore()
+	proxy.Restore()
 	clk.Advance(ledger.DefaultHoldTTL / 5)
 	// Once the connection that hears of budget changes listens again.
 	until(t, "a call is admitted after a renewal that worked", func() bool { return c.call() == nil })
@@ -162,7 +86,7 @@ func TestFastPostgresUnreachableFailsClosedAndRecovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy.cut()
+	proxy.Cut()
 	c.settle(inFlight)
 	sent := c.sent
 	for range 5 {
@@ -175,7 +99,7 @@ func TestFastPostgresUnreachableFailsClosedAndRecovers(t *testing.T) {
 		t.Errorf("%d calls admitted with PostgreSQL unreachable", c.sent-sent)
 	}
 	msg := we.Error()
-	if want := "the ledger's PostgreSQL at " + proxy.addr + " is unreachable"; !strings.Contains(msg, want) {
+	if want := "the ledger's PostgreSQL at " + proxy.Addr + " is unreachable"; !strings.Contains(msg, want) {
 		t.Errorf("refusal %q does not say %q", msg, want)
 	}
 	logMu.Lock()
@@ -196,7 +120,7 @@ func TestFastPostgresUnreachableFailsClosedAndRecovers(t *testing.T) {
 	if !found {
 		t.Errorf("the settlement of %s is not in the journal files %v", inFlight, files)
 	}
-	proxy.restore()
+	proxy.Restore()
 	back := time.Now()
 	clk.Advance(ledger.DefaultHoldTTL / 5) // the next renewal reaches the store
 	until(t, "calls are admitted again", func() bool { return c.call() == nil })

@@ -13,12 +13,14 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +32,7 @@ import (
 
 	"github.com/cortexbuild/cortexbuild/internal/testenv"
 	"github.com/cortexbuild/cortexbuild/provider/anthropic/anthropicfake"
+	"github.com/cortexbuild/cortexbuild/provider/gemini/geminifake"
 )
 
 const upstreamKey = "ak-fleet-upstream"
@@ -40,17 +43,33 @@ type fleet struct {
 	t        *testing.T
 	bin      string
 	net      *fleetNet
-	pg       *forwarder
-	redis    *forwarder
+	pg       *testenv.Proxy
+	redis    *testenv.Proxy
 	anth     *anthropicfake.Server
-	dirs     []string // each replica's project directory
+	upstream arrivals           // the requests reaching the Anthropic fake
+	gem      *geminifake.Server // nil unless the fleet was made withGemini
+	dirs     []string           // each replica's project directory
 	procs    []*exec.Cmd
 	lb       string // HAProxy's base URL
 	replicas []string
 	dsn      string // the fleet's database, on loopback, for the test's own reads
 }
 
-func newFleet(t *testing.T, n int) *fleet {
+// fleetOption adds to a fleet before its replicas start.
+type fleetOption func(f *fleet, providers *strings.Builder)
+
+// withGemini adds gem, the Gemini fake, as the provider "gem" (its
+// consent granted).
+func withGemini(gem *geminifake.Server) fleetOption {
+	return func(f *fleet, providers *strings.Builder) {
+		f.gem = gem
+		u, _ := url.Parse(gem.URL())
+		fwd := testenv.ListenProxy(f.t, net.JoinHostPort(f.net.host, "0"), u.Host)
+		fmt.Fprintf(providers, "  gem:\n    type: gemini\n    base_url: http://%s\n    credentials:\n      api_key: ${FLEET_UPSTREAM_KEY}\n", fwd.Addr)
+	}
+}
+
+func newFleet(t *testing.T, n int, opts ...fleetOption) *fleet {
 	rootAndTools(t)
 	pgURL, redisURL := testenv.Postgres(t), testenv.Redis(t)
 	f := &fleet{t: t, bin: buildBinary(t)}
@@ -60,14 +79,18 @@ func newFleet(t *testing.T, n int) *fleet {
 	du := *pu
 	du.Path = "/" + db
 	f.dsn = du.String()
-	f.pg = forward(t, f.net.host, hostPort(pu, "5432"))
-	ru, _ := url.Parse(redisURL)
-	f.redis = forward(t, f.net.host, hostPort(ru, "6379"))
-	flushRedis(t, ru)
-	f.anth = anthropicfake.New(anthropicfake.WithAPIKey(upstreamKey))
-	t.Cleanup(f.anth.Close)
-	au, _ := url.Parse(f.anth.URL())
-	anthFwd := forward(t, f.net.host, au.Host)
+	f.pg = testenv.ListenProxy(t, net.JoinHostPort(f.net.host, "0"), hostPort(pu, "5432"))
+	ru := fleetRedis(t, redisURL)
+	f.redis = testenv.ListenProxy(t, net.JoinHostPort(f.net.host, "0"), hostPort(ru, "6379"))
+	f.anth = anthropicfake.NewUnstarted(anthropicfake.WithAPIKey(upstreamKey))
+	anthSrv := httptest.NewServer(f.upstream.count(f.anth.Handler()))
+	t.Cleanup(anthSrv.Close)
+	au, _ := url.Parse(anthSrv.URL)
+	anthFwd := testenv.ListenProxy(t, net.JoinHostPort(f.net.host, "0"), au.Host)
+	var more strings.Builder
+	for _, o := range opts {
+		o(f, &more)
+	}
 	cfg := fmt.Sprintf(`orchestration: true
 project: fleet
 providers:
@@ -76,7 +99,7 @@ providers:
     base_url: http://%s
     credentials:
       api_key: ${FLEET_UPSTREAM_KEY}
-store:
+%sstore:
   backend: postgres
   dsn: postgres://%s@%s/%s?sslmode=disable
 cache:
@@ -84,7 +107,7 @@ cache:
   url: redis://%s%s
 gateway:
   allowed_hosts: [127.0.0.1]
-`, anthFwd.addr, pu.User.Username(), f.pg.addr, db, f.redis.addr, ru.Path)
+`, anthFwd.Addr, more.String(), pu.User.Username(), f.pg.Addr, db, f.redis.Addr, ru.Path)
 	for i := range n {
 		dir := filepath.Join(t.TempDir(), fmt.Sprintf("replica%d", i))
 		if err := os.MkdirAll(filepath.Join(dir, ".cortexbuild"), 0o755); err != nil {
@@ -97,12 +120,43 @@ gateway:
 	}
 	// Consent once, from replica 0's directory: the others have no file.
 	f.cli(0, "consent", "grant", "claude")
+	if f.gem != nil {
+		f.cli(0, "consent", "grant", "gem")
+	}
 	f.procs = make([]*exec.Cmd, n)
 	for i := range n {
 		f.start(i)
 	}
 	f.lb = startHAProxy(t, f.replicas)
 	return f
+}
+
+// arrivals records when each request reached a server.
+type arrivals struct {
+	mu sync.Mutex
+	at []time.Time
+}
+
+func (a *arrivals) count(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.mu.Lock()
+		a.at = append(a.at, time.Now())
+		a.mu.Unlock()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// since returns how many requests arrived after t, and when the last did.
+func (a *arrivals) since(t time.Time) (n int, last time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, at := range a.at {
+		if at.After(t) {
+			n++
+			last = at
+		}
+	}
+	return n, last
 }
 
 // cli runs a cortexbuild command in replica i's project directory, on
@@ -212,7 +266,27 @@ func createDatabase(t *testing.T, pgURL string) string {
 	return name
 }
 
-// flushRedis empties the test database of the Redis server at u.
+// fleetRedis returns the Redis database the fleet uses: the one after the
+// configured test database (modulo 16), which it empties first. Other
+// packages' tests, running at the same time, share the configured one
+// under prefixes of their own; a fleet cannot set the replicas' prefix,
+// and its response cache must start empty.
+func fleetRedis(t *testing.T, raw string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := strconv.Atoi(strings.TrimPrefix(u.Path, "/"))
+	if err != nil {
+		db = 0
+	}
+	u.Path = "/" + strconv.Itoa((db+1)%16)
+	flushRedis(t, u)
+	return u
+}
+
+// flushRedis empties the database of the Redis server at u.
 func flushRedis(t *testing.T, u *url.URL) {
 	t.Helper()
 	c, err := net.Dial("tcp", hostPort(u, "6379"))
@@ -234,6 +308,10 @@ func flushRedis(t *testing.T, u *url.URL) {
 	}
 }
 
+// headerServer names, in every answer through HAProxy, the replica that
+// gave it (r0, r1, …: the index of f.replicas).
+const headerServer = "X-Fleet-Server"
+
 // startHAProxy balances round-robin over backends (base URLs) on a
 // loopback port and returns its base URL.
 func startHAProxy(t *testing.T, backends []string) string {
@@ -246,7 +324,10 @@ func startHAProxy(t *testing.T, backends []string) string {
 	ln.Close()
 	var b strings.Builder
 	fmt.Fprintf(&b, "global\n  maxconn 2000\ndefaults\n  mode http\n  timeout connect 2s\n  timeout client 60s\n  timeout server 60s\n")
-	fmt.Fprintf(&b, "frontend fe\n  bind %s\n  default_backend replicas\nbackend replicas\n  balance roundrobin\n", addr)
+	// A replica refusing connections (killed) gets the request's next try
+	// on another; every answer names the replica that gave it.
+	fmt.Fprintf(&b, "  retries 2\n  option redispatch 1\n")
+	fmt.Fprintf(&b, "frontend fe\n  bind %s\n  default_backend replicas\nbackend replicas\n  balance roundrobin\n  http-response set-header %s %%[srv_name]\n", addr, headerServer)
 	for i, be := range backends {
 		fmt.Fprintf(&b, "  server r%d %s\n", i, strings.TrimPrefix(be, "http://"))
 	}

@@ -3,14 +3,10 @@
 package fleet_test
 
 import (
-	"errors"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -67,107 +63,6 @@ func newFleetNet(t *testing.T, n int) *fleetNet {
 	return f
 }
 
-// forwarder passes TCP connections from an address on the bridge to a
-// service on this host's loopback (PostgreSQL, Redis, a provider fake):
-// the replicas reach the host's services through it, and cutting it is
-// the service going away for them.
-type forwarder struct {
-	t      *testing.T
-	addr   string // where the replicas dial
-	target string
-	mu     sync.Mutex
-	ln     net.Listener
-	conns  map[net.Conn]struct{}
-}
-
-func forward(t *testing.T, host, target string) *forwarder {
-	t.Helper()
-	f := &forwarder{t: t, target: target, conns: map[net.Conn]struct{}{}}
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.addr = ln.Addr().String()
-	f.serve(ln)
-	t.Cleanup(f.cut)
-	return f
-}
-
-func (f *forwarder) serve(ln net.Listener) {
-	f.mu.Lock()
-	f.ln = ln
-	f.mu.Unlock()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go f.pipe(c)
-		}
-	}()
-}
-
-func (f *forwarder) pipe(c net.Conn) {
-	up, err := net.Dial("tcp", f.target)
-	if err != nil {
-		c.Close()
-		return
-	}
-	f.mu.Lock()
-	if f.ln == nil { // cut meanwhile
-		f.mu.Unlock()
-		c.Close()
-		up.Close()
-		return
-	}
-	f.conns[c], f.conns[up] = struct{}{}, struct{}{}
-	f.mu.Unlock()
-	done := make(chan struct{}, 2)
-	cp := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
-		if tc, ok := dst.(*net.TCPConn); ok {
-			_ = tc.CloseWrite()
-		}
-		done <- struct{}{}
-	}
-	go cp(up, c)
-	go cp(c, up)
-	<-done
-	<-done
-	f.mu.Lock()
-	delete(f.conns, c)
-	delete(f.conns, up)
-	f.mu.Unlock()
-	c.Close()
-	up.Close()
-}
-
-// cut closes the listener and every connection through it: the service
-// is unreachable from the replicas until restore.
-func (f *forwarder) cut() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.ln != nil {
-		f.ln.Close()
-		f.ln = nil
-	}
-	for c := range f.conns {
-		c.Close()
-	}
-	clear(f.conns)
-}
-
-// restore listens again on the same address.
-func (f *forwarder) restore() {
-	f.t.Helper()
-	ln, err := net.Listen("tcp", f.addr)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	f.serve(ln)
-}
-
 // rootAndTools skips the test unless it runs as root with ip and haproxy
 // installed; under CI it fails instead.
 func rootAndTools(t *testing.T) {
@@ -190,5 +85,3 @@ func rootAndTools(t *testing.T) {
 	}
 	t.Skip(msg)
 }
-
-var errNotReady = errors.New("not ready")
