@@ -71,6 +71,10 @@ type Fast struct {
 
 	mu        sync.Mutex
 	all       map[*lease]bool          // every lease not yet released
+	// unreleased are leases whose release the store refused: Close
+	// tries them again, so that a store that came back meanwhile gets
+	// them and their journal records are done.
+	unreleased []*lease
 	leases    map[string]*lease        // by scope set: the lease admitting calls
 	factors   map[string]int64         // by scope set: the next lease's size in estimates, when not the first's
 	acquiring map[string]chan struct{} // by scope set: a lease being reserved
@@ -647,6 +651,9 @@ func (f *Fast) async(fn func(context.Context)) {
 func (f *Fast) giveBack(ctx context.Context, l *lease) {
 	if err := f.Store.Release(ctx, l.id); err != nil {
 		f.onErr(fmt.Errorf("ledger: releasing budget lease %s: %w (the journal keeps it for the next process; it also expires on its own)", l.id, err))
+		f.mu.Lock()
+		f.unreleased = append(f.unreleased, l)
+		f.mu.Unlock()
 		return
 	}
 	if l.seg != nil {
@@ -1385,8 +1392,10 @@ func (f *Fast) Close() error {
 	f.all = map[*lease]bool{}
 	lost := f.held
 	f.held = nil
+	again := f.unreleased
+	f.unreleased = nil
 	f.mu.Unlock()
-	for _, l := range left {
+	for _, l := range append(again, left...) {
 		f.giveBack(ctx, l)
 	}
 	var lerr error
