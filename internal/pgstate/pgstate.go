@@ -40,6 +40,7 @@ import (
 	"net"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -81,6 +82,7 @@ type Store struct {
 	pool    *pgxpool.Pool
 	schema  string // sanitized identifier
 	project string
+	where   string // "PostgreSQL at host:port", for messages
 }
 
 // Open connects to the database at url (a postgres:// URL or a key=value
@@ -111,7 +113,8 @@ func Open(ctx context.Context, url string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstate: connect: %w", err)
 	}
-	s := &Store{pool: pool, schema: pgx.Identifier{o.Schema}.Sanitize(), project: o.Project}
+	where := "PostgreSQL at " + net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
+	s := &Store{pool: pool, schema: pgx.Identifier{o.Schema}.Sanitize(), project: o.Project, where: where}
 	if err := s.create(ctx, o.Schema); err != nil {
 		pool.Close()
 		return nil, err
@@ -359,11 +362,33 @@ func (t *Set) Import(ctx context.Context, recs []Record) (int, error) {
 	return n, nil
 }
 
-// err wraps a database error, naming the set; pgx's errors carry neither
-// the URL nor the password.
+// err wraps a database error, naming the set. An error of the server
+// (a PgError) is quoted; any other (no connection, a connection cut, a
+// timeout) is an [UnreachableError], which names the server by host and
+// port only: pgx's text of a failed connection names the database user
+// and the database, which a client of the gateway has no business seeing.
 func (t *Set) err(what string, err error) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) && !errors.Is(err, context.Canceled) {
+		return &UnreachableError{What: fmt.Sprintf("shared state (%s): %s", t.kind, what), Where: t.s.where, Err: err}
+	}
 	return fmt.Errorf("shared state (PostgreSQL, %s): %s: %w", t.kind, what, err)
 }
+
+// UnreachableError is a shared state the process could not read or change
+// because its server could not be reached. Its message names the server
+// by host and port; Err, the driver's error, is for logs.
+type UnreachableError struct {
+	What  string // "shared state (keys): read", …
+	Where string // "PostgreSQL at host:port"
+	Err   error
+}
+
+func (e *UnreachableError) Error() string {
+	return e.What + ": the shared state's " + e.Where + " is unreachable"
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
 
 // View is a cached reader of a set: it looks at the set's version at most
 // once per Every and re-reads the records when the version moved, so a

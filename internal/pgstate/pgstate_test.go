@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/cortexbuild/cortexbuild/internal/pgstate"
 	"github.com/cortexbuild/cortexbuild/internal/pgstate/pgstatetest"
+	"github.com/cortexbuild/cortexbuild/internal/testenv"
 )
 
 func rec(id, v string) pgstate.Record {
@@ -227,5 +229,43 @@ func TestOpenRefusesBadInput(t *testing.T) {
 	_, err := pgstate.Open(ctx, "postgres://u:s3cretpw@[bad", pgstate.Options{Project: "p"})
 	if err == nil || strings.Contains(err.Error(), "s3cretpw") {
 		t.Errorf("bad URL = %v", err)
+	}
+}
+
+// With its server out of reach, a set's error names the server by host and
+// port, and neither the database user nor the database: it reaches the
+// gateway's clients (a 503 while PostgreSQL is down).
+func TestUnreachableNamesTheServerOnly(t *testing.T) {
+	site := pgstatetest.New(t)
+	u, err := url.Parse(site.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testenv.NewProxy(t, u.Host)
+	u.Host = p.Addr
+	st, err := pgstate.Open(t.Context(), u.String(), pgstate.Options{Project: "demo", Schema: site.Schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	set := st.Set("consent")
+	if _, _, err := set.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	p.Cut()
+	_, _, err = set.Load(t.Context())
+	var ue *pgstate.UnreachableError
+	if !errors.As(err, &ue) {
+		t.Fatalf("a read with the server cut = %v (%T); want an UnreachableError", err, err)
+	}
+	msg := err.Error()
+	if want := "the shared state's PostgreSQL at " + p.Addr + " is unreachable"; !strings.Contains(msg, want) {
+		t.Errorf("message %q does not say %q", msg, want)
+	}
+	db := strings.TrimPrefix(u.Path, "/")
+	for _, leak := range []string{"user=", u.User.Username(), "database=" + db} {
+		if strings.Contains(msg, leak) {
+			t.Errorf("message %q names %q", msg, leak)
+		}
 	}
 }
