@@ -69,18 +69,18 @@ type Fast struct {
 	o     fastOptions
 	onErr func(error)
 
-	mu        sync.Mutex
-	all       map[*lease]bool          // every lease not yet released
+	mu  sync.Mutex
+	all map[*lease]bool // every lease not yet released
 	// unreleased are leases whose release the store refused: Close
 	// tries them again, so that a store that came back meanwhile gets
 	// them and their journal records are done.
 	unreleased []*lease
-	leases    map[string]*lease        // by scope set: the lease admitting calls
-	factors   map[string]int64         // by scope set: the next lease's size in estimates, when not the first's
-	acquiring map[string]chan struct{} // by scope set: a lease being reserved
-	holds     map[string]drawn         // by invocation: what it drew from a lease
-	closed    bool
-	lastScan  time.Time
+	leases     map[string]*lease        // by scope set: the lease admitting calls
+	factors    map[string]int64         // by scope set: the next lease's size in estimates, when not the first's
+	acquiring  map[string]chan struct{} // by scope set: a lease being reserved
+	holds      map[string]drawn         // by invocation: what it drew from a lease
+	closed     bool
+	lastScan   time.Time
 	// Health: while journalErr or storeErr is set, no call is admitted.
 	journalErr error // the last failed journal write, until one succeeds
 	storeErr   error // the last failed apply, until one succeeds
