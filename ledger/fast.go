@@ -69,12 +69,9 @@ type Fast struct {
 	o     fastOptions
 	onErr func(error)
 
-	mu  sync.Mutex
-	all map[*lease]bool // every lease not yet released
-	// unreleased are leases whose release the store refused: Close
-	// tries them again, so that a store that came back meanwhile gets
-	// them and their journal records are done.
-	unreleased []*lease
+	mu         sync.Mutex
+	all        map[*lease]bool          // every lease not yet released
+	unreleased []*lease                 // leases whose release the store refused: Close tries them again
 	leases     map[string]*lease        // by scope set: the lease admitting calls
 	factors    map[string]int64         // by scope set: the next lease's size in estimates, when not the first's
 	acquiring  map[string]chan struct{} // by scope set: a lease being reserved
