@@ -576,6 +576,29 @@ func (s *KeyStore) Create(spec KeySpec) (string, Key, error) {
 }
 
 // List returns every key, active and revoked, oldest first.
+// Key returns the key named id; ok is false when the store holds none. A
+// shared store not holding it looks again first: another replica may
+// have created it a moment ago.
+func (s *KeyStore) Key(id string) (k Key, ok bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.refresh(); err != nil {
+		return Key{}, false, err
+	}
+	find := func() int { return slices.IndexFunc(s.keys, func(k storedKey) bool { return k.ID == id }) }
+	i := find()
+	if i < 0 && s.shared != nil {
+		if err := s.lookShared(true); err != nil {
+			return Key{}, false, err
+		}
+		i = find()
+	}
+	if i < 0 {
+		return Key{}, false, nil
+	}
+	return s.keys[i].Key, true, nil
+}
+
 func (s *KeyStore) List() ([]Key, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

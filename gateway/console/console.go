@@ -422,10 +422,10 @@ func hashToken(t string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// keyLister is what a key store that can list its keys offers: the
+// keyFinder is what a key store that finds a key by its id offers: the
 // console uses it to end the sessions of revoked keys.
-type keyLister interface {
-	List() ([]gateway.Key, error)
+type keyFinder interface {
+	Key(id string) (gateway.Key, bool, error)
 }
 
 // session returns the request's live session, or nil; an error when the
@@ -449,22 +449,16 @@ func (c *Console) session(r *http.Request) (*session, error) {
 }
 
 // keyActive reports whether the key a session was opened with is still
-// active; it fails closed when the store cannot be read.
+// active; it fails closed when the store cannot be read. A replica that
+// has not yet seen a key another one created looks again (see
+// [gateway.KeyStore.Key]) rather than end its session.
 func (c *Console) keyActive(id string) bool {
-	l, ok := c.opts.Keys.(keyLister)
+	f, ok := c.opts.Keys.(keyFinder)
 	if !ok {
 		return true
 	}
-	keys, err := l.List()
-	if err != nil {
-		return false
-	}
-	for _, k := range keys {
-		if k.ID == id {
-			return k.Active() && k.Admin()
-		}
-	}
-	return false
+	k, found, err := f.Key(id)
+	return err == nil && found && k.Active() && k.Admin()
 }
 
 // newSession starts a session and sets its cookie.
