@@ -423,30 +423,15 @@ func TestFleetKeys(t *testing.T) {
 		}
 	}
 	f.cli(1, "serve", "keys", "revoke", id)
-	revoked := time.Now()
-	var wg sync.WaitGroup
-	took := make([]time.Duration, len(f.replicas))
-	for i, base := range f.replicas {
-		wg.Go(func() {
-			for time.Since(revoked) < 5*time.Second {
-				if st := status(ask(ctx, base, token)); st == 401 || st == 403 {
-					took[i] = time.Since(revoked)
-					return
-				}
-			}
-			took[i] = -1
-		})
-	}
-	wg.Wait()
-	for i, d := range took {
-		if d < 0 || d > time.Second {
-			t.Errorf("replica %d refused the revoked key after %v; want within 1s", i, d)
-		}
-	}
+	took := f.seenEverywhere(t, "refused the revoked key", func(base string) bool {
+		st := status(ask(ctx, base, token))
+		return st == 401 || st == 403
+	})
 	t.Logf("revocation seen by the replicas after %v", took)
 
 	// --rpm 60 across the fleet: 90 calls at once through the balancer.
 	limited, _ := f.createKey(2, "limited", "--rpm", "60")
+	var wg sync.WaitGroup
 	var mu sync.Mutex
 	codes := map[int]int{}
 	for range 90 {
@@ -462,4 +447,33 @@ func TestFleetKeys(t *testing.T) {
 		t.Errorf("a key with --rpm 60 through three replicas: %v; want at most 60 answered, the rest 429", codes)
 	}
 	t.Logf("rpm 60 across the fleet: %v", codes)
+}
+
+// seenEverywhere waits, from now, until done(base) holds on every replica,
+// asking each in a loop of its own, and returns how long each took; a
+// replica that took more than a second (the fleet's propagation bound)
+// fails the test, saying what it was to do.
+func (f *fleet) seenEverywhere(t *testing.T, what string, done func(base string) bool) []time.Duration {
+	t.Helper()
+	start := time.Now()
+	var wg sync.WaitGroup
+	took := make([]time.Duration, len(f.replicas))
+	for i, base := range f.replicas {
+		wg.Go(func() {
+			for time.Since(start) < 5*time.Second {
+				if done(base) {
+					took[i] = time.Since(start)
+					return
+				}
+			}
+			took[i] = -1
+		})
+	}
+	wg.Wait()
+	for i, d := range took {
+		if d < 0 || d > time.Second {
+			t.Errorf("replica %d %s after %v; want within 1s", i, what, d)
+		}
+	}
+	return took
 }
