@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/tidwall/gjson"
 
 	"github.com/cortexbuild/cortexbuild/provider"
 )
@@ -151,7 +154,7 @@ type wireChunk chunk
 
 func (c *wireChunk) UnmarshalJSON(b []byte) error {
 	var fast chunk
-	if json.Unmarshal(b, &fast) == nil {
+	if decodeTextChunk(b, &fast) || json.Unmarshal(b, &fast) == nil {
 		*c = wireChunk(fast)
 		return nil
 	}
@@ -161,6 +164,119 @@ func (c *wireChunk) UnmarshalJSON(b []byte) error {
 	}
 	*c = wireChunk(chunkFromSDK(&sdk))
 	return nil
+}
+
+// decodeTextChunk is the fast path of a streamed chunk of text, the
+// chunk a streamed answer is made of: valid UTF-8 and JSON, the members
+// the adapter reads (model, choices; each choice's index, delta and
+// finish_reason; the delta's content) strings, integers or null, once
+// each, no usage and no tool calls (those go to json.Unmarshal). It
+// decodes b as json.Unmarshal into a chunk would and reports true, or
+// reports false (c may then hold part of b) and json.Unmarshal decides.
+// Members the adapter does not read are skipped, as json.Unmarshal
+// skips them, unless one could be a read one spelt in another case
+// (json.Unmarshal matches names without regard to case).
+func decodeTextChunk(b []byte, c *chunk) bool {
+	if !utf8.Valid(b) || !gjson.ValidBytes(b) {
+		return false
+	}
+	root := gjson.ParseBytes(b)
+	if !root.IsObject() {
+		return false
+	}
+	*c = chunk{}
+	return members(root, []string{"model", "choices", "usage"}, func(k int, v gjson.Result) bool {
+		switch k {
+		case 0:
+			return str(v, &c.Model)
+		case 1:
+			if v.Type == gjson.Null {
+				return true
+			}
+			if !v.IsArray() {
+				return false
+			}
+			ok := true
+			v.ForEach(func(_, ch gjson.Result) bool {
+				var cc chunkChoice
+				ok = ch.IsObject() && decodeTextChoice(ch, &cc)
+				c.Choices = append(c.Choices, cc)
+				return ok
+			})
+			if ok && c.Choices == nil {
+				c.Choices = []chunkChoice{}
+			}
+			return ok
+		}
+		return v.Type == gjson.Null // usage: json.Unmarshal decides
+	})
+}
+
+func decodeTextChoice(v gjson.Result, cc *chunkChoice) bool {
+	return members(v, []string{"index", "delta", "finish_reason"}, func(k int, v gjson.Result) bool {
+		switch k {
+		case 0:
+			if v.Type == gjson.Null {
+				return true
+			}
+			if v.Type != gjson.Number || strings.ContainsAny(v.Raw, ".eE") {
+				return false
+			}
+			n, err := strconv.ParseInt(v.Raw, 10, 64)
+			cc.Index = n
+			return err == nil
+		case 1:
+			if v.Type == gjson.Null {
+				return true
+			}
+			return v.IsObject() && members(v, []string{"content", "tool_calls"}, func(k int, v gjson.Result) bool {
+				if k == 0 {
+					return str(v, &cc.Delta.Content)
+				}
+				return v.Type == gjson.Null // tool calls: json.Unmarshal decides
+			})
+		}
+		return str(v, &cc.FinishReason)
+	})
+}
+
+// members calls read(k, v) for each member of obj named names[k], and
+// reports false when read does, when a name comes twice, or when a key
+// matches one of names only without regard to case.
+func members(obj gjson.Result, names []string, read func(k int, v gjson.Result) bool) bool {
+	var seen uint
+	ok := true
+	obj.ForEach(func(key, v gjson.Result) bool {
+		for k, n := range names {
+			switch {
+			case key.Str == n && key.Raw == `"`+n+`"`:
+				if seen&(1<<k) != 0 {
+					ok = false
+					return false
+				}
+				seen |= 1 << k
+				ok = read(k, v)
+				return ok
+			case strings.EqualFold(key.Str, n):
+				ok = false
+				return false
+			}
+		}
+		return true
+	})
+	return ok
+}
+
+// str reads v, a string or null, into s.
+func str(v gjson.Result, s *string) bool {
+	switch v.Type {
+	case gjson.String:
+		*s = v.Str
+	case gjson.Null:
+	default:
+		return false
+	}
+	return true
 }
 
 // chunkFromSDK reads what the adapter needs from the SDK's decoding.
