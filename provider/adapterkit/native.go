@@ -10,6 +10,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -28,8 +29,9 @@ import (
 // ("model=…", "max_tokens=…"), for [provider.NativeReply.Edits].
 func NativeBody(req *provider.Request, model string, limitFields ...string) (body []byte, edits []string, err error) {
 	body = req.Native.Body
+	top := Top(body, append([]string{"model"}, limitFields...)...)
 	var ch []change
-	if m := gjson.GetBytes(body, "model"); m.String() != model {
+	if m := top[0]; m.String() != model {
 		q, _ := json.Marshal(model)
 		if m.Exists() {
 			ch = append(ch, change{old: m, val: q})
@@ -40,8 +42,8 @@ func NativeBody(req *provider.Request, model string, limitFields ...string) (bod
 	}
 	if req.MaxTokens > 0 {
 		set := false
-		for _, f := range limitFields {
-			v := gjson.GetBytes(body, f)
+		for i, f := range limitFields {
+			v := top[1+i]
 			set = set || v.Exists()
 			if v.Type == gjson.Number && v.Int() > int64(req.MaxTokens) {
 				ch = append(ch, change{old: v, val: strconv.AppendInt(nil, int64(req.MaxTokens), 10)})
@@ -61,6 +63,26 @@ func NativeBody(req *provider.Request, model string, limitFields ...string) (bod
 		return nil, nil, err
 	}
 	return body, edits, nil
+}
+
+// Top returns the values of keys in body, a JSON object, in one pass over
+// its top level (a key named twice: its first value); a key body lacks
+// gets a Result that does not exist. Each Result's Index is its offset in
+// body; its Raw and Str point into body, which the caller must not change
+// while it holds them.
+func Top(body []byte, keys ...string) []gjson.Result {
+	out := make([]gjson.Result, len(keys))
+	left := len(keys)
+	gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body))).ForEach(func(k, v gjson.Result) bool {
+		for i, key := range keys {
+			if k.Str == key && !out[i].Exists() {
+				out[i] = v
+				left--
+			}
+		}
+		return left > 0
+	})
+	return out
 }
 
 // change is one edit of a body: old's value (found with its index)

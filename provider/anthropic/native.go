@@ -76,14 +76,15 @@ func (a *Adapter) beginNative(ctx context.Context, req *provider.Request, stream
 	if err != nil {
 		return nil, a.base.BadRequest(at.model, err.Error())
 	}
-	if asks := gjson.GetBytes(body, "stream").Bool(); asks != stream {
+	top := adapterkit.Top(body, "stream", "thinking")
+	if asks := top[0].Bool(); asks != stream {
 		call := "Invoke"
 		if asks {
 			call = "Stream"
 		}
 		return nil, a.base.BadRequest(at.model, fmt.Sprintf("the relayed request body sets \"stream\": %v: it is sent with %s", asks, call))
 	}
-	switch gjson.GetBytes(body, "thinking.type").String() {
+	switch top[1].Get("type").String() {
 	case "enabled", "adaptive":
 		at.thinks = true
 	}
