@@ -67,6 +67,34 @@ func askTask(ctx context.Context, base, token, task string) answer {
 
 // rowsPerInvocation counts the fleet's ledger rows of each invocation
 // whose column (task, key_id) is value.
+// eachAnsweredOnce waits, up to limit (the live replicas apply their
+// journals in the background), until every answered invocation has a
+// ledger row where column is value, then checks that none has two, and
+// returns the rows per invocation.
+func eachAnsweredOnce(t *testing.T, dsn, column, value string, answered map[string]bool, limit time.Duration) map[string]int {
+	t.Helper()
+	var rows map[string]int
+	waitFor(t, limit, "a ledger row for every answered call", func() error {
+		rows = rowsPerInvocation(t, dsn, column, value)
+		missing := 0
+		for id := range answered {
+			if rows[id] == 0 {
+				missing++
+			}
+		}
+		if missing > 0 {
+			return fmt.Errorf("%d of %d answered calls have no row", missing, len(answered))
+		}
+		return nil
+	})
+	for id, n := range rows {
+		if n != 1 {
+			t.Errorf("invocation %s has %d ledger rows", id, n)
+		}
+	}
+	return rows
+}
+
 func rowsPerInvocation(t *testing.T, dsn, column, value string) map[string]int {
 	t.Helper()
 	ctx := context.Background()
@@ -313,26 +341,10 @@ func TestFleetBudgetSurvivesReplicaLoss(t *testing.T) {
 
 	// Every answered call has exactly one row; no invocation has two. The
 	// live replicas apply their journals in the background: bounded wait.
-	var rows map[string]int
-	waitFor(t, 10*time.Second, "a ledger row for every answered call", func() error {
-		rows = rowsPerInvocation(t, f.dsn, "task", task)
-		missing := 0
-		for id := range answered {
-			if rows[id] == 0 {
-				missing++
-			}
-		}
-		if missing > 0 {
-			return fmt.Errorf("%d of %d answered calls have no row", missing, len(answered))
-		}
-		return nil
-	})
+	rows := eachAnsweredOnce(t, f.dsn, "task", task, answered, 10*time.Second)
 	total := 0
-	for id, n := range rows {
+	for _, n := range rows {
 		total += n
-		if n != 1 {
-			t.Errorf("invocation %s has %d ledger rows", id, n)
-		}
 	}
 	spent, limit, sum := scopeMoney(t, f.dsn, scope, task)
 	t.Logf("%d answered calls, %d ledger rows (%d invocations); %s spent of %s, rows sum to %s",

@@ -321,25 +321,7 @@ func TestFleetEnginesCutAndRecover(t *testing.T) {
 			answered[a.invocation] = true
 		}
 	}
-	var rows map[string]int
-	waitFor(t, 15*time.Second, "a ledger row for every answered call", func() error {
-		rows = rowsPerInvocation(t, f.dsn, "key_id", keyID)
-		missing := 0
-		for id := range answered {
-			if rows[id] == 0 {
-				missing++
-			}
-		}
-		if missing > 0 {
-			return fmt.Errorf("%d of %d answered calls have no row", missing, len(answered))
-		}
-		return nil
-	})
-	for id, n := range rows {
-		if n != 1 {
-			t.Errorf("invocation %s has %d ledger rows", id, n)
-		}
-	}
+	rows := eachAnsweredOnce(t, f.dsn, "key_id", keyID, answered, 15*time.Second)
 	t.Logf("%d calls in all, %d answered, %d invocations in the ledger", len(all), len(answered), len(rows))
 }
 
