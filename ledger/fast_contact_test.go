@@ -8,9 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cortexbuild/cortexbuild/internal/testenv"
 	"github.com/cortexbuild/cortexbuild/ledger"
-	"github.com/cortexbuild/cortexbuild/ledger/ledgertest"
 )
 
 // A process whose lease has room, with nothing in flight, admits a call
@@ -20,30 +18,9 @@ import (
 // server and not the password, before any renewal is due; calls are
 // admitted again once PostgreSQL answers.
 func TestFastPostgresContactWindow(t *testing.T) {
-	raw := testenv.Postgres(t)
-	schema := newSchema(t, raw)
-	proxy, viaProxy := proxied(t, raw)
-	ctx := context.Background()
-	clk := ledgertest.NewClock(ledgertest.Epoch)
-	st, err := ledger.OpenPostgres(ctx, viaProxy, ledger.WithSchema(schema), ledger.WithClock(clk.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
 	const window = 250 * time.Millisecond
-	f, err := ledger.NewFast(ctx, st, t.TempDir(), ledger.FastClock(clk.Now), ledger.FastAfterFunc(clk.AfterFunc),
-		ledger.FastContactWindow(window), ledger.FastOnError(func(err error) { t.Log(err) }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.SetBudget(ctx, fastTask, mustM("10")); err != nil {
-		t.Fatal(err)
-	}
-	c := newCaller(t, f)
-	for range 3 {
-		if err := c.call(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	b := newBehindProxy(t, t.TempDir(), ledger.FastContactWindow(window), ledger.FastOnError(func(err error) { t.Log(err) }))
+	raw, schema, proxy, clk, f, c := b.raw, b.schema, b.proxy, b.clk, b.f, b.c
 	for _, outage := range []struct {
 		name      string
 		cut, heal func()
@@ -98,30 +75,10 @@ func TestFastPostgresContactWindow(t *testing.T) {
 // it listens again, every lease is closed first, so a pause made while it
 // was down, which it never heard of, refuses the next call.
 func TestFastPostgresListensAgainAndClosesLeases(t *testing.T) {
-	raw := testenv.Postgres(t)
-	schema := newSchema(t, raw)
-	proxy, viaProxy := proxied(t, raw)
+	b := newBehindProxy(t, t.TempDir(), ledger.FastOnError(func(err error) { t.Log(err) }))
+	defer b.f.Close()
 	ctx := context.Background()
-	clk := ledgertest.NewClock(ledgertest.Epoch)
-	st, err := ledger.OpenPostgres(ctx, viaProxy, ledger.WithSchema(schema), ledger.WithClock(clk.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := ledger.NewFast(ctx, st, t.TempDir(), ledger.FastClock(clk.Now), ledger.FastAfterFunc(clk.AfterFunc),
-		ledger.FastOnError(func(err error) { t.Log(err) }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := f.SetBudget(ctx, fastTask, mustM("10")); err != nil {
-		t.Fatal(err)
-	}
-	c := newCaller(t, f)
-	for range 3 {
-		if err := c.call(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	raw, schema, proxy, f, c := b.raw, b.schema, b.proxy, b.f, b.c
 	if err := f.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}

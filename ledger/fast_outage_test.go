@@ -30,6 +30,45 @@ func proxied(t *testing.T, rawURL string) (*testenv.Proxy, string) {
 	return p, u.String()
 }
 
+// behindProxy is a fast path on PostgreSQL reached through a proxy the
+// test cuts, on a settable clock, with a $10 task budget and three calls
+// made against its lease.
+type behindProxy struct {
+	raw, schema string // the test database, and the store's schema in it
+	proxy       *testenv.Proxy
+	clk         *ledgertest.Clock
+	f           *ledger.Fast
+	c           *caller
+}
+
+// newBehindProxy opens it with its journal files in dir and opts added.
+func newBehindProxy(t *testing.T, dir string, opts ...ledger.FastOption) behindProxy {
+	t.Helper()
+	b := behindProxy{raw: testenv.Postgres(t), clk: ledgertest.NewClock(ledgertest.Epoch)}
+	b.schema = newSchema(t, b.raw)
+	var viaProxy string
+	b.proxy, viaProxy = proxied(t, b.raw)
+	ctx := context.Background()
+	st, err := ledger.OpenPostgres(ctx, viaProxy, ledger.WithSchema(b.schema), ledger.WithClock(b.clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts = append([]ledger.FastOption{ledger.FastClock(b.clk.Now), ledger.FastAfterFunc(b.clk.AfterFunc)}, opts...)
+	if b.f, err = ledger.NewFast(ctx, st, dir, opts...); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.f.SetBudget(ctx, fastTask, mustM("10")); err != nil {
+		t.Fatal(err)
+	}
+	b.c = newCaller(t, b.f)
+	for range 3 {
+		if err := b.c.call(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b
+}
+
 // With PostgreSQL unreachable (the proxy to it cut), the fast path admits
 // no call once it has tried to write (a renewal of its holds, a settlement
 // or a new lease), and says why, naming the server and not the password;
@@ -38,37 +77,16 @@ func proxied(t *testing.T, rawURL string) (*testenv.Proxy, string) {
 // calls are admitted again by themselves, and every answered call is in
 // the ledger once.
 func TestFastPostgresUnreachableFailsClosedAndRecovers(t *testing.T) {
-	raw := testenv.Postgres(t)
-	schema := newSchema(t, raw)
-	proxy, viaProxy := proxied(t, raw)
-	ctx := context.Background()
-	clk := ledgertest.NewClock(ledgertest.Epoch)
-	st, err := ledger.OpenPostgres(ctx, viaProxy, ledger.WithSchema(schema), ledger.WithClock(clk.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
 	journals := filepath.Join(t.TempDir(), "journal")
 	var logMu sync.Mutex
 	var logged []string
-	f, err := ledger.NewFast(ctx, st, journals, ledger.FastClock(clk.Now), ledger.FastAfterFunc(clk.AfterFunc),
-		ledger.FastOnError(func(err error) {
-			logMu.Lock()
-			logged = append(logged, err.Error())
-			logMu.Unlock()
-			t.Log(err)
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.SetBudget(ctx, fastTask, mustM("10")); err != nil {
-		t.Fatal(err)
-	}
-	c := newCaller(t, f)
-	for range 3 {
-		if err := c.call(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	b := newBehindProxy(t, journals, ledger.FastOnError(func(err error) {
+		logMu.Lock()
+		logged = append(logged, err.Error())
+		logMu.Unlock()
+		t.Log(err)
+	}))
+	raw, schema, proxy, clk, f, c := b.raw, b.schema, b.proxy, b.clk, b.f, b.c
 	// Cut with nothing in flight: the lease in memory still has room, but
 	// once a renewal of the holds has failed no call is admitted.
 	proxy.Cut()
