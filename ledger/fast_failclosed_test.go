@@ -27,7 +27,16 @@ import (
 // way SQLite's fail on a full disk.
 type fullStore struct {
 	ledger.Store
-	full atomic.Bool
+	full      atomic.Bool
+	noRelease atomic.Bool
+}
+
+// Release fails while noRelease is set, as Settle does while full is.
+func (s *fullStore) Release(ctx context.Context, invocationID string) error {
+	if s.noRelease.Load() {
+		return fmt.Errorf("ledger: release: %w: database or disk is full (13)", ledger.ErrUnavailable)
+	}
+	return s.Store.Release(ctx, invocationID)
 }
 
 func (s *fullStore) Settle(ctx context.Context, set ledger.Settlement) error {
@@ -475,5 +484,38 @@ func TestFastOnPostgresUnwritableStoreRefuses(t *testing.T) {
 		if b, err := raw.Budget(ctx, sc); err != nil || b.Spent != want || b.Held != 0 {
 			t.Errorf("%s: %+v, %v; want spent $%s, nothing held", sc, b, err, want)
 		}
+	}
+}
+
+// A lease whose release the store refused (its disk full when the lease
+// was given back) is given back again by Close once the store takes it:
+// Close reports nothing lost and no journal is left.
+func TestFastCloseReleasesWhatTheStoreRefused(t *testing.T) {
+	site := newFastSite(t)
+	st := &fullStore{Store: site.raw(t)}
+	f := site.fast(t, st)
+	ctx := context.Background()
+	if err := f.SetBudget(ctx, fastTask, mustM("10")); err != nil {
+		t.Fatal(err)
+	}
+	c := newCaller(t, f)
+	for range 3 {
+		if err := c.call(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.noRelease.Store(true)
+	if err := f.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := checkWholeLines(t, site.journals); n == 0 {
+		t.Fatal("the journal holds nothing after a refused release; want the lease's record kept")
+	}
+	st.noRelease.Store(false)
+	if err := f.Close(); err != nil {
+		t.Fatalf("Close = %v; want the refused lease given back", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(site.journals, "*.journal")); len(left) != 0 {
+		t.Errorf("journals left after Close: %v", left)
 	}
 }
