@@ -25,6 +25,8 @@ type jsonScan struct {
 	top   members
 	words []string // what word looks for
 	found uint64   // bit k set: words[k] is a string of the document
+	// escaped: the last string scanned held an escape.
+	escaped bool
 }
 
 // scanJSON scans body, which must be an object, looking for words (at
@@ -67,7 +69,8 @@ func (s *jsonScan) value(depth int) bool {
 	case c == '[':
 		return s.array(depth + 1)
 	case c == '"':
-		_, ok := s.str()
+		var ok bool
+		s.escaped, ok = s.str()
 		return ok
 	case c == 't':
 		return s.literal("true")
@@ -174,6 +177,14 @@ func (s *jsonScan) member(k0, k1 int, escaped bool, v0, v1 int) {
 	switch s.b[v0] {
 	case '{', '[':
 		v = gjson.Result{Type: gjson.JSON, Raw: raw}
+	case '"':
+		if s.escaped {
+			v = gjson.Parse(raw)
+		} else {
+			// No escape: its text is what lies between the quotes (a
+			// long system prompt is not crossed a second time).
+			v = gjson.Result{Type: gjson.String, Raw: raw, Str: raw[1 : len(raw)-1]}
+		}
 	default:
 		v = gjson.Parse(raw)
 	}

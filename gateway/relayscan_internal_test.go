@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -79,6 +80,7 @@ func TestScanJSONAgreesWithEncodingJSON(t *testing.T) {
 		`{"a":"` + strings.Repeat("é ünïcode\\t", 50) + `","b":[[],[[]],{}]}`,
 		"{\"a\":\"\x80\xff not UTF-8\"}",
 		`{"k":0,"k2":-1,"k3":1E3,"k4":1.0e-3}`,
+		`{"plain":"a prompt","escaped":"line\nnext \u00e9","empty":"","t":true,"n":null}`,
 	}
 	invalid := []string{
 		``, `[]`, `"x"`, `{`, `}`, `{"a"}`, `{"a":}`, `{"a":1,}`, `{,}`, `{"a":1 "b":2}`, `{"a":[1,]}`,
@@ -98,12 +100,12 @@ func TestScanJSONAgreesWithEncodingJSON(t *testing.T) {
 		}
 		var want []string
 		gjson.Parse(b).ForEach(func(k, v gjson.Result) bool {
-			want = append(want, k.Str+"="+v.Raw)
+			want = append(want, fmt.Sprintf("%s=%s %v %q", k.Str, v.Raw, v.Type, v.String()))
 			return true
 		})
 		var got []string
 		for _, m := range s.top {
-			got = append(got, m.key+"="+m.val.Raw)
+			got = append(got, fmt.Sprintf("%s=%s %v %q", m.key, m.val.Raw, m.val.Type, m.val.String()))
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("%.80q: members %q, want %q", b, got, want)
