@@ -294,7 +294,7 @@ func (s *SQLite) prepare(ctx context.Context) error {
 			RETURNING limit_nanos, spent_nanos, paused`),
 		pauseBudget:     p(`UPDATE scopes SET paused = 1, pause_kind = 'budget', pause_reason = $2, updated_at = $3 WHERE project = $4 AND scope = $1`),
 		insertAttempt:   p(insertAttemptSQL("attempts")),
-		taskState:       p(`SELECT risk, state FROM tasks WHERE project = $2 AND id = $1`),
+		taskState:       p(taskStateSQL),
 		insertTask:      p(insertTaskSQL("tasks")),
 		setTaskRisk:     p(setTaskRiskSQL("tasks")),
 		completeTask:    p(completeTaskSQL("tasks")),
@@ -363,6 +363,9 @@ type writeOp struct {
 // maxBatch bounds the operations of one transaction, so that writers in
 // other processes wait for the lock no longer than that.
 const maxBatch = 128
+
+// taskStateSQL reads a task's risk and state ($1 the task, $2 the project).
+const taskStateSQL = `SELECT risk, state FROM tasks WHERE project = $2 AND id = $1`
 
 // write runs fn in a write transaction on the writer connection, possibly
 // together with other operations (see [SQLite]), and returns once that
@@ -1156,6 +1159,16 @@ func (s *SQLite) Task(ctx context.Context, id string) (Task, error) {
 func (s *SQLite) AddTaskEvent(ctx context.Context, e TaskEvent) error {
 	if err := checkTaskEvent(&e, s.now()); err != nil {
 		return err
+	}
+	// A call may name a task nobody started (a host's own task id): that
+	// is answered from the read pool, without taking the write lock. A
+	// task started after this read is the same as one started after the
+	// event; one that exists is checked again in the write transaction.
+	if db, err := s.reader(); err == nil {
+		var risk, state string
+		if err := db.QueryRowContext(ctx, taskStateSQL, e.Task, s.project).Scan(&risk, &state); errors.Is(err, sql.ErrNoRows) {
+			return errNoTask(e.Task)
+		}
 	}
 	return s.write(ctx, "add task event", func(ctx context.Context) error {
 		if _, _, err := s.taskState(ctx, e.Task); err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cortexbuild/cortexbuild/ledger"
 	"github.com/cortexbuild/cortexbuild/ledger/ledgertest"
@@ -241,5 +242,47 @@ func TestSQLiteKeepsItsLockWhenOpenedTwice(t *testing.T) {
 	var n int
 	if err := db.QueryRow("SELECT count(*) FROM attempts").Scan(&n); err != nil || n != rows {
 		t.Errorf("attempts in %s after both stores closed: %d, %v; want %d", path, n, err, rows)
+	}
+}
+
+// An event for a task nobody started is refused without the write lock:
+// while a second client holds that lock, the refusal still comes at once
+// rather than after the busy timeout.
+func TestSQLiteUnknownTaskEventSkipsTheWriteLock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	s, err := ledger.OpenSQLite(t.Context(), path, ledger.WithBusyTimeout(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.StartTask(t.Context(), "started", "low"); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	err = s.AddTaskEvent(ctx, ledger.TaskEvent{Task: "never-started", Kind: ledger.EventPlan, Agent: "planner", Provider: "p", Model: "m"})
+	if !errors.Is(err, ledger.ErrNoTask) {
+		t.Fatalf("AddTaskEvent(never-started) under another client's write lock: %v; want ErrNoTask", err)
+	}
+	// A started task's event is written once the lock is free.
+	if _, err := conn.ExecContext(t.Context(), "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddTaskEvent(t.Context(), ledger.TaskEvent{Task: "started", Kind: ledger.EventPlan, Agent: "planner", Provider: "p", Model: "m"}); err != nil {
+		t.Fatalf("AddTaskEvent(started): %v", err)
 	}
 }
