@@ -269,11 +269,21 @@ func (c *Cache) call(ctx context.Context, key Key, f *flight, fill func(context.
 		return
 	}
 	// The answer is paid for: store it even if every caller has gone.
-	if err := c.store.Put(context.WithoutCancel(ctx), key, e, c.ttl); err != nil {
+	if err := c.put(context.WithoutCancel(ctx), key, e); err != nil {
 		f.out.StoreErr = errors.Join(f.out.StoreErr, err)
 		return
 	}
 	f.out.Stored = true
+}
+
+// put stores snap, the flight's snapshot of an answer, which is never
+// changed (callers get copies of it): the in-memory store keeps it as it
+// is rather than copying it again.
+func (c *Cache) put(ctx context.Context, key Key, snap Entry) error {
+	if m, ok := c.store.(*Memory); ok {
+		return m.putOwned(ctx, key, snap, c.ttl)
+	}
+	return c.store.Put(ctx, key, snap, c.ttl)
 }
 
 func safeFill(ctx context.Context, fill func(context.Context) (*provider.Result, error)) (res *provider.Result, err error) {

@@ -156,6 +156,40 @@ func TestDoMissThenHit(t *testing.T) {
 	}
 }
 
+// The store keeps the cache's own snapshot of an answer without copying
+// it again, so nothing the first caller does to its result may reach it.
+func TestDoStoredAnswerIsNotTheCallersResult(t *testing.T) {
+	ctx := context.Background()
+	c, _ := newMemoryCache(new(cachetest.Clock))
+	key := mustKey(t, baseScope(), baseRequest())
+	fill := func(context.Context) (*provider.Result, error) {
+		r := sampleResult()
+		r.Native = &provider.NativeReply{Status: 200, Header: map[string][]string{"Request-Id": {"req_1"}}, Body: []byte(`{"id":"msg_1"}`)}
+		return r, nil
+	}
+	first, _, err := c.Do(ctx, key, fill)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Content = "changed"
+	first.Parts[0].Text = "changed"
+	first.Parts[0].Meta["anthropic.signature"] = json.RawMessage(`"x"`)
+	first.ToolCalls[0].Arguments[2] = 'X'
+	first.Native.Body[2] = 'X'
+	first.Native.Header.Set("Request-Id", "changed")
+
+	hit, out, err := c.Do(ctx, key, fill)
+	if err != nil || !out.Hit {
+		t.Fatalf("second Do: %+v, %v; want a hit", out, err)
+	}
+	if hit.Content != "Here is the summary." || hit.Parts[0].Text != "hmm" ||
+		string(hit.Parts[0].Meta["anthropic.signature"]) != `"s"` ||
+		string(hit.ToolCalls[0].Arguments) != `{"path":"a.go"}` ||
+		string(hit.Native.Body) != `{"id":"msg_1"}` || hit.Native.Header.Get("Request-Id") != "req_1" {
+		t.Fatalf("the stored answer changed with the first caller's result: %+v, native %q %v", hit, hit.Native.Body, hit.Native.Header)
+	}
+}
+
 func TestDoIsolatesProjects(t *testing.T) {
 	ctx := context.Background()
 	c, _ := newMemoryCache(new(cachetest.Clock))

@@ -80,13 +80,19 @@ func (m *Memory) Get(ctx context.Context, key Key) (Entry, bool, error) {
 // Put implements [Store]. When the store is full it evicts the least
 // recently used entry.
 func (m *Memory) Put(ctx context.Context, key Key, e Entry, ttl time.Duration) error {
+	return m.putOwned(ctx, key, e.Clone(), ttl)
+}
+
+// putOwned is Put of an entry nobody changes afterwards (the cache's own
+// snapshot of an answer), kept without a copy.
+func (m *Memory) putOwned(ctx context.Context, key Key, e Entry, ttl time.Duration) error {
 	if ttl <= 0 {
 		return errors.New("cache: the time to live must be positive")
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	it := &memoryItem{key: key, entry: e.Clone(), expires: m.now().Add(ttl)}
+	it := &memoryItem{key: key, entry: e, expires: m.now().Add(ttl)}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if el, ok := m.items[key]; ok {
