@@ -369,6 +369,11 @@ func relayNative(w http.ResponseWriter, r *http.Request, s *keptStream) {
 			if _, err := w.Write(c.Raw); err != nil {
 				return
 			}
+			// The next event already here goes out in the same write;
+			// one that is not yet here never holds this one back.
+			if c.More {
+				continue
+			}
 			if err := rc.Flush(); err != nil {
 				return
 			}

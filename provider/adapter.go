@@ -108,6 +108,11 @@ type Chunk struct {
 	// events that carry nothing above among them, is one chunk. Nil on
 	// a translated stream.
 	Raw []byte `json:"-"`
+	// More, on a relayed stream, says the next chunk has already arrived
+	// whole (Recv returns it without waiting on the provider): a relay may
+	// write this chunk's bytes with the next one's, in one write, rather
+	// than flushing each.
+	More bool `json:"-"`
 	// Reply, on the first chunk of a relayed stream, holds the provider's
 	// status and end-to-end headers (no body).
 	Reply *NativeReply `json:"-"`

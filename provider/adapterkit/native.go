@@ -211,6 +211,15 @@ func (s *SSEReader) Next() (SSEEvent, error) {
 	}
 }
 
+// Ready reports whether a whole event has already arrived, so that Next
+// returns it without reading from the connection: the buffered bytes hold
+// a line that is not blank and, after it, the blank line ending an event.
+func (s *SSEReader) Ready() bool {
+	b, _ := s.r.Peek(s.r.Buffered())
+	b = bytes.TrimLeft(b, "\r\n")
+	return bytes.Contains(b, []byte("\n\n")) || bytes.Contains(b, []byte("\n\r\n")) || bytes.Contains(b, []byte("\r\r"))
+}
+
 func (s *SSEReader) field(ev *SSEEvent, data *[][]byte, line []byte) {
 	if len(line) == 0 || line[0] == ':' {
 		return

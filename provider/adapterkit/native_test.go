@@ -125,3 +125,50 @@ func TestNativeBodyEditsInPlaceOfTheMembers(t *testing.T) {
 		t.Errorf("body %s, %v", got, err)
 	}
 }
+
+// chunks hands out one element per Read, as a connection hands out what
+// has arrived so far.
+type chunks []string
+
+func (c *chunks) Read(p []byte) (int, error) {
+	if len(*c) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, (*c)[0])
+	(*c)[0] = (*c)[0][n:]
+	if (*c)[0] == "" {
+		*c = (*c)[1:]
+	}
+	return n, nil
+}
+
+func TestSSEReaderReadyOnlyWithAWholeEventBuffered(t *testing.T) {
+	in := chunks{
+		"data: one\n\n\n\r\n",    // an event, then blank lines only
+		"data: two\n\ndata: thr", // an event, then half of one
+		"ee\r\n\r\n: ping\n\n",   // its end, CRLF style, and a whole comment
+	}
+	r := adapterkit.NewSSEReader(&in, 0)
+	next := func(want string) {
+		t.Helper()
+		ev, err := r.Next()
+		if err != nil || strings.TrimLeft(string(ev.Raw), "\r\n") != want {
+			t.Fatalf("Next: %q, %v; want %q", ev.Raw, err, want)
+		}
+	}
+	ready := func(want bool, when string) {
+		t.Helper()
+		if got := r.Ready(); got != want {
+			t.Fatalf("Ready() %v %s; want %v", got, when, want)
+		}
+	}
+	ready(false, "before anything was read")
+	next("data: one\n\n")
+	ready(false, "with only blank lines buffered")
+	next("data: two\n\n")
+	ready(false, "with half an event buffered")
+	next("data: three\r\n\r\n")
+	ready(true, "with a whole comment event buffered")
+	next(": ping\n\n")
+	ready(false, "at the end")
+}

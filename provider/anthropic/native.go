@@ -309,7 +309,7 @@ func (s *stream) nativeEvent(ev adapterkit.SSEEvent) (provider.Chunk, error) {
 			c = got
 		}
 	}
-	c.Raw = ev.Raw
+	c.Raw, c.More = ev.Raw, s.sse.Ready()
 	if !s.started && s.reply != nil {
 		c.Reply = s.reply
 	}

@@ -120,6 +120,7 @@ func (s *nativeStream) Recv() (provider.Chunk, error) {
 		if len(s.pending) > 0 {
 			c := s.pending[0]
 			s.pending = s.pending[1:]
+			c.More = len(s.pending) > 0 || s.sse.Ready()
 			if !s.started {
 				s.started = true
 				c.Reply = &provider.NativeReply{Status: s.at.resp.StatusCode, Header: s.header, Edits: s.at.edits}
