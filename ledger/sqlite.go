@@ -74,6 +74,8 @@ type sqliteStmts struct {
 	charge, pauseBudget, insertAttempt                 *sql.Stmt
 	taskState, insertTask, setTaskRisk, completeTask   *sql.Stmt
 	insertTaskEvent, task, insertAlert                 *sql.Stmt
+	// readTaskState is taskState on the read pool.
+	readTaskState *sql.Stmt
 }
 
 var _ Store = (*SQLite)(nil)
@@ -151,6 +153,9 @@ func OpenSQLite(ctx context.Context, path string, opts ...Option) (*SQLite, erro
 		return fail(fmt.Errorf("%w: %v", ErrUnavailable, err))
 	}
 	s.rdb.SetMaxOpenConns(4)
+	if s.st.readTaskState, err = s.rdb.PrepareContext(ctx, taskStateSQL); err != nil {
+		return fail(sqliteErr("prepare", err))
+	}
 	return s, nil
 }
 
@@ -1164,9 +1169,9 @@ func (s *SQLite) AddTaskEvent(ctx context.Context, e TaskEvent) error {
 	// is answered from the read pool, without taking the write lock. A
 	// task started after this read is the same as one started after the
 	// event; one that exists is checked again in the write transaction.
-	if db, err := s.reader(); err == nil {
+	if _, err := s.reader(); err == nil {
 		var risk, state string
-		if err := db.QueryRowContext(ctx, taskStateSQL, e.Task, s.project).Scan(&risk, &state); errors.Is(err, sql.ErrNoRows) {
+		if err := s.st.readTaskState.QueryRowContext(ctx, e.Task, s.project).Scan(&risk, &state); errors.Is(err, sql.ErrNoRows) {
 			return errNoTask(e.Task)
 		}
 	}
@@ -1305,7 +1310,7 @@ func (s *SQLite) Close() error {
 	for _, st := range []*sql.Stmt{s.st.begin, s.st.commit, s.st.rollback, s.st.state, s.st.insertScope,
 		s.st.cleanupScope, s.st.cleanupID, s.st.dup, s.st.insertHold, s.st.holdsOf, s.st.deleteHolds,
 		s.st.shrinkHolds, s.st.drawFromLease, s.st.insertSettlement, s.st.charge, s.st.pauseBudget, s.st.insertAttempt,
-		s.st.taskState, s.st.insertTask, s.st.setTaskRisk, s.st.completeTask, s.st.insertTaskEvent, s.st.task, s.st.insertAlert} {
+		s.st.taskState, s.st.insertTask, s.st.setTaskRisk, s.st.completeTask, s.st.insertTaskEvent, s.st.task, s.st.insertAlert, s.st.readTaskState} {
 		if st != nil {
 			st.Close()
 		}
