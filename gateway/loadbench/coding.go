@@ -226,7 +226,8 @@ func (c *coder) send(ctx context.Context, cl *http.Client, t ctarget, r route, b
 		case bytes.HasPrefix(line, []byte("event: message_stop")):
 			done = true
 		case bytes.HasPrefix(line, []byte("event: error")):
-			return events, errors.New("the stream ended with an error event")
+			data, _ := br.ReadSlice('\n')
+			return events, fmt.Errorf("the stream ended with an error event: %.300s", bytes.TrimSpace(data))
 		}
 		if errors.Is(err, io.EOF) {
 			break

@@ -186,6 +186,10 @@ func (s *SSEReader) Next() (SSEEvent, error) {
 			return ev, fmt.Errorf("a server-sent event is longer than %d bytes", s.max)
 		}
 		ev.Raw = append(ev.Raw, line...)
+		// The line as kept in Raw: line itself is the reader's buffer,
+		// which the next read may overwrite before the event ends, while
+		// bytes already in Raw never change.
+		line = ev.Raw[len(ev.Raw)-len(line):]
 		if err != nil {
 			if err == io.EOF {
 				if len(bytes.TrimSpace(ev.Raw)) == 0 {

@@ -172,3 +172,19 @@ func TestSSEReaderReadyOnlyWithAWholeEventBuffered(t *testing.T) {
 	next(": ping\n\n")
 	ready(false, "at the end")
 }
+
+// An event whose blank line comes in a later read than its data: the read
+// that brings it may reuse the buffer the data lines were read into.
+func TestSSEReaderEventAcrossReads(t *testing.T) {
+	in := chunks{
+		"data: one\n\ndata: {\"type\":\"content_block_delta\"}\n",
+		"\ndata: " + strings.Repeat("x", 200) + "\n\n",
+	}
+	r := adapterkit.NewSSEReader(&in, 0)
+	for _, want := range []string{"one", `{"type":"content_block_delta"}`, strings.Repeat("x", 200)} {
+		ev, err := r.Next()
+		if err != nil || string(ev.Data) != want {
+			t.Fatalf("Next: data %q, %v; want %q", ev.Data, err, want)
+		}
+	}
+}
