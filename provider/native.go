@@ -25,6 +25,13 @@ const (
 	ProtoCountTokens Protocol = "anthropic.count_tokens"
 )
 
+// Member is one member of a JSON object: its key, unescaped, and where
+// its value lies in the document, [Start, End).
+type Member struct {
+	Key        string
+	Start, End int
+}
+
 // Native is a request as a client sent it in a provider's own protocol.
 // An adapter that speaks Protocol natively for the model chosen
 // ([NativeSpeaker]) sends Body upstream as it is, with only the edits the
@@ -36,6 +43,11 @@ type Native struct {
 	Protocol Protocol
 	// Body is the client's request body, untouched.
 	Body []byte
+	// Members, when not nil, are Body's top-level members in order, as the
+	// gateway's one pass over Body found them, so that an adapter reads
+	// the few it checks or edits without crossing a 200 KB prompt again.
+	// They describe Body: whoever changes Body sets Members to nil.
+	Members []Member `json:"-"`
 	// Header holds the client's request headers the provider's API
 	// defines (its version and beta headers, …), to be
 	// sent as they are; never the client's credentials, hop-by-hop

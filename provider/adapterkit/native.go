@@ -29,7 +29,7 @@ import (
 // ("model=…", "max_tokens=…"), for [provider.NativeReply.Edits].
 func NativeBody(req *provider.Request, model string, limitFields ...string) (body []byte, edits []string, err error) {
 	body = req.Native.Body
-	top := Top(body, append([]string{"model"}, limitFields...)...)
+	top := TopOf(req.Native, append([]string{"model"}, limitFields...)...)
 	var ch []change
 	if m := top[0]; m.String() != model {
 		q, _ := json.Marshal(model)
@@ -82,6 +82,25 @@ func Top(body []byte, keys ...string) []gjson.Result {
 		}
 		return left > 0
 	})
+	return out
+}
+
+// TopOf is [Top] over n.Body, read from n.Members when the gateway's
+// scan set them: a lookup among a few members, not a pass over the body.
+func TopOf(n *provider.Native, keys ...string) []gjson.Result {
+	if n.Members == nil {
+		return Top(n.Body, keys...)
+	}
+	out := make([]gjson.Result, len(keys))
+	for i, key := range keys {
+		for _, m := range n.Members {
+			if m.Key == key {
+				out[i] = gjson.Parse(unsafe.String(unsafe.SliceData(n.Body[m.Start:]), m.End-m.Start))
+				out[i].Index = m.Start
+				break
+			}
+		}
+	}
 	return out
 }
 

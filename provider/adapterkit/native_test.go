@@ -126,6 +126,45 @@ func TestNativeBodyEditsInPlaceOfTheMembers(t *testing.T) {
 	}
 }
 
+// TopOf reads from the members the gateway's scan found what Top reads
+// from the body, index and all, and NativeBody edits from them alike.
+func TestTopOfReadsTheScannedMembers(t *testing.T) {
+	body := []byte(` { "messages":[{"role":"user","content":"hi"}], "max_tokens" : 99999 ,"model": "pl\u0061nner","stream":true,"temperature":0.5,"stream_options":{"include_usage":true}} `)
+	keys := []string{"model", "max_tokens", "stream", "temperature", "stream_options", "absent"}
+	want := adapterkit.Top(body, keys...)
+	// The members as the gateway's scan reports them: keys unescaped,
+	// values' spans in the body.
+	var members []provider.Member
+	for _, r := range adapterkit.Top(body, "messages", "max_tokens", "model", "stream", "temperature", "stream_options") {
+		members = append(members, provider.Member{Start: r.Index, End: r.Index + len(r.Raw)})
+	}
+	for i, k := range []string{"messages", "max_tokens", "model", "stream", "temperature", "stream_options"} {
+		members[i].Key = k
+	}
+	n := &provider.Native{Body: body, Members: members}
+	got := adapterkit.TopOf(n, keys...)
+	for i := range keys {
+		if got[i].Raw != want[i].Raw || got[i].Index != want[i].Index || got[i].Type != want[i].Type || got[i].Str != want[i].Str || got[i].Num != want[i].Num {
+			t.Errorf("%s: %+v, Top reads %+v", keys[i], got[i], want[i])
+		}
+	}
+	if got[0].Str != "planner" || got[5].Exists() {
+		t.Errorf("model %q, absent %v", got[0].Str, got[5].Exists())
+	}
+	scanned, edits, err := adapterkit.NativeBody(&provider.Request{MaxTokens: 4096, Native: n}, "m", "max_tokens")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _, _ := adapterkit.NativeBody(&provider.Request{MaxTokens: 4096, Native: &provider.Native{Body: body}}, "m", "max_tokens")
+	if string(scanned) != string(plain) || strings.Join(edits, ",") != "model=m,max_tokens=4096" {
+		t.Errorf("from the members\n%s\nfrom the body\n%s\nedits %q", scanned, plain, edits)
+	}
+	// An object without members: nothing to find, and no pass over it.
+	if r := adapterkit.TopOf(&provider.Native{Body: []byte(`{}`), Members: []provider.Member{}}, "model"); r[0].Exists() {
+		t.Errorf("model %+v in an empty object", r[0])
+	}
+}
+
 // chunks hands out one element per Read, as a connection hands out what
 // has arrived so far.
 type chunks []string

@@ -76,7 +76,7 @@ func (a *Adapter) beginNative(ctx context.Context, req *provider.Request, stream
 	if err != nil {
 		return nil, a.base.BadRequest(at.model, err.Error())
 	}
-	top := adapterkit.Top(body, "stream", "thinking")
+	top := adapterkit.TopOf(req.Native, "stream", "thinking")
 	if asks := top[0].Bool(); asks != stream {
 		call := "Invoke"
 		if asks {

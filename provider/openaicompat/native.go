@@ -118,12 +118,15 @@ func (a *Adapter) nativePrepare(ctx context.Context, req *provider.Request, stre
 	if at.body, at.edits, err = adapterkit.NativeBody(&clamped, at.model, limits...); err != nil {
 		return nil, a.base.BadRequest(at.model, err.Error())
 	}
-	if asked := gjson.GetBytes(n.Body, "model").String(); asked != at.model {
-		if at.body, err = a.fitModel(at, n.Protocol); err != nil {
+	// What the body sets is read from the client's body (n's members): the
+	// edits above change none of it.
+	top := adapterkit.TopOf(n, "model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "stream_options")
+	if asked := top[0].String(); asked != at.model {
+		if at.body, err = a.fitModel(at, n.Protocol, top[1:5]); err != nil {
 			return nil, a.base.BadRequest(at.model, err.Error())
 		}
 	}
-	if stream && n.Protocol == provider.ProtoChat && a.profile.StreamUsage && !gjson.GetBytes(at.body, "stream_options.include_usage").Bool() {
+	if stream && n.Protocol == provider.ProtoChat && a.profile.StreamUsage && !top[5].Get("include_usage").Bool() {
 		// The usage chunk settles the call exactly; without it the
 		// usage would be an estimate.
 		b, err := sjson.SetBytes(bytes.Clone(at.body), "stream_options.include_usage", true)
@@ -142,11 +145,12 @@ func (a *Adapter) nativePrepare(ctx context.Context, req *provider.Request, stre
 // could not know it would meet: OpenAI's reasoning models take the output
 // limit only as max_completion_tokens, and no temperature or top_p. Each
 // change is named in the edits. A client that named the model itself gets
-// its body as sent, and the provider's word on it.
-func (a *Adapter) fitModel(at *nativeAttempt, p provider.Protocol) ([]byte, error) {
+// its body as sent, and the provider's word on it. set holds the client's
+// max_tokens, max_completion_tokens, temperature and top_p, in that order.
+func (a *Adapter) fitModel(at *nativeAttempt, p provider.Protocol, set []gjson.Result) ([]byte, error) {
 	body := at.body
 	if p == provider.ProtoChat && a.profile.MaxCompletionTokens {
-		if v := gjson.GetBytes(body, "max_tokens"); v.Exists() && !gjson.GetBytes(body, "max_completion_tokens").Exists() {
+		if v := set[0]; v.Exists() && !set[1].Exists() {
 			b, err := sjson.SetRawBytes(bytes.Clone(body), "max_completion_tokens", []byte(v.Raw))
 			if err == nil {
 				b, err = sjson.DeleteBytes(b, "max_tokens")
@@ -159,8 +163,8 @@ func (a *Adapter) fitModel(at *nativeAttempt, p provider.Protocol) ([]byte, erro
 		}
 	}
 	if a.profile.ReasoningModels && reasoningModel(at.model) {
-		for _, k := range []string{"temperature", "top_p"} {
-			if gjson.GetBytes(body, k).Exists() {
+		for i, k := range []string{"temperature", "top_p"} {
+			if set[2+i].Exists() {
 				b, err := sjson.DeleteBytes(bytes.Clone(body), k)
 				if err != nil {
 					return nil, fmt.Errorf("the request body's %s cannot be dropped: %w", k, err)
