@@ -571,14 +571,36 @@ func discard(w http.ResponseWriter, r *http.Request, n int64) {
 	_, _ = io.CopyN(io.Discard, r.Body, n)
 }
 
-// readAll is io.ReadAll growing its buffer by doubling up to the
-// Content-Length the client announced (n, -1 when unknown), so that the
-// last buffer is the body's size. It never allocates ahead of the bytes
-// that arrived: a client announcing 32 MiB and sending nothing costs 64 KiB.
+// readAll is io.ReadAll for a body whose client announced n bytes (-1
+// when unknown): a body that fits in firstRead is read into one buffer of
+// the announced size; a longer one is read first into a pooled buffer of
+// firstRead, then into one that grows fourfold up to the announced size,
+// so that a 200 KB prompt costs one allocation of its size. It never
+// allocates ahead of the bytes that arrived by more than fourfold: a
+// client announcing 32 MiB and sending nothing holds firstRead.
 func readAll(r io.Reader, n int64) ([]byte, error) {
 	want := int(max(n, 0)) + 512
-	b := make([]byte, 0, min(want, 64<<10))
-	for {
+	if want <= firstRead {
+		return readInto(r, make([]byte, 0, want), want)
+	}
+	first := firstReads.Get().(*[]byte)
+	defer firstReads.Put(first)
+	b, err := readFull(r, (*first)[:0])
+	if err != nil || len(b) < cap(b) {
+		return append([]byte(nil), b...), err
+	}
+	return readInto(r, append(make([]byte, 0, min(4*len(b), want)), b...), want)
+}
+
+// firstRead is the most readAll allocates before any byte arrived.
+const firstRead = 64 << 10
+
+var firstReads = sync.Pool{New: func() any { b := make([]byte, firstRead); return &b }}
+
+// readFull reads into b's free capacity until it is full, or until EOF
+// (nil error) or another error.
+func readFull(r io.Reader, b []byte) ([]byte, error) {
+	for len(b) < cap(b) {
 		m, err := r.Read(b[len(b):cap(b)])
 		b = b[:len(b)+m]
 		if err == io.EOF {
@@ -587,13 +609,24 @@ func readAll(r io.Reader, n int64) ([]byte, error) {
 		if err != nil {
 			return b, err
 		}
-		if len(b) == cap(b) {
-			c := 2 * cap(b)
-			if cap(b) < want {
-				c = min(c, want)
-			}
-			b = append(make([]byte, 0, c), b...)
+	}
+	return b, nil
+}
+
+// readInto reads the rest of r into b, growing it fourfold up to want
+// (then doubling past it, for a client that sends more than it announced).
+func readInto(r io.Reader, b []byte, want int) ([]byte, error) {
+	for {
+		var err error
+		if b, err = readFull(r, b); err != nil || len(b) < cap(b) {
+			return b, err
 		}
+		// Full: EOF may be next, or more.
+		c := 2 * cap(b)
+		if cap(b) < want {
+			c = min(4*cap(b), want)
+		}
+		b = append(make([]byte, 0, c), b...)
 	}
 }
 
