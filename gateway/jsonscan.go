@@ -27,12 +27,22 @@ type jsonScan struct {
 	found uint64   // bit k set: words[k] is a string of the document
 	// escaped: the last string scanned held an escape.
 	escaped bool
+	// roles, when set, names the top-level array of messages (Chat's
+	// "messages") whose system and developer messages' contents the scan
+	// collects in system, in order: an agent's persona marker is read
+	// from them without a second pass over the conversation.
+	roles  string
+	system []gjson.Result
+	// inRoles: the top-level member being scanned is the roles array.
+	inRoles bool
 }
 
 // scanJSON scans body, which must be an object, looking for words (at
-// most 64). ok is false when body is not a valid JSON object.
-func scanJSON(body []byte, words []string) (s jsonScan, ok bool) {
-	s = jsonScan{b: body, words: words}
+// most 64) and, when roles is not "", collecting the system and developer
+// messages' contents of the top-level array roles. ok is false when body
+// is not a valid JSON object.
+func scanJSON(body []byte, words []string, roles string) (s jsonScan, ok bool) {
+	s = jsonScan{b: body, words: words, roles: roles}
 	s.ws()
 	if s.i >= len(s.b) || s.b[s.i] != '{' {
 		return s, false
@@ -94,6 +104,10 @@ func (s *jsonScan) object(depth int) bool {
 		s.i++
 		return true
 	}
+	// A message of the roles array: its first role and first content (as
+	// gjson reads a key named twice).
+	message := depth == 3 && s.inRoles
+	var role, content gjson.Result
 	for {
 		if s.i >= len(s.b) || s.b[s.i] != '"' {
 			return false
@@ -111,11 +125,23 @@ func (s *jsonScan) object(depth int) bool {
 		s.i++
 		s.ws()
 		v0 := s.i
+		if depth == 1 {
+			s.inRoles = s.roles != "" && v0 < len(s.b) && s.b[v0] == '[' && s.key(k0, k1, escaped) == s.roles
+		}
 		if !s.value(depth) {
 			return false
 		}
-		if depth == 1 {
+		switch {
+		case depth == 1:
 			s.member(k0, k1, escaped, v0, s.i)
+			s.inRoles = false
+		case message:
+			switch k := s.key(k0, k1, escaped); {
+			case k == "role" && !role.Exists():
+				role = s.result(v0, s.i)
+			case k == "content" && !content.Exists():
+				content = s.result(v0, s.i)
+			}
 		}
 		s.ws()
 		if s.i >= len(s.b) {
@@ -127,6 +153,9 @@ func (s *jsonScan) object(depth int) bool {
 			s.ws()
 		case '}':
 			s.i++
+			if message && role.Type == gjson.String && (role.Str == "system" || role.Str == "developer") {
+				s.system = append(s.system, content)
+			}
 			return true
 		default:
 			return false
@@ -168,10 +197,20 @@ func (s *jsonScan) array(depth int) bool {
 // member adds a top-level member: its key is b[k0:k1] (quoted), its
 // value b[v0:v1]. The Results point into b, which nothing changes.
 func (s *jsonScan) member(k0, k1 int, escaped bool, v0, v1 int) {
-	key := s.text(k0+1, k1-1)
+	s.top = append(s.top, member{s.key(k0, k1, escaped), s.result(v0, v1)})
+}
+
+// key is the key b[k0:k1] (quoted), unescaped.
+func (s *jsonScan) key(k0, k1 int, escaped bool) string {
 	if escaped {
-		key = gjson.Parse(s.text(k0, k1)).Str
+		return gjson.Parse(s.text(k0, k1)).Str
 	}
+	return s.text(k0+1, k1-1)
+}
+
+// result is the value b[v0:v1], just scanned, as gjson reads it, its
+// Index at v0. It points into b, which nothing changes.
+func (s *jsonScan) result(v0, v1 int) gjson.Result {
 	raw := s.text(v0, v1)
 	var v gjson.Result
 	switch s.b[v0] {
@@ -188,7 +227,8 @@ func (s *jsonScan) member(k0, k1 int, escaped bool, v0, v1 int) {
 	default:
 		v = gjson.Parse(raw)
 	}
-	s.top = append(s.top, member{key, v})
+	v.Index = v0
+	return v
 }
 
 // text is b[i:j] as a string, without a copy.

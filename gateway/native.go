@@ -105,7 +105,10 @@ const defaultWebSearches = 10
 // headers that go with it and what changes its price (web searches, the
 // service tier). unmodeled bounds the bytes the decoded request lacks.
 func nativeOf(r *http.Request, p provider.Protocol, rb relayBody, stream bool, unmodeled int64) *provider.Native {
-	n := &provider.Native{Protocol: p, Body: rb.raw, Header: relayedRequestHeaders(r.Header, p), Query: relayedQuery(r.URL), Stream: stream, UnmodeledBytes: unmodeled}
+	n := &provider.Native{Protocol: p, Body: rb.raw, Members: make([]provider.Member, len(rb.top)), Header: relayedRequestHeaders(r.Header, p), Query: relayedQuery(r.URL), Stream: stream, UnmodeledBytes: unmodeled}
+	for i, m := range rb.top {
+		n.Members[i] = provider.Member{Key: m.key, Start: m.val.Index, End: m.val.Index + len(m.val.Raw)}
+	}
 	tools := rb.top.get("tools")
 	if tools.IsArray() {
 		for _, t := range tools.Array() {
@@ -221,12 +224,9 @@ func minimalDecode(p provider.Protocol, rb relayBody) (*decoded, error) {
 			return nil, err
 		}
 		d.modelMax = !ok
-		root.get("messages").ForEach(func(_, msg gjson.Result) bool {
-			if role := msg.Get("role").String(); role == "system" || role == "developer" {
-				texts(msg.Get("content"))
-			}
-			return true
-		})
+		for _, c := range rb.system {
+			texts(c)
+		}
 	case provider.ProtoResponses:
 		ok, err := limit("max_output_tokens")
 		if err != nil {

@@ -76,6 +76,9 @@ func objectMembers(obj gjson.Result) (m members, repeated string) {
 type relayBody struct {
 	raw []byte
 	top members
+	// system holds, for Chat, the contents of the system and developer
+	// messages, in order.
+	system []gjson.Result
 	// rich is set when the body holds content the gateway prices by
 	// decoding it ([richContent]).
 	rich bool
@@ -96,7 +99,11 @@ type relayBody struct {
 // another.
 func scanRelayBody(p provider.Protocol, body []byte) (rb relayBody, ok bool, f *failure) {
 	words := scanWords[p]
-	s, ok := scanJSON(body, words)
+	roles := ""
+	if p == provider.ProtoChat {
+		roles = "messages"
+	}
+	s, ok := scanJSON(body, words, roles)
 	if !ok {
 		return relayBody{}, false, nil
 	}
@@ -104,7 +111,7 @@ func scanRelayBody(p provider.Protocol, body []byte) (rb relayBody, ok bool, f *
 	if dup != "" {
 		return relayBody{}, false, repeatedKey(dup)
 	}
-	rb = relayBody{raw: body, top: top, cache: provider.PromptCacheOff}
+	rb = relayBody{raw: body, top: top, system: s.system, cache: provider.PromptCacheOff}
 	for k := range words {
 		switch {
 		case !s.has(k):

@@ -93,7 +93,7 @@ func TestScanJSONAgreesWithEncodingJSON(t *testing.T) {
 		if !json.Valid([]byte(b)) {
 			t.Fatalf("test case not valid JSON: %.80s", b)
 		}
-		s, ok := scanJSON([]byte(b), nil)
+		s, ok := scanJSON([]byte(b), nil, "")
 		if !ok {
 			t.Errorf("scanJSON refused valid %.80q", b)
 			continue
@@ -112,7 +112,7 @@ func TestScanJSONAgreesWithEncodingJSON(t *testing.T) {
 		}
 	}
 	for _, b := range invalid {
-		if _, ok := scanJSON([]byte(b), nil); ok {
+		if _, ok := scanJSON([]byte(b), nil, ""); ok {
 			t.Errorf("scanJSON took invalid %.80q", b)
 		}
 	}
@@ -121,14 +121,20 @@ func TestScanJSONAgreesWithEncodingJSON(t *testing.T) {
 // FuzzScanJSON checks the scan against encoding/json on any input: valid
 // objects pass, nothing else does.
 func FuzzScanJSON(f *testing.F) {
-	for _, s := range []string{`{"a":[1,{"b":"c\u00e9"}],"d":-1.5e3}`, `{"a":"` + strings.Repeat("x", 40) + `\"y"}`, `{"a":[}`, `{"a":01}`} {
+	for _, s := range []string{`{"messages":[{"content":"a","role":"system"},{"role":"user","content":"b"},{"role":"developer","role":"user","content":[{"type":"text","text":"c"}],"content":"d"},[{"role":"system"}],{"role":"system"}],"x":{"messages":[{"role":"system","content":"e"}]}}`, `{"a":[1,{"b":"c\u00e9"}],"d":-1.5e3}`, `{"a":"` + strings.Repeat("x", 40) + `\"y"}`, `{"a":[}`, `{"a":01}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_, ok := scanJSON(b, scanWords[provider.ProtoMessages])
+		s, ok := scanJSON(b, scanWords[provider.ProtoMessages], "")
 		want := json.Valid(b) && bytes.HasPrefix(bytes.TrimLeft(b, " \t\r\n"), []byte("{"))
 		if ok != want {
 			t.Fatalf("scanJSON %v, encoding/json %v, on %q", ok, want, b)
+		}
+		if ok {
+			checkMembers(t, b, s.top)
+		}
+		if s, ok := scanJSON(b, nil, "messages"); ok {
+			checkSystem(t, b, s)
 		}
 	})
 }
@@ -160,4 +166,103 @@ func benchBody() []byte {
 	}
 	body := []byte(`{"model":"claude-sonnet-4-6","max_tokens":32000,"stream":true,"system":[{"type":"text","text":"You are Claude Code.","cache_control":{"type":"ephemeral"}}],"tools":[{"name":"Read","description":"Reads a file","input_schema":{"type":"object","properties":{"file_path":{"type":"string"}}}}],"messages":[` + strings.Join(msgs, ",") + `]}`)
 	return body
+}
+
+// checkMembers fails unless top is body's top level as gjson reads it:
+// each key unescaped, each value's text at its Index.
+func checkMembers(t *testing.T, body []byte, top members) {
+	t.Helper()
+	var want []member
+	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
+		want = append(want, member{k.Str, v})
+		return true
+	})
+	if len(top) != len(want) {
+		t.Fatalf("%d members, gjson reads %d, in %q", len(top), len(want), body)
+	}
+	for i, m := range top {
+		at := body[m.val.Index:min(m.val.Index+len(m.val.Raw), len(body))]
+		if m.key != want[i].key || m.val.Raw != want[i].val.Raw || string(at) != m.val.Raw {
+			t.Fatalf("member %d: %q = %q at %d (%q there), gjson reads %q = %q, in %q", i, m.key, m.val.Raw, m.val.Index, at, want[i].key, want[i].val.Raw, body)
+		}
+	}
+}
+
+// TestScanMembersAt: each top-level member's value is found where it lies
+// in the body, so that an adapter edits it in place from the gateway's
+// scan alone ([provider.Native.Members]).
+func TestScanMembersAt(t *testing.T) {
+	for _, body := range []string{
+		`{"model":"m","max_tokens":5}`,
+		` { "a" : [1, {"b":"c"}] ,"d\u0065":"x\"y", "e":null,"f":true,"g":-1.5e3, "h":{"i":{}} } `,
+		string(benchBody()),
+	} {
+		s, ok := scanJSON([]byte(body), nil, "")
+		if !ok {
+			t.Fatalf("not scanned: %q", body)
+		}
+		checkMembers(t, []byte(body), s.top)
+	}
+}
+
+// checkSystem fails unless the scan collected the contents of the system
+// and developer messages as a walk of the messages array with gjson
+// finds them (each message's first role and first content).
+func checkSystem(t *testing.T, body []byte, s jsonScan) {
+	t.Helper()
+	top, dup := uniqueMembers(s.top)
+	if dup != "" {
+		return // refused before anything reads it
+	}
+	var want []gjson.Result
+	if m := top.get("messages"); m.IsArray() {
+		m.ForEach(func(_, msg gjson.Result) bool {
+			if !msg.IsObject() {
+				return true
+			}
+			if role := msg.Get("role"); role.Type == gjson.String && (role.Str == "system" || role.Str == "developer") {
+				want = append(want, msg.Get("content"))
+			}
+			return true
+		})
+	}
+	if len(s.system) != len(want) {
+		t.Fatalf("%d system contents, gjson finds %d, in %q", len(s.system), len(want), body)
+	}
+	for i, c := range s.system {
+		if c.Raw != want[i].Raw || c.Type != want[i].Type || c.Str != want[i].Str || (c.Exists() && string(body[c.Index:c.Index+len(c.Raw)]) != c.Raw) {
+			t.Fatalf("system content %d: %q (%v), gjson reads %q (%v), in %q", i, c.Raw, c.Type, want[i].Raw, want[i].Type, body)
+		}
+	}
+}
+
+// The system and developer messages of a Chat body are read in the scan,
+// in order, and only from the top-level messages array.
+func TestScanChatSystemMessages(t *testing.T) {
+	body := []byte(`{"messages":[{"content":"You are the critic.","role":"system"},{"role":"user","content":"b"},{"role":"developer","role":"user","content":[{"type":"text","text":"Be brief."}],"content":"d"},[{"role":"system","content":"nested"}],{"role":"system"},{"role":"user","content":"{\"role\":\"system\"}"}],"x":{"messages":[{"role":"system","content":"elsewhere"}]}}`)
+	s, ok := scanJSON(body, nil, "messages")
+	if !ok {
+		t.Fatal("not scanned")
+	}
+	checkSystem(t, body, s)
+	var got []string
+	for _, c := range s.system {
+		got = append(got, c.Raw)
+	}
+	if want := []string{`"You are the critic."`, `[{"type":"text","text":"Be brief."}]`, ``}; !slices.Equal(got, want) {
+		t.Errorf("system contents %q, want %q", got, want)
+	}
+	d, err := minimalDecode(provider.ProtoChat, mustScan(t, provider.ProtoChat, []byte(`{"model":"m","messages":[{"role":"system","content":"You are the critic."},{"role":"user","content":"x"},{"role":"developer","content":[{"type":"text","text":"Be brief."}]}]}`)))
+	if err != nil || d.req.System != "You are the critic.\n\nBe brief." {
+		t.Errorf("system %q, %v", d.req.System, err)
+	}
+}
+
+func mustScan(t *testing.T, p provider.Protocol, body []byte) relayBody {
+	t.Helper()
+	rb, ok, f := scanRelayBody(p, body)
+	if !ok || f != nil {
+		t.Fatalf("not scanned: %q", body)
+	}
+	return rb
 }
