@@ -18,7 +18,7 @@
 # process's high-water mark over the whole run, overload phases included.
 #
 #   scripts/gateway-bench.sh                      # figures
-#   PROFILE=1 scripts/gateway-bench.sh            # also a CPU profile of "full"
+#   PROFILE=1 scripts/gateway-bench.sh            # also CPU and allocation profiles of "full"
 #   BEFORE=/tmp/old/cortexbuild scripts/gateway-bench.sh
 #   PORTKEY_DIR=/tmp/portkey scripts/gateway-bench.sh
 #
@@ -154,7 +154,7 @@ gateway_target() {
 		args+=(--no-auth)
 	fi
 	local cmd=("$bin")
-	[ -n "$prof" ] && cmd=("$OUT/loadbench" profile -out "$prof" --)
+	[ -n "$prof" ] && cmd=("$OUT/loadbench" profile -out "$prof" -allocs "${prof%-cpu.pprof}-allocs.pprof" --)
 	(cd "$dir" && exec "${PIN0[@]}" "${cmd[@]}" "${args[@]}" >"$dir/gateway.log" 2>"$dir/gateway.err") &
 	local pid=$!
 	pids+=("$pid")
@@ -208,5 +208,6 @@ if [ -n "${PROFILE:-}" ]; then
 	kill -TERM "$GW_PID"
 	wait "$GW_PID" || true
 	go tool pprof -top -nodecount=40 "$OUT/loadbench" "$OUT/gateway-cpu.pprof" >"$OUT/gateway-cpu.txt" 2>/dev/null || true
-	echo "CPU profile: $OUT/gateway-cpu.pprof (top: $OUT/gateway-cpu.txt)" >&2
+	go tool pprof -sample_index=alloc_space -top -nodecount=40 "$OUT/loadbench" "$OUT/gateway-allocs.pprof" >"$OUT/gateway-allocs.txt" 2>/dev/null || true
+	echo "CPU profile: $OUT/gateway-cpu.pprof (top: $OUT/gateway-cpu.txt), allocations: $OUT/gateway-allocs.pprof (top: $OUT/gateway-allocs.txt)" >&2
 fi

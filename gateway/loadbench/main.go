@@ -156,6 +156,7 @@ func proxy(args []string) error {
 func profile(args []string) error {
 	fs := flag.NewFlagSet("profile", flag.ExitOnError)
 	out := fs.String("out", "cpu.pprof", "profile file")
+	allocs := fs.String("allocs", "", "also write the allocation profile (pprof \"allocs\") to this file at exit")
 	_ = fs.Parse(args)
 	f, err := os.Create(*out)
 	if err != nil {
@@ -169,6 +170,16 @@ func profile(args []string) error {
 	code := cli.Main(ctx, fs.Args(), os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	pprof.StopCPUProfile()
+	if *allocs != "" {
+		af, err := os.Create(*allocs)
+		if err != nil {
+			return err
+		}
+		defer af.Close()
+		if err := pprof.Lookup("allocs").WriteTo(af, 0); err != nil {
+			return err
+		}
+	}
 	if code != 0 {
 		return fmt.Errorf("cortexbuild exited with %d", code)
 	}
