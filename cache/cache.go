@@ -276,13 +276,8 @@ func (c *Cache) call(ctx context.Context, key Key, f *flight, fill func(context.
 	f.out.Stored = true
 }
 
-// put stores snap, the flight's snapshot of an answer, which is never
-// changed (callers get copies of it): the in-memory store keeps it as it
-// is rather than copying it again.
+// put stores snap, the flight's snapshot of an answer.
 func (c *Cache) put(ctx context.Context, key Key, snap Entry) error {
-	if m, ok := c.store.(*Memory); ok {
-		return m.putOwned(ctx, key, snap, c.ttl)
-	}
 	return c.store.Put(ctx, key, snap, c.ttl)
 }
 

@@ -3,7 +3,9 @@ package cache
 import (
 	"container/list"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -23,7 +25,10 @@ type MemoryOptions struct {
 // Memory is the in-process back end: a bounded LRU with a time to live per
 // entry. Get, Put and eviction take constant time. Expired entries are
 // dropped when they are read or when they reach the end of the LRU order.
-// It is safe for concurrent use.
+// Each entry is held encoded, as one block of bytes (its JSON form, the
+// Redis value's): a full store of answers with their headers would
+// otherwise be hundreds of thousands of pointers for the garbage collector
+// to trace on every cycle. It is safe for concurrent use.
 type Memory struct {
 	max int
 	now func() time.Time
@@ -35,7 +40,7 @@ type Memory struct {
 
 type memoryItem struct {
 	key     Key
-	entry   Entry
+	entry   []byte // the Entry's JSON form
 	expires time.Time
 }
 
@@ -70,29 +75,31 @@ func (m *Memory) Get(ctx context.Context, key Key) (Entry, bool, error) {
 		return Entry{}, false, nil
 	}
 	m.order.MoveToFront(el)
-	e := it.entry
+	b := it.entry
 	m.mu.Unlock()
-	// The stored entry is never changed in place (Put replaces it), so it
-	// can be copied outside the lock.
-	return e.Clone(), true, nil
+	// The stored bytes are never changed in place (Put replaces them), so
+	// they can be decoded outside the lock, into a copy of the caller's own.
+	var e Entry
+	if err := json.Unmarshal(b, &e); err != nil {
+		return Entry{}, false, fmt.Errorf("cache: a stored entry does not decode: %w", err)
+	}
+	return e, true, nil
 }
 
 // Put implements [Store]. When the store is full it evicts the least
 // recently used entry.
 func (m *Memory) Put(ctx context.Context, key Key, e Entry, ttl time.Duration) error {
-	return m.putOwned(ctx, key, e.Clone(), ttl)
-}
-
-// putOwned is Put of an entry nobody changes afterwards (the cache's own
-// snapshot of an answer), kept without a copy.
-func (m *Memory) putOwned(ctx context.Context, key Key, e Entry, ttl time.Duration) error {
 	if ttl <= 0 {
 		return errors.New("cache: the time to live must be positive")
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	it := &memoryItem{key: key, entry: e, expires: m.now().Add(ttl)}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("cache: encode entry: %w", err)
+	}
+	it := &memoryItem{key: key, entry: b, expires: m.now().Add(ttl)}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if el, ok := m.items[key]; ok {
