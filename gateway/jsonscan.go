@@ -107,7 +107,8 @@ func (s *jsonScan) object(depth int) bool {
 	// A message of the roles array: its first role and first content (as
 	// gjson reads a key named twice).
 	message := depth == 3 && s.inRoles
-	var role, content gjson.Result
+	var role gjson.Result
+	c0, c1, cEscaped := -1, -1, false // the content's span: read only for a system message
 	for {
 		if s.i >= len(s.b) || s.b[s.i] != '"' {
 			return false
@@ -138,9 +139,9 @@ func (s *jsonScan) object(depth int) bool {
 		case message:
 			switch k := s.key(k0, k1, escaped); {
 			case k == "role" && !role.Exists():
-				role = s.result(v0, s.i)
-			case k == "content" && !content.Exists():
-				content = s.result(v0, s.i)
+				role = s.result(v0, s.i, s.escaped)
+			case k == "content" && c0 < 0:
+				c0, c1, cEscaped = v0, s.i, s.escaped
 			}
 		}
 		s.ws()
@@ -154,6 +155,10 @@ func (s *jsonScan) object(depth int) bool {
 		case '}':
 			s.i++
 			if message && role.Type == gjson.String && (role.Str == "system" || role.Str == "developer") {
+				var content gjson.Result
+				if c0 >= 0 {
+					content = s.result(c0, c1, cEscaped)
+				}
 				s.system = append(s.system, content)
 			}
 			return true
@@ -197,7 +202,7 @@ func (s *jsonScan) array(depth int) bool {
 // member adds a top-level member: its key is b[k0:k1] (quoted), its
 // value b[v0:v1]. The Results point into b, which nothing changes.
 func (s *jsonScan) member(k0, k1 int, escaped bool, v0, v1 int) {
-	s.top = append(s.top, member{s.key(k0, k1, escaped), s.result(v0, v1)})
+	s.top = append(s.top, member{s.key(k0, k1, escaped), s.result(v0, v1, s.escaped)})
 }
 
 // key is the key b[k0:k1] (quoted), unescaped.
@@ -208,16 +213,17 @@ func (s *jsonScan) key(k0, k1 int, escaped bool) string {
 	return s.text(k0+1, k1-1)
 }
 
-// result is the value b[v0:v1], just scanned, as gjson reads it, its
-// Index at v0. It points into b, which nothing changes.
-func (s *jsonScan) result(v0, v1 int) gjson.Result {
+// result is the value b[v0:v1] as gjson reads it, its Index at v0
+// (escaped: the value is a string that holds an escape). It points into
+// b, which nothing changes.
+func (s *jsonScan) result(v0, v1 int, escaped bool) gjson.Result {
 	raw := s.text(v0, v1)
 	var v gjson.Result
 	switch s.b[v0] {
 	case '{', '[':
 		v = gjson.Result{Type: gjson.JSON, Raw: raw}
 	case '"':
-		if s.escaped {
+		if escaped {
 			v = gjson.Parse(raw)
 		} else {
 			// No escape: its text is what lies between the quotes (a
