@@ -47,6 +47,8 @@
 #           (32), SLOW_STREAMS (2000),
 #           SLOW_RATE (streams opened per second, 1000), SLOW_EVERY (500ms),
 #           SLOW_CHUNKS (12), SLOW_ROUTES (messages; all: every route),
+#           WARMUP (small calls on each route before a target is measured,
+#           1s; a profile's share of them shrinks with less),
 #           ROUTES (the routes to run, by label: messages, chat,
 #           messages→openai; default all),
 #           CODING_TARGETS (the gateways, default full,lean, each with its
@@ -200,7 +202,7 @@ if [[ ",$SUITES," == *",coding,"* ]]; then
 		-chunks "${CHUNKS:-1000}" -long "${LONG:-3s}" -long-workers "${LONG_WORKERS:-16}" -long-every "${LONG_EVERY:-1ms}" \
 		-small "${SMALL:-3s}" -small-workers "${SMALL_WORKERS:-32}" \
 		-slow-streams "${SLOW_STREAMS:-2000}" -slow-rate "${SLOW_RATE:-1000}" -slow-every "${SLOW_EVERY:-500ms}" \
-		-slow-chunks "${SLOW_CHUNKS:-12}" -slow-routes "${SLOW_ROUTES:-messages}" -routes "${ROUTES:-all}" \
+		-slow-chunks "${SLOW_CHUNKS:-12}" -slow-routes "${SLOW_ROUTES:-messages}" -routes "${ROUTES:-all}" -warmup "${WARMUP:-1s}" \
 		2> >(tee "$OUT/coding.log" >&2) | tee "$OUT/coding.md"
 fi
 
