@@ -211,6 +211,12 @@ func (s *nativeStream) eventError(pe *provider.Error, raw []byte) *provider.Erro
 func (s *nativeStream) chatEvent(ev adapterkit.SSEEvent) error {
 	st := s.chat
 	data := bytes.TrimSpace(ev.Data)
+	var top []gjson.Result // error, service_tier: one pass over the event's top level
+	if len(data) > 0 && data[0] == '{' {
+		top = adapterkit.Top(data, "error", "service_tier")
+	} else {
+		top = make([]gjson.Result, 2)
+	}
 	switch {
 	case isDone(data):
 		res, err := s.chatResult()
@@ -223,7 +229,7 @@ func (s *nativeStream) chatEvent(ev adapterkit.SSEEvent) error {
 	case len(data) == 0:
 		s.push(ev.Raw)
 		return nil
-	case gjson.GetBytes(data, "error").Exists():
+	case top[0].Exists():
 		eb, _ := parseErrorBody(data)
 		return s.eventError(s.a.streamError(s.at.model, eb, s.requestID()), ev.Raw)
 	}
@@ -234,7 +240,7 @@ func (s *nativeStream) chatEvent(ev adapterkit.SSEEvent) error {
 	if err := wc.UnmarshalJSON(data); err != nil {
 		return s.a.base.Finish(s.a.base.Unreadable(err, s.at.model))
 	}
-	if t := gjson.GetBytes(data, "service_tier"); t.Type == gjson.String {
+	if t := top[1]; t.Type == gjson.String {
 		st.tier = t.String()
 	}
 	c := chunk(wc)
