@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
 	"strconv"
 	"unsafe"
@@ -27,8 +28,8 @@ import (
 // (a provider's own default may be far higher). The client's bytes are
 // never changed in place. edits names each change with its value
 // ("model=…", "max_tokens=…"), for [provider.NativeReply.Edits].
-func NativeBody(req *provider.Request, model string, limitFields ...string) (body []byte, edits []string, err error) {
-	body = req.Native.Body
+func NativeBody(req *provider.Request, model string, limitFields ...string) (body Body, edits []string, err error) {
+	client := req.Native.Body
 	top := TopOf(req.Native, append([]string{"model"}, limitFields...)...)
 	var ch []change
 	if m := top[0]; m.String() != model {
@@ -57,12 +58,56 @@ func NativeBody(req *provider.Request, model string, limitFields ...string) (bod
 		}
 	}
 	if len(ch) == 0 {
-		return body, nil, nil
+		return Body{client}, nil, nil
 	}
-	if body, err = apply(body, ch); err != nil {
+	if body, err = apply(client, ch); err != nil {
 		return nil, nil, err
 	}
 	return body, edits, nil
+}
+
+// Body is a request body as it goes upstream: its pieces, sent one after
+// the other. An edit of a relayed body is a piece of its own between
+// pieces of the client's bytes ([NativeBody]), so that changing the model
+// of a 200 KB prompt neither copies it nor allocates its size again.
+type Body [][]byte
+
+// Len is b's length in bytes.
+func (b Body) Len() int64 {
+	var n int64
+	for _, p := range b {
+		n += int64(len(p))
+	}
+	return n
+}
+
+// Reader returns a reader of b from its start; each call gives a new one.
+func (b Body) Reader() io.Reader {
+	rs := make([]io.Reader, len(b))
+	for i, p := range b {
+		rs[i] = bytes.NewReader(p)
+	}
+	return io.MultiReader(rs...)
+}
+
+// Bytes returns b as one slice: its only piece as it is (the caller must
+// not change it), or its pieces copied into a new one.
+func (b Body) Bytes() []byte {
+	if len(b) == 1 {
+		return b[0]
+	}
+	return bytes.Join(b, nil)
+}
+
+// Send makes b r's body: its length announced (Content-Length, as a body
+// in one slice would have it) and a new reader for each retry.
+func (b Body) Send(r *http.Request) {
+	r.ContentLength = b.Len()
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(b.Reader()), nil }
+	r.Body, _ = r.GetBody()
+	if r.ContentLength == 0 {
+		r.Body = http.NoBody
+	}
 }
 
 // Top returns the values of keys in body, a JSON object, in one pass over
@@ -112,39 +157,36 @@ type change struct {
 	add []byte
 }
 
-// apply returns a copy of body with ch made, in one pass over it: a
-// 200 KB prompt is copied once, whatever the edits.
-func apply(body []byte, ch []change) ([]byte, error) {
+// apply returns body with ch made, as the pieces of body between them
+// and the changes' own: the client's bytes are not copied.
+func apply(body []byte, ch []change) (Body, error) {
 	open, end := bytes.IndexByte(body, '{'), bytes.LastIndexByte(body, '}')
 	if open < 0 || end < open {
 		return nil, errors.New("the request body is not a JSON object")
 	}
 	slices.SortStableFunc(ch, func(a, b change) int { return cmp.Compare(a.at(end), b.at(end)) })
 	members := len(bytes.TrimSpace(body[open+1:end])) > 0
-	grow := 0
 	for _, c := range ch {
 		if c.add == nil && (c.old.Index <= open || c.old.Index+len(c.old.Raw) > end || string(body[c.old.Index:c.old.Index+len(c.old.Raw)]) != c.old.Raw) {
 			return nil, errors.New("the request body's member cannot be located to edit it")
 		}
-		grow += len(c.val) + len(c.add) + 1
 	}
-	out := make([]byte, 0, len(body)+grow)
+	out := make(Body, 0, 2*len(ch)+1)
 	at := 0
 	for _, c := range ch {
 		if c.add != nil {
-			out = append(out, body[at:end]...)
+			out = append(out, body[at:end])
 			if members {
-				out = append(out, ',')
+				out = append(out, []byte{','})
 			}
-			out = append(out, c.add...)
+			out = append(out, c.add)
 			members, at = true, end
 			continue
 		}
-		out = append(out, body[at:c.old.Index]...)
-		out = append(out, c.val...)
+		out = append(out, body[at:c.old.Index], c.val)
 		at = c.old.Index + len(c.old.Raw)
 	}
-	return append(out, body[at:]...), nil
+	return append(out, body[at:]), nil
 }
 
 // at is where c applies in a body whose object ends at end.

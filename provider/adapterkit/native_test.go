@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/cortexbuild/cortexbuild/provider"
 	"github.com/cortexbuild/cortexbuild/provider/adapterkit"
@@ -72,16 +73,25 @@ func TestNativeBodyEditsOnlyModelAndLimit(t *testing.T) {
 		t.Errorf("edits %q", edits)
 	}
 	want := `{"model":"claude-sonnet-4-6","max_tokens":32000,"tools":[{"type":"web_search_20250305","name":"web_search"}],"future_field":{"a":[1,2]}}`
-	if string(got) != want {
-		t.Fatalf("body\n%s\nwant\n%s", got, want)
+	if string(got.Bytes()) != want || got.Len() != int64(len(want)) {
+		t.Fatalf("body\n%s (%d bytes)\nwant\n%s", got.Bytes(), got.Len(), want)
+	}
+	if sent, _ := io.ReadAll(got.Reader()); string(sent) != want {
+		t.Fatalf("read\n%s\nwant\n%s", sent, want)
 	}
 	if !bytes.HasPrefix(client, []byte(`{"model":"claude-x"`)) {
 		t.Fatal("the client's bytes were changed in place")
 	}
+	// The client's bytes between the edits are not copied.
+	for _, p := range got {
+		if len(p) > 20 && !inside(client, p) {
+			t.Fatalf("piece %q is a copy of the client's bytes", p)
+		}
+	}
 	// Nothing to edit: the very same bytes.
-	req.MaxTokens = 64000
-	same, _, _ := adapterkit.NativeBody(&provider.Request{MaxTokens: 64000, Native: &provider.Native{Body: got}}, "claude-sonnet-4-6", "max_tokens")
-	if &same[0] != &got[0] {
+	whole := got.Bytes()
+	same, _, _ := adapterkit.NativeBody(&provider.Request{MaxTokens: 64000, Native: &provider.Native{Body: whole}}, "claude-sonnet-4-6", "max_tokens")
+	if len(same) != 1 || &same[0][0] != &whole[0] {
 		t.Fatal("an unedited body was copied")
 	}
 }
@@ -94,14 +104,14 @@ func TestNativeBodyAddsTheLimitItWasPricedWith(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(got) != `{"model":"gpt-5","input":"hi","max_output_tokens":4096}` || strings.Join(edits, ",") != "max_output_tokens=4096" {
-		t.Errorf("body %s, edits %q", got, edits)
+	if string(got.Bytes()) != `{"model":"gpt-5","input":"hi","max_output_tokens":4096}` || strings.Join(edits, ",") != "max_output_tokens=4096" {
+		t.Errorf("body %s, edits %q", got.Bytes(), edits)
 	}
 	// One of the protocol's names set: nothing added under the other.
 	req.Native.Body = []byte(`{"model":"gpt-5","max_tokens":100}`)
 	got, _, _ = adapterkit.NativeBody(req, "gpt-5", "max_completion_tokens", "max_tokens")
-	if string(got) != `{"model":"gpt-5","max_tokens":100}` {
-		t.Errorf("body %s", got)
+	if string(got.Bytes()) != `{"model":"gpt-5","max_tokens":100}` {
+		t.Errorf("body %s", got.Bytes())
 	}
 }
 
@@ -115,14 +125,14 @@ func TestNativeBodyEditsInPlaceOfTheMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "{\n  \"messages\": [{\"role\": \"user\", \"content\": \"} \\\"model\\\": x\"}],\n  \"max_tokens\" : 4096 ,\n  \"model\": \"claude-\\\"q\\\"-4\"\n}\n"
-	if string(got) != want || strings.Join(edits, ",") != `model=claude-"q"-4,max_tokens=4096` {
-		t.Errorf("body\n%s\nwant\n%s\nedits %q", got, want, edits)
+	if string(got.Bytes()) != want || strings.Join(edits, ",") != `model=claude-"q"-4,max_tokens=4096` {
+		t.Errorf("body\n%s\nwant\n%s\nedits %q", got.Bytes(), want, edits)
 	}
 	// No model and no limit: both added, the object still valid.
 	req = &provider.Request{MaxTokens: 10, Native: &provider.Native{Body: []byte(`{ }`)}}
 	got, _, err = adapterkit.NativeBody(req, "m", "max_tokens")
-	if err != nil || string(got) != `{ "model":"m","max_tokens":10}` {
-		t.Errorf("body %s, %v", got, err)
+	if err != nil || string(got.Bytes()) != `{ "model":"m","max_tokens":10}` {
+		t.Errorf("body %s, %v", got.Bytes(), err)
 	}
 }
 
@@ -156,8 +166,8 @@ func TestTopOfReadsTheScannedMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 	plain, _, _ := adapterkit.NativeBody(&provider.Request{MaxTokens: 4096, Native: &provider.Native{Body: body}}, "m", "max_tokens")
-	if string(scanned) != string(plain) || strings.Join(edits, ",") != "model=m,max_tokens=4096" {
-		t.Errorf("from the members\n%s\nfrom the body\n%s\nedits %q", scanned, plain, edits)
+	if string(scanned.Bytes()) != string(plain.Bytes()) || strings.Join(edits, ",") != "model=m,max_tokens=4096" {
+		t.Errorf("from the members\n%s\nfrom the body\n%s\nedits %q", scanned.Bytes(), plain.Bytes(), edits)
 	}
 	// An object without members: nothing to find, and no pass over it.
 	if r := adapterkit.TopOf(&provider.Native{Body: []byte(`{}`), Members: []provider.Member{}}, "model"); r[0].Exists() {
@@ -226,4 +236,9 @@ func TestSSEReaderEventAcrossReads(t *testing.T) {
 			t.Fatalf("Next: data %q, %v; want %q", ev.Data, err, want)
 		}
 	}
+}
+
+// inside reports whether p lies within c's memory.
+func inside(c, p []byte) bool {
+	return len(p) > 0 && len(c) > 0 && uintptr(unsafe.Pointer(&p[0])) >= uintptr(unsafe.Pointer(&c[0])) && uintptr(unsafe.Pointer(&p[len(p)-1])) <= uintptr(unsafe.Pointer(&c[len(c)-1]))
 }

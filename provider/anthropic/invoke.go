@@ -15,7 +15,9 @@ import (
 // attempt is one call's prepared body and bounded context.
 type attempt struct {
 	model string
+	// body is a translated call's; a relayed one is sent from nbody.
 	body  []byte
+	nbody adapterkit.Body
 	// encodeErr is a body that could not be encoded (a tool call's
 	// arguments that are not JSON): the call fails with it as the SDK's
 	// own encoding failed.

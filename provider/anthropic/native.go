@@ -49,7 +49,8 @@ func (a *Adapter) CountNative(ctx context.Context, req *provider.Request) (*prov
 	var out []byte
 	opts := append([]option.RequestOption{option.WithRequestTimeout(a.base.AttemptTimeout(req)), option.WithResponseInto(&raw)},
 		relayOptions(req.Native)...)
-	err = a.client.Post(actx, countPath, body, &out, opts...)
+	params, bodyOpts := sendBody(body)
+	err = a.client.Post(actx, countPath, params, &out, append(opts, bodyOpts...)...)
 	if rep := errorReply(err, edits); rep != nil {
 		return rep, nil
 	}
@@ -88,11 +89,32 @@ func (a *Adapter) beginNative(ctx context.Context, req *provider.Request, stream
 	case "enabled", "adaptive":
 		at.thinks = true
 	}
-	at.body, at.edits, at.native = body, edits, true
+	at.nbody, at.edits, at.native = body, edits, true
 	at.ctx, at.cancel = a.base.Attempt(ctx, req)
 	at.opts = append([]option.RequestOption{option.WithRequestTimeout(a.base.AttemptTimeout(req)), option.WithResponseInto(&at.raw)},
 		relayOptions(req.Native)...)
 	return at, nil
+}
+
+// sendBody is how a relayed body goes to the SDK's Post: one slice as it
+// is; pieces (an edited body, see [adapterkit.Body]) as a reader, with a
+// middleware that announces their length as a slice's would be, so that
+// the provider gets the same request either way.
+func sendBody(b adapterkit.Body) (any, []option.RequestOption) {
+	if len(b) == 1 {
+		return b[0], nil
+	}
+	return b.Reader(), []option.RequestOption{option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+		b.Send(r)
+		return next(r)
+	})}
+}
+
+// postNative posts at's relayed body to the Messages endpoint, the answer
+// into res.
+func (a *Adapter) postNative(at *attempt, res any) error {
+	params, opts := sendBody(at.nbody)
+	return a.client.Post(at.ctx, messagesPath, params, res, append(slices.Clip(at.opts), opts...)...)
 }
 
 // relayOptions sends n's headers (see headerOptions) and its query
@@ -160,7 +182,7 @@ func (a *Adapter) invokeNative(ctx context.Context, req *provider.Request) (*pro
 	defer at.cancel()
 	start := a.base.Now()
 	var body []byte
-	err = a.client.Post(at.ctx, messagesPath, at.body, &body, at.opts...)
+	err = a.postNative(at, &body)
 	latency := a.base.Now().Sub(start)
 	if at.raw != nil {
 		a.observe(at.raw.Header, 0)
@@ -238,7 +260,7 @@ func (a *Adapter) streamNative(ctx context.Context, req *provider.Request) (prov
 	}
 	s := &stream{a: a, req: req, ctx: at.ctx, cancel: at.cancel, model: at.model, start: a.base.Now(), blocks: map[int64]*block{}, native: true, edits: at.edits}
 	var resp *http.Response
-	err = a.client.Post(at.ctx, messagesPath, at.body, &resp, at.opts...)
+	err = a.postNative(at, &resp)
 	s.raw = at.raw
 	if s.raw != nil {
 		a.observe(s.raw.Header, 0)

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -256,6 +257,11 @@ func checkRelayedRequest(t *testing.T, got anthropicfake.Recorded, sent relayed)
 	}
 	if v := got.Header.Get("anthropic-version"); v != "2023-06-01" {
 		t.Errorf("anthropic-version %q", v)
+	}
+	// The edited body goes as one in a slice would: its length announced,
+	// not chunked.
+	if cl := got.Header.Get("Content-Length"); cl != strconv.Itoa(len(got.Body)) {
+		t.Errorf("Content-Length %q for a body of %d bytes", cl, len(got.Body))
 	}
 	if !slices.Contains(got.Betas(), futureBeta) || !slices.Contains(got.Betas(), anthropicfake.BetaContextManagement) {
 		t.Errorf("betas %q", got.Betas())

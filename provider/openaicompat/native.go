@@ -70,7 +70,7 @@ type nativeAttempt struct {
 	proto  provider.Protocol
 	model  string
 	stream bool
-	body   []byte
+	body   adapterkit.Body
 	query  url.Values // the client's, sent as they are
 	edits  []string
 	ctx    context.Context
@@ -129,11 +129,11 @@ func (a *Adapter) nativePrepare(ctx context.Context, req *provider.Request, stre
 	if stream && n.Protocol == provider.ProtoChat && a.profile.StreamUsage && !top[5].Get("include_usage").Bool() {
 		// The usage chunk settles the call exactly; without it the
 		// usage would be an estimate.
-		b, err := sjson.SetBytes(bytes.Clone(at.body), "stream_options.include_usage", true)
+		b, err := sjson.SetBytes(bytes.Clone(at.body.Bytes()), "stream_options.include_usage", true)
 		if err != nil {
 			return nil, a.base.BadRequest(at.model, "the request body's stream_options cannot be set: "+err.Error())
 		}
-		at.body = b
+		at.body = adapterkit.Body{b}
 		at.edits = append(at.edits, "stream_options.include_usage=true")
 	}
 	at.ctx, at.cancel = a.base.Attempt(ctx, req)
@@ -147,29 +147,29 @@ func (a *Adapter) nativePrepare(ctx context.Context, req *provider.Request, stre
 // change is named in the edits. A client that named the model itself gets
 // its body as sent, and the provider's word on it. set holds the client's
 // max_tokens, max_completion_tokens, temperature and top_p, in that order.
-func (a *Adapter) fitModel(at *nativeAttempt, p provider.Protocol, set []gjson.Result) ([]byte, error) {
-	body := at.body
+func (a *Adapter) fitModel(at *nativeAttempt, p provider.Protocol, set []gjson.Result) (adapterkit.Body, error) {
+	body := at.body // joined into one slice only to edit it
 	if p == provider.ProtoChat && a.profile.MaxCompletionTokens {
 		if v := set[0]; v.Exists() && !set[1].Exists() {
-			b, err := sjson.SetRawBytes(bytes.Clone(body), "max_completion_tokens", []byte(v.Raw))
+			b, err := sjson.SetRawBytes(bytes.Clone(body.Bytes()), "max_completion_tokens", []byte(v.Raw))
 			if err == nil {
 				b, err = sjson.DeleteBytes(b, "max_tokens")
 			}
 			if err != nil {
 				return nil, fmt.Errorf("the request body's max_tokens cannot be renamed: %w", err)
 			}
-			body = b
+			body = adapterkit.Body{b}
 			at.edits = append(at.edits, "max_completion_tokens="+v.Raw)
 		}
 	}
 	if a.profile.ReasoningModels && reasoningModel(at.model) {
 		for i, k := range []string{"temperature", "top_p"} {
 			if set[2+i].Exists() {
-				b, err := sjson.DeleteBytes(bytes.Clone(body), k)
+				b, err := sjson.DeleteBytes(bytes.Clone(body.Bytes()), k)
 				if err != nil {
 					return nil, fmt.Errorf("the request body's %s cannot be dropped: %w", k, err)
 				}
-				body = b
+				body = adapterkit.Body{b}
 				at.edits = append(at.edits, k+"=dropped")
 			}
 		}
@@ -189,7 +189,10 @@ func (a *Adapter) nativeSend(at *nativeAttempt, h http.Header) *provider.Error {
 	if len(at.query) > 0 {
 		target += "?" + at.query.Encode()
 	}
-	hr, err := http.NewRequestWithContext(at.ctx, http.MethodPost, target, bytes.NewReader(at.body))
+	hr, err := http.NewRequestWithContext(at.ctx, http.MethodPost, target, nil)
+	if err == nil {
+		at.body.Send(hr)
+	}
 	if err != nil {
 		return a.base.Finish(&provider.Error{Kind: provider.KindBadRequest, Provider: a.base.Name, Model: at.model, Diagnostic: provider.Diagnostic{Message: "the relayed request cannot be built"}, Err: err})
 	}

@@ -276,6 +276,11 @@ func checkHeaders(t *testing.T, rec openaifake.Recorded) {
 			t.Errorf("%s reached the provider: %q", h, v)
 		}
 	}
+	// An edited body goes as one in a slice would: its length announced,
+	// not chunked.
+	if cl := rec.Header.Get("Content-Length"); cl != strconv.Itoa(len(rec.Body)) {
+		t.Errorf("Content-Length %q for a body of %d bytes", cl, len(rec.Body))
+	}
 }
 
 // price is the catalog's price of u for the answering model, else the
