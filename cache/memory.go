@@ -3,7 +3,6 @@ package cache
 import (
 	"container/list"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -25,10 +24,10 @@ type MemoryOptions struct {
 // Memory is the in-process back end: a bounded LRU with a time to live per
 // entry. Get, Put and eviction take constant time. Expired entries are
 // dropped when they are read or when they reach the end of the LRU order.
-// Each entry is held encoded, as one block of bytes (its JSON form, the
-// Redis value's): a full store of answers with their headers would
-// otherwise be hundreds of thousands of pointers for the garbage collector
-// to trace on every cycle. It is safe for concurrent use.
+// Each entry is held packed in one block of bytes ([packEntry]): a full
+// store of relayed answers, each with the twenty-odd headers of its
+// provider, would otherwise be hundreds of thousands of objects for the
+// garbage collector to trace on every cycle. It is safe for concurrent use.
 type Memory struct {
 	max int
 	now func() time.Time
@@ -40,7 +39,7 @@ type Memory struct {
 
 type memoryItem struct {
 	key     Key
-	entry   []byte // the Entry's JSON form
+	entry   []byte // packed
 	expires time.Time
 }
 
@@ -78,10 +77,10 @@ func (m *Memory) Get(ctx context.Context, key Key) (Entry, bool, error) {
 	b := it.entry
 	m.mu.Unlock()
 	// The stored bytes are never changed in place (Put replaces them), so
-	// they can be decoded outside the lock, into a copy of the caller's own.
-	var e Entry
-	if err := json.Unmarshal(b, &e); err != nil {
-		return Entry{}, false, fmt.Errorf("cache: a stored entry does not decode: %w", err)
+	// they can be unpacked outside the lock, into a copy of the caller's own.
+	e, err := unpackEntry(b)
+	if err != nil {
+		return Entry{}, false, err
 	}
 	return e, true, nil
 }
@@ -95,9 +94,9 @@ func (m *Memory) Put(ctx context.Context, key Key, e Entry, ttl time.Duration) e
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	b, err := json.Marshal(e)
+	b, err := packEntry(e)
 	if err != nil {
-		return fmt.Errorf("cache: encode entry: %w", err)
+		return fmt.Errorf("cache: pack entry: %w", err)
 	}
 	it := &memoryItem{key: key, entry: b, expires: m.now().Add(ttl)}
 	m.mu.Lock()
