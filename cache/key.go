@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"hash"
 	"math"
 	"slices"
 	"sync"
@@ -71,8 +72,11 @@ func NewKey(scope Scope, req *provider.Request) (Key, error) {
 	}
 	w := keyWriters.Get().(*keyWriter)
 	w.b = w.b[:0]
+	w.h.Reset()
 	w.request(scope, req)
-	k := Key(sha256.Sum256(w.b))
+	w.h.Write(w.b)
+	var k Key
+	w.h.Sum(k[:0])
 	if cap(w.b) <= maxPooledKeyBuffer {
 		keyWriters.Put(w)
 	}
@@ -83,13 +87,17 @@ func NewKey(scope Scope, req *provider.Request) (Key, error) {
 // request does not pin its memory.
 const maxPooledKeyBuffer = 1 << 20
 
-var keyWriters = sync.Pool{New: func() any { return new(keyWriter) }}
+var keyWriters = sync.Pool{New: func() any { return &keyWriter{h: sha256.New()} }}
 
 // keyWriter serialises the key material unambiguously: strings and byte
 // strings are length-prefixed, lists are count-prefixed, optional values
 // carry a presence byte, and every section starts with a tag, so no two
 // different inputs give the same bytes.
 type keyWriter struct {
+	// h hashes the key material: b, the material not yet hashed, and a
+	// long byte string (a relayed body) written to it directly, not
+	// copied into b first.
+	h     hash.Hash
 	b     []byte
 	canon canonicalizer
 	jbuf  []byte
@@ -321,10 +329,23 @@ func (w *keyWriter) json(raw json.RawMessage) {
 	w.bytes(c)
 }
 
-func (w *keyWriter) tag(t byte)     { w.b = append(w.b, t) }
-func (w *keyWriter) uint(n uint64)  { w.b = binary.AppendUvarint(w.b, n) }
-func (w *keyWriter) str(s string)   { w.uint(uint64(len(s))); w.b = append(w.b, s...) }
-func (w *keyWriter) bytes(b []byte) { w.uint(uint64(len(b))); w.b = append(w.b, b...) }
+func (w *keyWriter) tag(t byte)    { w.b = append(w.b, t) }
+func (w *keyWriter) uint(n uint64) { w.b = binary.AppendUvarint(w.b, n) }
+func (w *keyWriter) str(s string)  { w.uint(uint64(len(s))); w.b = append(w.b, s...) }
+func (w *keyWriter) bytes(b []byte) {
+	w.uint(uint64(len(b)))
+	if len(b) < directHash {
+		w.b = append(w.b, b...)
+		return
+	}
+	w.h.Write(w.b)
+	w.h.Write(b)
+	w.b = w.b[:0]
+}
+
+// directHash is the length from which a byte string is hashed where it
+// lies rather than copied into the key material's buffer.
+const directHash = 4 << 10
 
 func (w *keyWriter) bool(v bool) {
 	if v {

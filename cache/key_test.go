@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -573,5 +574,18 @@ func TestKeyOfRelayedRequestCoversBodyAndHeaders(t *testing.T) {
 	}
 	if with(`{"model":"m"}`, nil) != plain {
 		t.Error("the same relayed request gave two keys")
+	}
+}
+
+// A relayed body long enough to be hashed where it lies gives the key it
+// gave when it was copied into the key material first. Update this value
+// only together with KeyVersion.
+func TestKeyIsStableWithALongBody(t *testing.T) {
+	const want = "358d3e2c92b73c63bcdd3987da03f6b611892c9f99200d9bc29ca64b4a13a09a"
+	r := baseRequest()
+	r.Native = &provider.Native{Protocol: provider.ProtoMessages, Body: []byte(`{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("long prompt ", 2000) + `"}]}`),
+		Header: http.Header{"Anthropic-Beta": {"a", "b"}}}
+	if got := mustKey(t, baseScope(), r).String(); got != want {
+		t.Fatalf("key of the fixed relayed request = %s; want %s (a change of format needs a new KeyVersion)", got, want)
 	}
 }
