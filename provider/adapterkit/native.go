@@ -82,12 +82,38 @@ func (b Body) Len() int64 {
 }
 
 // Reader returns a reader of b from its start; each call gives a new one.
-func (b Body) Reader() io.Reader {
-	rs := make([]io.Reader, len(b))
-	for i, p := range b {
-		rs[i] = bytes.NewReader(p)
+func (b Body) Reader() io.Reader { return &bodyReader{left: slices.Clone(b)} }
+
+// bodyReader reads a Body's pieces in turn. Its WriteTo writes them as
+// they are, without a buffer of its own (net/http copies what follows a
+// body's announced length to io.Discard, which io.MultiReader's WriteTo
+// would allocate 32 KiB for).
+type bodyReader struct{ left [][]byte }
+
+func (r *bodyReader) Read(p []byte) (int, error) {
+	for len(r.left) > 0 && len(r.left[0]) == 0 {
+		r.left = r.left[1:]
 	}
-	return io.MultiReader(rs...)
+	if len(r.left) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.left[0])
+	r.left[0] = r.left[0][n:]
+	return n, nil
+}
+
+func (r *bodyReader) WriteTo(w io.Writer) (int64, error) {
+	var sum int64
+	for len(r.left) > 0 {
+		n, err := w.Write(r.left[0])
+		sum += int64(n)
+		r.left[0] = r.left[0][n:]
+		if err != nil {
+			return sum, err
+		}
+		r.left = r.left[1:]
+	}
+	return sum, nil
 }
 
 // Bytes returns b as one slice: its only piece as it is (the caller must

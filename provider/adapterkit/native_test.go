@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"unsafe"
 
 	"github.com/cortexbuild/cortexbuild/provider"
@@ -241,4 +242,36 @@ func TestSSEReaderEventAcrossReads(t *testing.T) {
 // inside reports whether p lies within c's memory.
 func inside(c, p []byte) bool {
 	return len(p) > 0 && len(c) > 0 && uintptr(unsafe.Pointer(&p[0])) >= uintptr(unsafe.Pointer(&c[0])) && uintptr(unsafe.Pointer(&p[len(p)-1])) <= uintptr(unsafe.Pointer(&c[len(c)-1]))
+}
+
+// A Body reads the same bytes however it is read, each reader from the
+// start, and its pieces are never changed by reading.
+func TestBodyReaders(t *testing.T) {
+	b := adapterkit.Body{[]byte(`{"model":`), []byte(`"m"`), nil, []byte(`,"x":1}`)}
+	want := `{"model":"m","x":1}`
+	for name, read := range map[string]func(io.Reader) ([]byte, error){
+		"ReadAll":          io.ReadAll,
+		"a byte at a time": func(r io.Reader) ([]byte, error) { return io.ReadAll(iotest.OneByteReader(r)) },
+		"WriteTo": func(r io.Reader) ([]byte, error) {
+			var buf bytes.Buffer
+			_, err := r.(io.WriterTo).WriteTo(&buf)
+			return buf.Bytes(), err
+		},
+	} {
+		for range 2 {
+			got, err := read(b.Reader())
+			if err != nil || string(got) != want {
+				t.Errorf("%s: %q, %v", name, got, err)
+			}
+		}
+	}
+	if err := iotest.TestReader(b.Reader(), []byte(want)); err != nil {
+		t.Error(err)
+	}
+	if string(b.Bytes()) != want || b.Len() != int64(len(want)) {
+		t.Errorf("Bytes %q, Len %d", b.Bytes(), b.Len())
+	}
+	if n := testing.AllocsPerRun(10, func() { _, _ = io.Copy(io.Discard, b.Reader()) }); n > 3 {
+		t.Errorf("copying a body to io.Discard allocates %v times: no buffer of its own", n)
+	}
 }
