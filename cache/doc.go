@@ -4,7 +4,7 @@
 //
 // # Keys
 //
-// [NewKey] hashes (SHA-256) a normalised form of the request together with
+// [NewKey] hashes (BLAKE3) a normalised form of the request together with
 // its [Scope]: the project, the provider instance and, when known, the model
 // the instance resolved. Everything that can change the answer is in the key:
 // the model and tier, the system prompt, every message and part of the
