@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,5 +109,20 @@ func BenchmarkGCWithAFullMemoryStore(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed())/float64(b.N)/float64(empty), "x-empty")
 	if m.Len() != cache.DefaultMaxEntries { // and the store stays live until here
 		b.Fatalf("%d entries held", m.Len())
+	}
+}
+
+// BenchmarkKeyOfALongBody computes the key of a relayed 200 KB prompt
+// (MB/s: of body).
+func BenchmarkKeyOfALongBody(b *testing.B) {
+	req := baseRequest()
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("func main() {}\\n", 200<<10/16) + `"}]}`)
+	req.Native = &provider.Native{Protocol: provider.ProtoMessages, Body: body}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := cache.NewKey(baseScope(), req); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
