@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+
+	"github.com/cortexbuild/cortexbuild/provider/adapterkit"
 )
 
 // textChunks are streamed chunks as the API writes them and as it could:
@@ -15,6 +17,7 @@ var textChunks = []string{
 	`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-5-mini","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`,
 	`{"model":"m","choices":[]}`,
 	`{"model":"m","choices":null,"service_tier":"default"}`,
+	`{"model":"m","choices":[],"error":{"message":"overloaded"},"service_tier":5}`,
 	`{"model":"m","choices":[{"index":2,"delta":{"content":"a \"b\"\n\u00e9"},"finish_reason":null},{"index":1,"delta":null}]}`,
 	`{"model":"m","choices":[{"index":0,"delta":{"content":"x","tool_calls":null}}]}`,
 	// Left to json.Unmarshal:
@@ -33,7 +36,7 @@ var textChunks = []string{
 	`[]`,
 }
 
-const textChunksTaken = 7
+const textChunksTaken = 8
 
 // The fast path decodes a chunk exactly as json.Unmarshal does, and takes
 // the chunks of text the API writes.
@@ -59,6 +62,17 @@ func checkTextChunk(t *testing.T, b []byte) {
 	}
 	if !reflect.DeepEqual(fast, want) {
 		t.Fatalf("decodeTextChunk(%q) = %+v, json.Unmarshal %+v", b, fast, want)
+	}
+	// Read with the event's error and tier, the same chunk, and those
+	// two as one pass over the top level reads them.
+	var ev chunk
+	var top eventTop
+	if !decodeTextEvent(b, &ev, &top) {
+		return
+	}
+	tt := adapterkit.Top(b, "error", "service_tier")
+	if !reflect.DeepEqual(ev, want) || top.err.Raw != tt[0].Raw || top.tier.Raw != tt[1].Raw || top.tier.Type != tt[1].Type {
+		t.Fatalf("decodeTextEvent(%q) = %+v %q %q, want %+v %q %q", b, ev, top.err.Raw, top.tier.Raw, want, tt[0].Raw, tt[1].Raw)
 	}
 }
 

@@ -176,7 +176,22 @@ func (c *wireChunk) UnmarshalJSON(b []byte) error {
 // Members the adapter does not read are skipped, as json.Unmarshal
 // skips them, unless one could be a read one spelt in another case
 // (json.Unmarshal matches names without regard to case).
-func decodeTextChunk(b []byte, c *chunk) bool {
+func decodeTextChunk(b []byte, c *chunk) bool { return decodeTextEvent(b, c, nil) }
+
+// eventTop is what a stream reads of an event's top level beside its
+// chunk: its error and its service tier.
+type eventTop struct{ err, tier gjson.Result }
+
+var (
+	chunkMembers = []string{"model", "choices", "usage"}
+	eventMembers = []string{"model", "choices", "usage", "error", "service_tier"}
+)
+
+// decodeTextEvent is decodeTextChunk that, with top, also reads the
+// event's error and service_tier members in the same pass (as
+// adapterkit.Top would; either spelt in another case or named twice
+// leaves the event to the slow path).
+func decodeTextEvent(b []byte, c *chunk, top *eventTop) bool {
 	if !utf8.Valid(b) || !gjson.ValidBytes(b) {
 		return false
 	}
@@ -185,8 +200,18 @@ func decodeTextChunk(b []byte, c *chunk) bool {
 		return false
 	}
 	*c = chunk{}
-	return members(root, []string{"model", "choices", "usage"}, func(k int, v gjson.Result) bool {
+	names := chunkMembers
+	if top != nil {
+		*top, names = eventTop{}, eventMembers
+	}
+	return members(root, names, func(k int, v gjson.Result) bool {
 		switch k {
+		case 3:
+			top.err = v
+			return true
+		case 4:
+			top.tier = v
+			return true
 		case 0:
 			return str(v, &c.Model)
 		case 1:

@@ -211,11 +211,15 @@ func (s *nativeStream) eventError(pe *provider.Error, raw []byte) *provider.Erro
 func (s *nativeStream) chatEvent(ev adapterkit.SSEEvent) error {
 	st := s.chat
 	data := bytes.TrimSpace(ev.Data)
-	var top []gjson.Result // error, service_tier: one pass over the event's top level
-	if len(data) > 0 && data[0] == '{' {
-		top = adapterkit.Top(data, "error", "service_tier")
-	} else {
-		top = make([]gjson.Result, 2)
+	// The chunk, its error and its service tier, in one pass over the
+	// event for a text chunk; else the error and tier in one pass over
+	// its top level, and the chunk decoded after.
+	var c chunk
+	var top eventTop
+	fast := len(data) > 0 && data[0] == '{' && decodeTextEvent(data, &c, &top)
+	if !fast && len(data) > 0 && data[0] == '{' {
+		t := adapterkit.Top(data, "error", "service_tier")
+		top = eventTop{err: t[0], tier: t[1]}
 	}
 	switch {
 	case isDone(data):
@@ -229,21 +233,23 @@ func (s *nativeStream) chatEvent(ev adapterkit.SSEEvent) error {
 	case len(data) == 0:
 		s.push(ev.Raw)
 		return nil
-	case top[0].Exists():
+	case top.err.Exists():
 		eb, _ := parseErrorBody(data)
 		return s.eventError(s.a.streamError(s.at.model, eb, s.requestID()), ev.Raw)
 	}
 	// UnmarshalJSON directly: json.Unmarshal would scan the chunk once
 	// more to validate it before handing it over, and UnmarshalJSON's own
 	// decoding validates it anyway (the same error on bad JSON).
-	var wc wireChunk
-	if err := wc.UnmarshalJSON(data); err != nil {
-		return s.a.base.Finish(s.a.base.Unreadable(err, s.at.model))
+	if !fast {
+		var wc wireChunk
+		if err := wc.UnmarshalJSON(data); err != nil {
+			return s.a.base.Finish(s.a.base.Unreadable(err, s.at.model))
+		}
+		c = chunk(wc)
 	}
-	if t := top[1]; t.Type == gjson.String {
+	if t := top.tier; t.Type == gjson.String {
 		st.tier = t.String()
 	}
-	c := chunk(wc)
 	st.handle(&c)
 	content := st.pending
 	st.pending = nil
