@@ -20,10 +20,10 @@ import (
 func packEntry(e Entry) ([]byte, error) {
 	var p packer
 	p.str(e.Content)
-	if err := p.json(e.ToolCalls, len(e.ToolCalls) > 0 || e.ToolCalls != nil); err != nil {
+	if err := p.json(e.ToolCalls, e.ToolCalls != nil); err != nil {
 		return nil, err
 	}
-	if err := p.json(e.Parts, len(e.Parts) > 0 || e.Parts != nil); err != nil {
+	if err := p.json(e.Parts, e.Parts != nil); err != nil {
 		return nil, err
 	}
 	u := e.Usage
@@ -162,24 +162,15 @@ func (u *unpacker) fail(err error) {
 	}
 }
 
-func (u *unpacker) uint() uint64 {
-	if u.err != nil {
-		return 0
-	}
-	n, w := binary.Uvarint(u.b)
-	if w <= 0 {
-		u.fail(errors.New("a length is cut"))
-		return 0
-	}
-	u.b = u.b[w:]
-	return n
-}
+func (u *unpacker) uint() uint64 { return varint(u, binary.Uvarint) }
+func (u *unpacker) int() int64   { return varint(u, binary.Varint) }
 
-func (u *unpacker) int() int64 {
+// varint reads one varint with read (binary.Uvarint or binary.Varint).
+func varint[T uint64 | int64](u *unpacker, read func([]byte) (T, int)) T {
 	if u.err != nil {
 		return 0
 	}
-	n, w := binary.Varint(u.b)
+	n, w := read(u.b)
 	if w <= 0 {
 		u.fail(errors.New("a number is cut"))
 		return 0

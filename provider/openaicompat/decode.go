@@ -154,15 +154,26 @@ type wireChunk chunk
 
 func (c *wireChunk) UnmarshalJSON(b []byte) error {
 	var fast chunk
-	if decodeTextChunk(b, &fast) || json.Unmarshal(b, &fast) == nil {
+	if decodeTextChunk(b, &fast) {
 		*c = wireChunk(fast)
+		return nil
+	}
+	return decodeChunkSlowly(b, (*chunk)(c))
+}
+
+// decodeChunkSlowly decodes a chunk the fast path left: with
+// json.Unmarshal, else with the SDK's type (whose fields it reads).
+func decodeChunkSlowly(b []byte, c *chunk) error {
+	var plain chunk
+	if json.Unmarshal(b, &plain) == nil {
+		*c = plain
 		return nil
 	}
 	var sdk openai.ChatCompletionChunk
 	if err := json.Unmarshal(b, &sdk); err != nil {
 		return err
 	}
-	*c = wireChunk(chunkFromSDK(&sdk))
+	*c = chunkFromSDK(&sdk)
 	return nil
 }
 

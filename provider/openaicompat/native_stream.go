@@ -237,15 +237,12 @@ func (s *nativeStream) chatEvent(ev adapterkit.SSEEvent) error {
 		eb, _ := parseErrorBody(data)
 		return s.eventError(s.a.streamError(s.at.model, eb, s.requestID()), ev.Raw)
 	}
-	// UnmarshalJSON directly: json.Unmarshal would scan the chunk once
-	// more to validate it before handing it over, and UnmarshalJSON's own
-	// decoding validates it anyway (the same error on bad JSON).
+	// A chunk the fast path left (usage, tool calls, a name in another
+	// case) is not tried on it a second time.
 	if !fast {
-		var wc wireChunk
-		if err := wc.UnmarshalJSON(data); err != nil {
+		if err := decodeChunkSlowly(data, &c); err != nil {
 			return s.a.base.Finish(s.a.base.Unreadable(err, s.at.model))
 		}
-		c = chunk(wc)
 	}
 	if t := top.tier; t.Type == gjson.String {
 		st.tier = t.String()
