@@ -1,6 +1,7 @@
 package gemini_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -67,7 +68,14 @@ func FuzzToolCallArguments(f *testing.F) {
 	}
 	z := providertest.NewFuzzer(f, fuzzTarget)
 	f.Fuzz(func(t *testing.T, args string) {
-		body := fmt.Sprintf(`data: {"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"get_weather","args":%s}}]},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":5,"totalTokenCount":15},"modelVersion":"gemini-2.5-flash","responseId":"r1"}`+"\r\n\r\n", args)
+		// The server sends each event on one data line, its JSON
+		// compacted: args that are JSON go on the wire that way.
+		wire := args
+		var compact bytes.Buffer
+		if json.Compact(&compact, []byte(args)) == nil {
+			wire = compact.String()
+		}
+		body := fmt.Sprintf(`data: {"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"get_weather","args":%s}}]},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":5,"totalTokenCount":15},"modelVersion":"gemini-2.5-flash","responseId":"r1"}`+"\r\n\r\n", wire)
 		res, err := z.Call(t, true, http.StatusOK, "text/event-stream", []byte(body))
 		var want map[string]any
 		if json.Unmarshal([]byte(args), &want) != nil {
