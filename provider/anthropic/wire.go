@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"mime"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/tidwall/gjson"
+
+	"github.com/cortexbuild/cortexbuild/provider/adapterkit"
 )
 
 // The Messages API's request and answer as fixed Go structs. The SDK still
@@ -281,65 +281,63 @@ var deltaPrefix = []byte(`{"type":"content_block_delta"`)
 // else it reports false (e may then hold part of data) and json.Unmarshal
 // decides.
 func decodeDelta(data []byte, e *wireEvent) bool {
-	if !bytes.HasPrefix(data, deltaPrefix) || !utf8.Valid(data) || !gjson.ValidBytes(data) {
+	if !bytes.HasPrefix(data, deltaPrefix) || !utf8.Valid(data) {
 		return false
 	}
 	*e = wireEvent{}
+	cur := adapterkit.NewJSONCursor(data)
 	var seen uint
-	once := func(bit uint) bool {
-		dup := seen&bit != 0
-		seen |= bit
-		return !dup
-	}
-	ok := true
-	gjson.ParseBytes(data).ForEach(func(k, v gjson.Result) bool {
-		switch k.Raw {
-		case `"type"`:
-			ok = once(1) && v.Type == gjson.String
-			e.Type = v.Str
-		case `"index"`:
-			var err error
-			ok = once(2) && v.Type == gjson.Number && !strings.ContainsAny(v.Raw, ".eE")
-			e.Index, err = strconv.ParseInt(v.Raw, 10, 64)
-			ok = ok && err == nil
-		case `"delta"`:
-			ok = once(4) && v.IsObject() && decodeWireDelta(v, &e.Delta)
-		default:
-			ok = false
+	ok := cur.Object(func(key []byte) bool {
+		var bit uint
+		var ok bool
+		switch string(key) {
+		case "type":
+			bit = 1
+			ok = cur.Next() == '"'
+			e.Type, _ = cur.String()
+		case "index":
+			bit = 2
+			e.Index, ok = cur.Int()
+		case "delta":
+			bit = 4
+			ok = decodeWireDelta(&cur, &e.Delta)
 		}
+		ok = ok && seen&bit == 0
+		seen |= bit
 		return ok
 	})
-	return ok && seen == 7 && e.Type == "content_block_delta"
+	return ok && cur.End() && seen == 7 && e.Type == "content_block_delta"
 }
 
-// decodeWireDelta reads v, a content_block_delta's delta, for decodeDelta.
-func decodeWireDelta(v gjson.Result, d *wireDelta) bool {
+// decodeWireDelta reads the object at cur, a content_block_delta's
+// delta, for decodeDelta.
+func decodeWireDelta(cur *adapterkit.JSONCursor, d *wireDelta) bool {
 	var seen uint
-	ok := true
-	v.ForEach(func(k, v gjson.Result) bool {
+	return cur.Object(func(key []byte) bool {
 		var f *string
 		var bit uint
-		switch k.Raw {
-		case `"type"`:
+		switch string(key) {
+		case "type":
 			f, bit = &d.Type, 1
-		case `"text"`:
+		case "text":
 			f, bit = &d.Text, 2
-		case `"partial_json"`:
+		case "partial_json":
 			f, bit = &d.PartialJSON, 4
-		case `"thinking"`:
+		case "thinking":
 			f, bit = &d.Thinking, 8
-		case `"signature"`:
+		case "signature":
 			f, bit = &d.Signature, 16
 		default:
-			ok = false
 			return false
 		}
-		ok = seen&bit == 0 && v.Type == gjson.String
+		if seen&bit != 0 || cur.Next() != '"' {
+			return false
+		}
 		seen |= bit
-		*f = v.Str
+		var ok bool
+		*f, ok = cur.String()
 		return ok
 	})
-	return ok
 }
 
 // UnmarshalJSON decodes an event's data into the fixed structs, or, for

@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/openai/openai-go/v3"
-	"github.com/tidwall/gjson"
 
 	"github.com/cortexbuild/cortexbuild/provider"
+	"github.com/cortexbuild/cortexbuild/provider/adapterkit"
 )
 
 // Answers are decoded into fixed structs holding only what the adapter
@@ -190,12 +189,15 @@ func decodeChunkSlowly(b []byte, c *chunk) error {
 func decodeTextChunk(b []byte, c *chunk) bool { return decodeTextEvent(b, c, nil) }
 
 // eventTop is what a stream reads of an event's top level beside its
-// chunk: its error and its service tier.
-type eventTop struct{ err, tier gjson.Result }
+// chunk: its error and its service tier, each as it is in the event (nil
+// when absent).
+type eventTop struct{ err, tier []byte }
 
 var (
-	chunkMembers = []string{"model", "choices", "usage"}
-	eventMembers = []string{"model", "choices", "usage", "error", "service_tier"}
+	chunkMembers  = []string{"model", "choices", "usage"}
+	eventMembers  = []string{"model", "choices", "usage", "error", "service_tier"}
+	choiceMembers = []string{"index", "delta", "finish_reason"}
+	deltaMembers  = []string{"content", "tool_calls"}
 )
 
 // decodeTextEvent is decodeTextChunk that, with top, also reads the
@@ -203,11 +205,7 @@ var (
 // adapterkit.Top would; either spelt in another case or named twice
 // leaves the event to the slow path).
 func decodeTextEvent(b []byte, c *chunk, top *eventTop) bool {
-	if !utf8.Valid(b) || !gjson.ValidBytes(b) {
-		return false
-	}
-	root := gjson.ParseBytes(b)
-	if !root.IsObject() {
+	if !utf8.Valid(b) {
 		return false
 	}
 	*c = chunk{}
@@ -215,104 +213,104 @@ func decodeTextEvent(b []byte, c *chunk, top *eventTop) bool {
 	if top != nil {
 		*top, names = eventTop{}, eventMembers
 	}
-	return members(root, names, func(k int, v gjson.Result) bool {
+	cur := adapterkit.NewJSONCursor(b)
+	ok := members(&cur, names, func(k int) bool {
+		var ok bool
 		switch k {
+		case 0:
+			return str(&cur, &c.Model)
+		case 1:
+			if cur.Null() {
+				return true
+			}
+			c.Choices = []chunkChoice{}
+			return cur.Array(func() bool {
+				c.Choices = append(c.Choices, chunkChoice{})
+				return decodeTextChoice(&cur, &c.Choices[len(c.Choices)-1])
+			})
+		case 2:
+			return cur.Null() // usage: json.Unmarshal decides
 		case 3:
-			top.err = v
-			return true
+			top.err, ok = cur.Raw()
 		case 4:
-			top.tier = v
-			return true
-		case 0:
-			return str(v, &c.Model)
-		case 1:
-			if v.Type == gjson.Null {
-				return true
-			}
-			if !v.IsArray() {
-				return false
-			}
-			ok := true
-			v.ForEach(func(_, ch gjson.Result) bool {
-				var cc chunkChoice
-				ok = ch.IsObject() && decodeTextChoice(ch, &cc)
-				c.Choices = append(c.Choices, cc)
-				return ok
-			})
-			if ok && c.Choices == nil {
-				c.Choices = []chunkChoice{}
-			}
-			return ok
+			top.tier, ok = cur.Raw()
 		}
-		return v.Type == gjson.Null // usage: json.Unmarshal decides
+		return ok
 	})
+	return ok && cur.End()
 }
 
-func decodeTextChoice(v gjson.Result, cc *chunkChoice) bool {
-	return members(v, []string{"index", "delta", "finish_reason"}, func(k int, v gjson.Result) bool {
+func decodeTextChoice(cur *adapterkit.JSONCursor, cc *chunkChoice) bool {
+	return members(cur, choiceMembers, func(k int) bool {
 		switch k {
 		case 0:
-			if v.Type == gjson.Null {
+			if cur.Null() {
 				return true
 			}
-			if v.Type != gjson.Number || strings.ContainsAny(v.Raw, ".eE") {
-				return false
-			}
-			n, err := strconv.ParseInt(v.Raw, 10, 64)
-			cc.Index = n
-			return err == nil
+			var ok bool
+			cc.Index, ok = cur.Int()
+			return ok
 		case 1:
-			if v.Type == gjson.Null {
+			if cur.Null() {
 				return true
 			}
-			return v.IsObject() && members(v, []string{"content", "tool_calls"}, func(k int, v gjson.Result) bool {
+			return members(cur, deltaMembers, func(k int) bool {
 				if k == 0 {
-					return str(v, &cc.Delta.Content)
+					return str(cur, &cc.Delta.Content)
 				}
-				return v.Type == gjson.Null // tool calls: json.Unmarshal decides
+				return cur.Null() // tool calls: json.Unmarshal decides
 			})
 		}
-		return str(v, &cc.FinishReason)
+		return str(cur, &cc.FinishReason)
 	})
 }
 
-// members calls read(k, v) for each member of obj named names[k], and
-// reports false when read does, when a name comes twice, or when a key
-// matches one of names only without regard to case.
-func members(obj gjson.Result, names []string, read func(k int, v gjson.Result) bool) bool {
+// members reads an object at cur, calling read(k) with cur at the value
+// of each member named names[k], and skipping the others. It reports
+// false when read does, when a name comes twice, when a key matches one
+// of names only without regard to case (json.Unmarshal would take it),
+// and when the value is not an object.
+func members(cur *adapterkit.JSONCursor, names []string, read func(k int) bool) bool {
 	var seen uint
-	ok := true
-	obj.ForEach(func(key, v gjson.Result) bool {
+	return cur.Object(func(key []byte) bool {
 		for k, n := range names {
 			switch {
-			case key.Str == n && key.Raw == `"`+n+`"`:
+			case string(key) == n:
 				if seen&(1<<k) != 0 {
-					ok = false
 					return false
 				}
 				seen |= 1 << k
-				ok = read(k, v)
-				return ok
-			case strings.EqualFold(key.Str, n):
-				ok = false
+				return read(k)
+			case foldable(key, n) && strings.EqualFold(string(key), n):
 				return false
 			}
 		}
-		return true
+		return cur.Skip()
 	})
-	return ok
 }
 
-// str reads v, a string or null, into s.
-func str(v gjson.Result, s *string) bool {
-	switch v.Type {
-	case gjson.String:
-		*s = v.Str
-	case gjson.Null:
-	default:
-		return false
+// foldable reports whether key could equal name without regard to case:
+// an ASCII key of another length cannot.
+func foldable(key []byte, name string) bool {
+	if len(key) == len(name) {
+		return true
 	}
-	return true
+	for _, b := range key {
+		if b >= utf8.RuneSelf {
+			return true
+		}
+	}
+	return false
+}
+
+// str reads the value at cur, a string or null, into s.
+func str(cur *adapterkit.JSONCursor, s *string) bool {
+	if cur.Null() {
+		return true
+	}
+	v, ok := cur.String()
+	*s = v
+	return ok
 }
 
 // chunkFromSDK reads what the adapter needs from the SDK's decoding.

@@ -219,7 +219,7 @@ func (s *nativeStream) chatEvent(ev adapterkit.SSEEvent) error {
 	fast := len(data) > 0 && data[0] == '{' && decodeTextEvent(data, &c, &top)
 	if !fast && len(data) > 0 && data[0] == '{' {
 		t := adapterkit.Top(data, "error", "service_tier")
-		top = eventTop{err: t[0], tier: t[1]}
+		top = eventTop{err: rawOf(t[0]), tier: rawOf(t[1])}
 	}
 	switch {
 	case isDone(data):
@@ -233,7 +233,7 @@ func (s *nativeStream) chatEvent(ev adapterkit.SSEEvent) error {
 	case len(data) == 0:
 		s.push(ev.Raw)
 		return nil
-	case top.err.Exists():
+	case top.err != nil:
 		eb, _ := parseErrorBody(data)
 		return s.eventError(s.a.streamError(s.at.model, eb, s.requestID()), ev.Raw)
 	}
@@ -244,14 +244,23 @@ func (s *nativeStream) chatEvent(ev adapterkit.SSEEvent) error {
 			return s.a.base.Finish(s.a.base.Unreadable(err, s.at.model))
 		}
 	}
-	if t := top.tier; t.Type == gjson.String {
-		st.tier = t.String()
+	if t := adapterkit.NewJSONCursor(top.tier); t.Next() == '"' {
+		st.tier, _ = t.String()
 	}
 	st.handle(&c)
 	content := st.pending
 	st.pending = nil
 	s.push(ev.Raw, content...)
 	return nil
+}
+
+// rawOf is r's bytes as they are in the event, nil when r does not
+// exist.
+func rawOf(r gjson.Result) []byte {
+	if !r.Exists() {
+		return nil
+	}
+	return []byte(r.Raw)
 }
 
 // chatResult is the Result of a Chat Completions stream that gave its
