@@ -171,7 +171,7 @@ func (c *JSONCursor) Raw() ([]byte, bool) {
 func (c *JSONCursor) Int() (int64, bool) {
 	c.space()
 	start := c.i
-	if !c.number() {
+	if integer, ok := c.number(); !ok || !integer {
 		return 0, false
 	}
 	n, err := strconv.ParseInt(string(c.b[start:c.i]), 10, 64)
@@ -196,40 +196,13 @@ func (c *JSONCursor) Skip() bool {
 	case 'f':
 		return c.literal("false")
 	}
-	c.space()
-	if c.number() {
-		return true
-	}
-	// A number with a fraction or an exponent.
-	return c.float()
+	_, ok := c.number()
+	return ok
 }
 
-// number reads an integer: -?(0|[1-9][0-9]*), not followed by a fraction
-// or an exponent; it reads nothing and reports false otherwise.
-func (c *JSONCursor) number() bool {
-	i := c.i
-	if i < len(c.b) && c.b[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(c.b) && c.b[i] == '0':
-		i++
-	case i < len(c.b) && c.b[i] >= '1' && c.b[i] <= '9':
-		for i < len(c.b) && c.b[i] >= '0' && c.b[i] <= '9' {
-			i++
-		}
-	default:
-		return false
-	}
-	if i < len(c.b) && (c.b[i] == '.' || c.b[i] == 'e' || c.b[i] == 'E') {
-		return false
-	}
-	c.i = i
-	return true
-}
-
-// float reads a number with a fraction or an exponent.
-func (c *JSONCursor) float() bool {
+// number reads a number, -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?,
+// and reports whether it has neither fraction nor exponent.
+func (c *JSONCursor) number() (integer, ok bool) {
 	i := c.i
 	digits := func() bool {
 		s := i
@@ -247,12 +220,13 @@ func (c *JSONCursor) float() bool {
 	case i < len(c.b) && c.b[i] >= '1' && c.b[i] <= '9':
 		digits()
 	default:
-		return false
+		return false, false
 	}
+	integer = true
 	if i < len(c.b) && c.b[i] == '.' {
 		i++
-		if !digits() {
-			return false
+		if integer = false; !digits() {
+			return false, false
 		}
 	}
 	if i < len(c.b) && (c.b[i] == 'e' || c.b[i] == 'E') {
@@ -260,12 +234,12 @@ func (c *JSONCursor) float() bool {
 		if i < len(c.b) && (c.b[i] == '+' || c.b[i] == '-') {
 			i++
 		}
-		if !digits() {
-			return false
+		if integer = false; !digits() {
+			return false, false
 		}
 	}
 	c.i = i
-	return true
+	return integer, true
 }
 
 // stringEnd returns the index of the quote that closes the string whose
