@@ -218,7 +218,7 @@ type flight struct {
 
 	// Written before done is closed, read after.
 	res   *provider.Result // fill's answer, for the first caller to take it
-	snap  *Entry           // a copy of res for the others (res may change once taken)
+	snap  *Entry           // res as an entry, copied for the others before res is taken (it may change then)
 	entry *Entry           // or the stored answer, found by the re-check
 	err   error
 	out   Outcome // Stored, Uncacheable, StoreErr
@@ -232,6 +232,13 @@ func (c *Cache) run(ctx context.Context, key Key, f *flight, fill func(context.C
 	c.mu.Lock()
 	if c.flights[key] == f {
 		delete(c.flights, key)
+	}
+	if f.snap != nil && f.waiters > 1 {
+		// Others wait beside the caller who will take res: they get
+		// copies of a snapshot made now, before res is handed out and
+		// may change. No waiter joins once the flight has ended.
+		snap := f.snap.Clone()
+		f.snap = &snap
 	}
 	orphan := f.waiters == 0 && f.res != nil
 	f.ended = true
@@ -262,7 +269,9 @@ func (c *Cache) call(ctx context.Context, key Key, f *flight, fill func(context.
 		f.err = errors.New("cache: fill returned neither a result nor an error")
 		return
 	}
-	e := entryOf(res, c.now()).Clone()
+	// e shares res's memory until run copies it for the other waiters
+	// (when there are any); the store keeps its own copy.
+	e := entryOf(res, c.now())
 	f.res, f.snap = res, &e
 	if err := storable(res); err != nil {
 		f.out.Uncacheable = fmt.Errorf("cache: result not stored: %w", err)

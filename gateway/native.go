@@ -246,6 +246,10 @@ func (g *Gateway) routesNative(ctx context.Context, call orchestrator.Call) bool
 	return len(kept) > 0 && kept[0].Native
 }
 
+// gatewayPrefix starts the name of every header the gateway owns, in
+// any case.
+const gatewayPrefix = "X-Cortexbuild-"
+
 // nativeReplyHeaders puts a relayed answer's headers on w: the
 // provider's end-to-end headers (its request id among them, replacing
 // the gateway's), then the gateway's own, which name what it changed
@@ -259,11 +263,19 @@ func nativeReplyHeaders(w http.ResponseWriter, r *http.Request, rep *provider.Na
 	h.Del("X-Request-Id")
 	h.Del(HeaderIgnored)
 	h.Del(HeaderAdjusted)
+	n := 0
+	for _, vs := range rep.Header {
+		n += len(vs)
+	}
+	// One array holds every value; each header's slice is capped, so that
+	// adding to one never writes over the next.
+	all := make([]string, 0, n)
 	for k, vs := range rep.Header {
-		if strings.HasPrefix(http.CanonicalHeaderKey(k), "X-Cortexbuild-") {
+		if len(k) >= len(gatewayPrefix) && strings.EqualFold(k[:len(gatewayPrefix)], gatewayPrefix) {
 			continue // never the provider's word for the gateway's headers
 		}
-		h[k] = append([]string(nil), vs...)
+		all = append(all, vs...)
+		h[k] = all[len(all)-len(vs) : len(all) : len(all)]
 	}
 	h.Set(HeaderRelayed, string(nativeProtocol(r.URL.Path)))
 	var adjusted []string

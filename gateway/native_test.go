@@ -99,7 +99,8 @@ func asJSON(v any) string {
 // ledger prices the reported usage, searches included.
 func TestMessagesRelayedAsSent(t *testing.T) {
 	w := newWorld(t, withLedger)
-	w.anth.Enqueue(anthropicfake.Reply{RawBody: webSearchAnswer, Headers: map[string]string{"request-id": "req_upstream_42"}})
+	w.anth.Enqueue(anthropicfake.Reply{RawBody: webSearchAnswer, Headers: map[string]string{"request-id": "req_upstream_42",
+		"x-cortexbuild-model": "spoofed", "X-CORTEXBUILD-COST": "spoofed", "x-upstream-extra": "kept"}})
 	betas := "context-management-2025-06-27,interleaved-thinking-2025-05-14,a-beta-from-2027-01-01"
 	resp, body := w.sendRaw(t, "/v1/messages?beta=true&api_key=sk-client-secret", claudeCodeTurn,
 		"anthropic-version", "2023-06-01", "anthropic-beta", betas, "anthropic-beta", "another-beta-2027",
@@ -112,6 +113,15 @@ func TestMessagesRelayedAsSent(t *testing.T) {
 	}
 	if got := resp.Header.Get("Request-Id"); got != "req_upstream_42" {
 		t.Errorf("request-id %q; want the provider's", got)
+	}
+	// The gateway's headers are its own, whatever the provider sends.
+	for k, vs := range resp.Header {
+		if strings.HasPrefix(k, "X-Cortexbuild-") && slices.Contains(vs, "spoofed") {
+			t.Errorf("the provider's %s reached the client", k)
+		}
+	}
+	if got := resp.Header.Get("X-Upstream-Extra"); got != "kept" {
+		t.Errorf("x-upstream-extra %q; want the provider's header", got)
 	}
 	inv := resp.Header.Get(gateway.HeaderInvocation)
 	if !strings.HasPrefix(inv, "inv_") {

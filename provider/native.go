@@ -165,7 +165,7 @@ func EndToEnd(h http.Header) http.Header {
 		}
 	}
 	for _, k := range HopHeaders {
-		out.Del(k)
+		delete(out, k) // in canonical form, as net/http keys a header it reads
 	}
 	return out
 }
