@@ -1171,7 +1171,10 @@ func (s *SQLite) AddTaskEvent(ctx context.Context, e TaskEvent) error {
 	// event; one that exists is checked again in the write transaction.
 	if _, err := s.reader(); err == nil {
 		var risk, state string
-		if err := s.st.readTaskState.QueryRowContext(ctx, e.Task, s.project).Scan(&risk, &state); errors.Is(err, sql.ErrNoRows) {
+		// A look-up by key is not cancelled: with a context that can be,
+		// the driver starts a goroutine per statement to watch it.
+		rctx := context.WithoutCancel(ctx)
+		if err := s.st.readTaskState.QueryRowContext(rctx, e.Task, s.project).Scan(&risk, &state); errors.Is(err, sql.ErrNoRows) {
 			return errNoTask(e.Task)
 		}
 	}

@@ -2,9 +2,8 @@ package orchestrator
 
 import (
 	"context"
-	"fmt"
 	"slices"
-	"strings"
+	"strconv"
 	"time"
 )
 
@@ -62,17 +61,27 @@ func (o *Orchestrator) lowHeadroom(ep *Endpoint, now time.Time) string {
 	if !now.Before(until) {
 		return ""
 	}
-	var why []string
-	if h := o.s.Headroom.Requests; h > 0 && st.RequestsRemaining != nil && *st.RequestsRemaining < h {
-		why = append(why, fmt.Sprintf("%d requests left (headroom %d)", *st.RequestsRemaining, h))
+	// Every route of every call near a limit says so: the reason is put
+	// together without fmt.
+	var why []byte
+	left := func(n *int64, h int64, what string) {
+		if h <= 0 || n == nil || *n >= h {
+			return
+		}
+		if why != nil {
+			why = append(why, ", "...)
+		}
+		why = strconv.AppendInt(why, *n, 10)
+		why = append(why, " "+what+" left (headroom "...)
+		why = strconv.AppendInt(why, h, 10)
+		why = append(why, ')')
 	}
-	if h := o.s.Headroom.Tokens; h > 0 && st.TokensRemaining != nil && *st.TokensRemaining < h {
-		why = append(why, fmt.Sprintf("%d tokens left (headroom %d)", *st.TokensRemaining, h))
-	}
-	if len(why) == 0 {
+	left(st.RequestsRemaining, o.s.Headroom.Requests, "requests")
+	left(st.TokensRemaining, o.s.Headroom.Tokens, "tokens")
+	if why == nil {
 		return ""
 	}
-	return fmt.Sprintf("rate limit nearly reached: %s until %s", strings.Join(why, ", "), clock(until))
+	return "rate limit nearly reached: " + string(why) + " until " + clock(until)
 }
 
 // headroomRoute moves the kept candidates of providers short of rate-limit

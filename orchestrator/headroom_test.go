@@ -66,7 +66,9 @@ func TestHeadroomCountsTokensAndOnlyUntilTheReset(t *testing.T) {
 	w := headroomWorld(t, "openai", true, func(s *orchestrator.Settings) { s.Now = clk.Now })
 	w.oai.Enqueue(openaifake.TextReply("first").
 		WithHeader("x-ratelimit-remaining-tokens", "1500").
-		WithHeader("x-ratelimit-reset-tokens", "20s"))
+		WithHeader("x-ratelimit-reset-tokens", "20s").
+		WithHeader("x-ratelimit-remaining-requests", "2").
+		WithHeader("x-ratelimit-reset-requests", "20s"))
 	if out, err := w.invoke(t, orchestrator.Call{Agent: "builder"}); err != nil || out.Provider != "openai" {
 		t.Fatalf("first call: %v %v", out, err)
 	}
@@ -74,7 +76,7 @@ func TestHeadroomCountsTokensAndOnlyUntilTheReset(t *testing.T) {
 	if err != nil || out.Attempts[0].Provider != "anthropic" {
 		t.Fatalf("second call: %v %v", out, err)
 	}
-	if c, _ := candidate(out.Trace, "openai"); !strings.Contains(c.Reason, "1500 tokens left (headroom 2000)") {
+	if c, _ := candidate(out.Trace, "openai"); !strings.Contains(c.Reason, "rate limit nearly reached: 2 requests left (headroom 5), 1500 tokens left (headroom 2000) until ") {
 		t.Errorf("openai reason = %q", c.Reason)
 	}
 	// Once the reported reset time has passed, the figures are stale.
