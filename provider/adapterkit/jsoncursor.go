@@ -187,8 +187,11 @@ func (c *JSONCursor) Skip() bool {
 		return c.Array(c.Skip)
 	case '"':
 		end, _ := c.stringEnd()
+		if end < 0 {
+			return false
+		}
 		c.i = end + 1
-		return end >= 0
+		return true
 	case 'n':
 		return c.literal("null")
 	case 't':
