@@ -283,6 +283,57 @@ func TestDoConcurrentMissesMakeOneCall(t *testing.T) {
 	}
 }
 
+// TestDoSharedCopiesAreNotThePayersResult: the caller who receives the
+// answer as is may change it at once; the callers who share it get
+// copies made before it was handed out (the race detector also sees any
+// read of the payer's memory by a sharing caller).
+func TestDoSharedCopiesAreNotThePayersResult(t *testing.T) {
+	const n = 8
+	ctx := context.Background()
+	c, _ := newMemoryCache(new(cachetest.Clock))
+	key := mustKey(t, baseScope(), baseRequest())
+	allWaiting := joinCounter(c, n)
+	fill := func(context.Context) (*provider.Result, error) {
+		<-allWaiting
+		r := sampleResult()
+		r.Native = &provider.NativeReply{Status: 200, Header: map[string][]string{"Request-Id": {"req_1"}}, Body: []byte(`{"id":"msg_1"}`)}
+		return r, nil
+	}
+	shared := make(chan *provider.Result, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			res, out, err := c.Do(ctx, key, fill)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if !out.Shared {
+				// The payer changes what it got, as a caller may.
+				res.Content = "changed"
+				res.ToolCalls[0].Arguments[2] = 'X'
+				res.Native.Body[2] = 'X'
+				res.Native.Header["Request-Id"][0] = "changed"
+				return
+			}
+			shared <- res
+		})
+	}
+	wg.Wait()
+	close(shared)
+	count := 0
+	for r := range shared {
+		count++
+		if r.Content != "Here is the summary." || string(r.ToolCalls[0].Arguments) != `{"path":"a.go"}` ||
+			string(r.Native.Body) != `{"id":"msg_1"}` || r.Native.Header.Get("Request-Id") != "req_1" {
+			t.Fatalf("a sharing caller's copy changed with the payer's result: %+v, native %q %v", r, r.Native.Body, r.Native.Header)
+		}
+	}
+	if count != n-1 {
+		t.Fatalf("%d callers shared the answer; want %d", count, n-1)
+	}
+}
+
 func TestDoSharesErrorsAndNeverStoresThem(t *testing.T) {
 	const n = 50
 	ctx := context.Background()
