@@ -293,8 +293,7 @@ func decodeDelta(data []byte, e *wireEvent) bool {
 		switch string(key) {
 		case "type":
 			bit = 1
-			ok = cur.Next() == '"'
-			e.Type, _ = cur.String()
+			e.Type, ok = cur.String()
 		case "index":
 			bit = 2
 			e.Index, ok = cur.Int()
@@ -330,7 +329,7 @@ func decodeWireDelta(cur *adapterkit.JSONCursor, d *wireDelta) bool {
 		default:
 			return false
 		}
-		if seen&bit != 0 || cur.Next() != '"' {
+		if seen&bit != 0 {
 			return false
 		}
 		seen |= bit
