@@ -221,7 +221,7 @@ func TestFleetEnginesCutAndRecover(t *testing.T) {
 			switch {
 			case strings.Contains(a.msg, "the virtual keys in PostgreSQL (the shared state) cannot be read"):
 				causes["keys"]++
-			case strings.Contains(a.msg, "cannot read the project state: project pause: shared state (PostgreSQL"):
+			case strings.Contains(a.msg, "cannot read the project state: project pause: shared state (project-pause): reading: the shared state's PostgreSQL at "+f.pg.Addr+" is unreachable"):
 				causes["pause"]++
 			case strings.Contains(a.msg, "the ledger's PostgreSQL at "+f.pg.Addr+" is unreachable"):
 				causes["ledger"]++
