@@ -1,7 +1,6 @@
 package openaicompat
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -129,7 +128,7 @@ func (a *Adapter) nativePrepare(ctx context.Context, req *provider.Request, stre
 	if stream && n.Protocol == provider.ProtoChat && a.profile.StreamUsage && !top[5].Get("include_usage").Bool() {
 		// The usage chunk settles the call exactly; without it the
 		// usage would be an estimate.
-		b, err := sjson.SetBytes(bytes.Clone(at.body.Bytes()), "stream_options.include_usage", true)
+		b, err := sjson.SetBytes(at.body.Bytes(), "stream_options.include_usage", true)
 		if err != nil {
 			return nil, a.base.BadRequest(at.model, "the request body's stream_options cannot be set: "+err.Error())
 		}
@@ -148,10 +147,12 @@ func (a *Adapter) nativePrepare(ctx context.Context, req *provider.Request, stre
 // its body as sent, and the provider's word on it. set holds the client's
 // max_tokens, max_completion_tokens, temperature and top_p, in that order.
 func (a *Adapter) fitModel(at *nativeAttempt, p provider.Protocol, set []gjson.Result) (adapterkit.Body, error) {
-	body := at.body // joined into one slice only to edit it
+	// Each edit is sjson's new copy of the body: without ReplaceInPlace,
+	// sjson never writes into the slice it is given, here the client's.
+	body := at.body
 	if p == provider.ProtoChat && a.profile.MaxCompletionTokens {
 		if v := set[0]; v.Exists() && !set[1].Exists() {
-			b, err := sjson.SetRawBytes(bytes.Clone(body.Bytes()), "max_completion_tokens", []byte(v.Raw))
+			b, err := sjson.SetRawBytes(body.Bytes(), "max_completion_tokens", []byte(v.Raw))
 			if err == nil {
 				b, err = sjson.DeleteBytes(b, "max_tokens")
 			}
@@ -165,7 +166,7 @@ func (a *Adapter) fitModel(at *nativeAttempt, p provider.Protocol, set []gjson.R
 	if a.profile.ReasoningModels && reasoningModel(at.model) {
 		for i, k := range []string{"temperature", "top_p"} {
 			if set[2+i].Exists() {
-				b, err := sjson.DeleteBytes(bytes.Clone(body.Bytes()), k)
+				b, err := sjson.DeleteBytes(body.Bytes(), k)
 				if err != nil {
 					return nil, fmt.Errorf("the request body's %s cannot be dropped: %w", k, err)
 				}

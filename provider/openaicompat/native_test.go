@@ -419,6 +419,9 @@ func TestNativeChatStream(t *testing.T) {
 				sameJSON(t, rec.Body, call.req.Native.Body)
 			} else {
 				sameJSON(t, rec.Body, call.req.Native.Body, "stream_options")
+				if gjson.GetBytes(call.req.Native.Body, "stream_options").Exists() {
+					t.Errorf("the client's bytes were changed in place: %s", call.req.Native.Body)
+				}
 			}
 			if first.Reply == nil || first.Reply.Status != 200 || !slices.Equal(first.Reply.Edits, wantEdits) || first.Model != "gpt-5-mini-2025-08-07" {
 				t.Errorf("first chunk %+v reply %+v", first, first.Reply)
